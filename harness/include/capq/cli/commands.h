@@ -1,0 +1,18 @@
+// The capq command's subcommands. Each returns the process exit code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace capq::cli {
+
+using Args = std::vector<std::string>;  // the words after the subcommand name
+
+int RunRows(const Args& args);      // capq rows check [PATHS] | capq rows show ID
+int RunSim(const Args& args);       // capq sim --profile FILE ...
+int RunTrial(const Args& args);     // capq trial --row FILE --concurrency C --trial K ...
+int RunValidate(const Args& args);  // capq validate DIR
+int RunQualify(const Args& args);   // capq qualify ROW... ...
+int RunReport(const Args& args);    // capq report DIR...
+
+}  // namespace capq::cli

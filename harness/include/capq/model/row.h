@@ -1,0 +1,144 @@
+// The row model: one serving identity and one workload shape, as plain data (row-schema.md).
+// A Row is produced only by the loader (row_loader.h), which refuses vague rows; every field below is
+// therefore filled (defaults resolved) by the time other layers see it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace capq {
+
+enum class Engine { kSglang, kVllm, kLlamacpp, kSim };
+const char* EngineName(Engine e);  // "sglang", "vllm", "llamacpp", "sim"
+
+enum class PercentileMethod { kLinear, kNearestRank };
+const char* PercentileMethodName(PercentileMethod m);  // "linear", "nearest_rank"
+
+enum class SloMetric { kTtft, kItl, kE2e };
+const char* SloMetricName(SloMetric m);  // "ttft", "itl", "e2e"
+
+struct Identity {
+  Engine engine = Engine::kSim;
+  std::string image;           // "repo@sha256:<64 hex>" for real engines; empty for sim
+  std::string model;
+  std::string model_revision;  // 40-hex snapshot for real engines
+  std::string served_model_name;
+  std::string hardware;
+  std::string driver;
+  // Asserted against the server's own info endpoint before any load. Keys use SGLang's names
+  // (max_total_num_tokens, max_running_requests, context_length, chunked_prefill_size,
+  // speculative_algorithm, speculative_num_steps, speculative_eagle_topk,
+  // speculative_num_draft_tokens); values are the YAML scalars as written.
+  std::map<std::string, std::string> server_expect;
+  // Simulator rows only.
+  std::string sim_profile;     // absolute path, resolved against the row file's folder
+  double time_scale = 1.0;     // virtual seconds per wall second (1 for real engines)
+};
+
+struct Sampling {
+  double temperature = 0.0;
+  bool ignore_eos = true;
+  std::optional<double> top_p;
+};
+
+struct Workload {
+  int64_t input_tokens = 0;
+  int64_t input_stddev_tokens = 0;
+  int64_t output_tokens = 0;
+  int64_t output_stddev_tokens = 0;
+  Sampling sampling;
+  std::string arrival = "closed_loop";  // only closed_loop is implemented
+  std::string prompt_corpus = "synthetic";
+};
+
+struct CachePolicy {
+  bool prefix_cache = true;   // "enabled" | "disabled" in the file
+  bool flush_before_trial = true;
+  bool verify_cold = true;
+};
+
+struct Warmup {
+  int requests = 8;
+  int concurrency = 1;
+};
+
+struct Measured {
+  int min_requests = 64;
+  int per_concurrency = 4;
+  // max(min_requests, per_concurrency * C): the seed's sample size rule.
+  int RequestsAt(int concurrency) const {
+    int scaled = per_concurrency * concurrency;
+    return scaled > min_requests ? scaled : min_requests;
+  }
+};
+
+struct SloGate {
+  SloMetric metric = SloMetric::kTtft;
+  double percentile = 95;  // in (0, 100]
+  double below_ms = 0;     // strictly below: a value equal to it fails
+};
+
+struct Gate {
+  bool enabled = true;
+  std::string reason_off;  // required when a row switches a gate off
+};
+
+struct Correctness {
+  Gate status_200;
+  Gate no_cancellations;
+  Gate exact_completion_tokens;
+  Gate finish_reason;
+  std::string finish_reason_value = "length";
+  Gate nonempty_deltas;
+  Gate unique_prompts;
+  Gate unique_outputs;
+  Gate warmup_disjoint;
+};
+
+struct Trials {
+  int count = 3;
+  double quiet_period_s = 15;
+  std::vector<uint64_t> seeds;  // one per trial; the loader derives missing ones deterministically
+};
+
+struct Baseline {
+  std::optional<double> ttft_p50_ms;
+  std::optional<double> itl_p50_ms;
+  double tolerance_pct = 15;
+};
+
+struct Expect {
+  std::optional<int> cmax;  // C = cmax passes every trial, cmax + 1 fails every trial
+  std::optional<Baseline> baseline;
+};
+
+struct Provenance {
+  std::string qualified_on;
+  std::string source;
+  std::string notes;
+};
+
+struct Row {
+  std::string schema = "capq/row/v1";
+  std::string id;
+  std::string title;
+  std::string family;       // the folder under rows/ (b70, sim): a ctest label
+  std::string source_path;  // the file it was loaded from
+  Identity identity;
+  Workload workload;
+  CachePolicy cache;
+  Warmup warmup;
+  Measured measured;
+  std::vector<SloGate> slo;
+  PercentileMethod percentile_method = PercentileMethod::kLinear;
+  Correctness correctness;
+  Trials trials;
+  double request_timeout_s = 21600;  // per request, in the server's (virtual) seconds
+  Expect expect;
+  Provenance provenance;
+};
+
+}  // namespace capq

@@ -1,0 +1,96 @@
+// The simulated engine model: a pure discrete-event continuous-batching scheduler in virtual time.
+// No I/O, no clocks, no threads: the caller says what time it is and collects events. The same code
+// drives the live simulated server and offline prediction.
+//
+// Semantics (architecture.md, "The simulated engine"):
+//  - Arrivals join an FCFS waiting queue. At each step start the scheduler admits from the head of the
+//    queue while running < max_running_requests and the paged token pool can reserve
+//    prompt + max_new_tokens (rounded up to pages); admission stops at the first request that does not
+//    fit (FCFS, no overtaking).
+//  - A prompt's uncached tokens are prefilled in chunks of at most chunked_prefill_size per step (the
+//    budget is shared by every prefilling row in that step). The step that finishes a prompt's prefill
+//    emits its first output token.
+//  - kPrefillFirst: a step with prefill work does no decode (unless mixed_chunks); kDecodeFirst: every
+//    step decodes all running decode rows and fills the remaining budget with prefill.
+//  - A decode row emits 1 token per step, or with speculative decoding 1 + accepted draft tokens
+//    (seeded, mean spec_accept_mean, at most spec_draft_tokens), never past max_new_tokens.
+//  - A step takes b0 + b1*prefill_tokens + b2*sum(chunk^2) + b3*decode_rows + b4*decode_kv_tokens +
+//    overhead (times jitter); it starts when the previous one ends, or at the first arrival when idle.
+//  - Prefix cache (when enabled): a radix cache of finished prompts' token ids; a new request skips
+//    prefill of its longest cached prefix and reports it as cached_tokens. Flush clears it when idle.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "capq/sim/profile.h"
+
+namespace capq::sim {
+
+using VirtNs = int64_t;  // virtual nanoseconds
+
+struct EngineRequest {
+  uint64_t id = 0;
+  std::vector<uint32_t> prompt_tokens;  // token ids, chat template included
+  int64_t max_new_tokens = 0;
+  int64_t eos_at_tokens = -1;  // > 0: finish with "stop" after this many tokens (natural EOS)
+};
+
+struct EngineEvent {
+  enum class Kind {
+    kAdmitted,  // left the queue; cached_tokens is known
+    kTokens,    // `tokens` new output tokens at time `t` (the first one is the first token)
+    kFinished,  // finish_reason "length" or "stop"; no more events for this id
+    kRejected,  // can never fit (prompt + output > pool or context); finish_reason says why
+  };
+  Kind kind = Kind::kTokens;
+  uint64_t request_id = 0;
+  VirtNs t = 0;
+  int64_t tokens = 0;          // kTokens: tokens emitted in this step for this request
+  int64_t total_tokens = 0;    // kTokens/kFinished: output tokens so far
+  int64_t cached_tokens = 0;   // kAdmitted
+  const char* finish_reason = nullptr;  // kFinished/kRejected: "length", "stop", "too_long"
+};
+
+struct EngineStats {
+  int running = 0;
+  int waiting = 0;
+  int64_t pool_used_tokens = 0;
+  int64_t pool_total_tokens = 0;
+  int64_t prompt_tokens_total = 0;
+  int64_t cached_tokens_total = 0;
+  int64_t generated_tokens_total = 0;
+  int64_t steps = 0;
+};
+
+class Engine {
+ public:
+  explicit Engine(const EngineProfile& profile);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // REQUIRES: now >= every time passed before. Events up to `now` must have been collected first
+  // (call AdvanceTo(now) before Submit so a request cannot join a step that started earlier).
+  void Submit(EngineRequest request, VirtNs now);
+  // Drops a request (client went away): frees its pool reservation at the next step boundary.
+  void Cancel(uint64_t request_id, VirtNs now);
+
+  // When the step in progress ends, if there is one; nullopt when idle.
+  std::optional<VirtNs> NextEventTime() const;
+  // Completes every step that ends at or before `t`, appending their events in time order.
+  void AdvanceTo(VirtNs t, std::vector<EngineEvent>* out);
+
+  bool Idle() const;         // nothing waiting, nothing running
+  bool FlushCache();         // false (and no change) unless Idle()
+  EngineStats stats() const;
+  const EngineProfile& profile() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace capq::sim

@@ -1,0 +1,56 @@
+// A simulator profile: the limits and cost model of one simulated serving engine (rows/sim/profiles/).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "capq/status.h"
+
+namespace capq::sim {
+
+enum class SchedulePolicy { kPrefillFirst, kDecodeFirst };  // SGLang-like, vLLM-like
+
+struct EngineProfile {
+  std::string name;                 // "small", "b70_twin"
+  std::string served_model_name = "sim-model";
+  std::string model_path = "capq/sim-model";
+  // Limits, under SGLang's names.
+  int64_t max_total_tokens = 262144;  // paged token pool
+  int page_size = 64;
+  int max_running_requests = 9;       // effective limit after the pool check
+  int64_t chunked_prefill_size = 4096;  // prefill token budget per step
+  int64_t context_length = 262144;
+  SchedulePolicy policy = SchedulePolicy::kPrefillFirst;
+  bool mixed_chunks = false;        // decode rows ride along with a prefill chunk
+  bool prefix_cache = true;
+  // Step time = b0 + b1*prefill_tokens + b2*sum(chunk^2) + b3*decode_rows + b4*decode_kv_tokens
+  //             + overhead, in seconds of virtual time.
+  double b0_s = 0.002;
+  double b1_s_per_prefill_token = 2.5e-4;
+  double b2_s_per_chunk_token_sq = 0;
+  double b3_s_per_decode_row = 5e-4;
+  double b4_s_per_decode_kv_token = 1e-8;
+  double overhead_s = 0.0005;
+  // Speculative decoding: k draft tokens per step, mean accepted tau in [0, k]; 0 = off.
+  int spec_draft_tokens = 0;
+  double spec_accept_mean = 0;
+  // Multiplicative run-to-run noise on every step time: uniform in [1 - jitter, 1 + jitter].
+  double step_jitter = 0;
+  uint64_t jitter_seed = 1;
+  // Tokens the chat template adds around the user message; the first `template_prefix_tokens` of them
+  // are identical for every prompt (so even a cold cache reports them as cached after one request).
+  int chat_template_tokens = 51;
+  int template_prefix_tokens = 3;
+  // Without ignore_eos a stream stops early at a seeded length in [eos_min_tokens, max_tokens].
+  int eos_min_tokens = 1;
+};
+
+// Reads a profile YAML file; every error names the file, line and key. Unknown keys are errors.
+Result<EngineProfile> LoadProfile(const std::string& path);
+
+// Canonical JSON of every field (sorted keys), and "sha256:<hex>" of it: the simulator's identity
+// digest, so a changed profile fails a pinned row like a retagged image.
+std::string CanonicalProfileJson(const EngineProfile& p);
+std::string ProfileDigest(const EngineProfile& p);
+
+}  // namespace capq::sim
