@@ -1,0 +1,66 @@
+// The simulated engine's OpenAI-compatible HTTP server (`capq sim`): the pure Engine (engine.h)
+// driven by a libevent loop in wall time, speaking one server dialect's endpoint names, chunk
+// shapes and metrics (server-apis.md).
+//
+// Threading: Start() spawns one event-loop thread that owns every connection, the engine and the
+// timers; nothing else touches them. The public methods may be called from any thread.
+// Virtual time: wall = t0 + virtual / time_scale, where t0 is the moment Start() returned. Every
+// value the server reports (timings, metrics, server_info) is virtual.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "capq/sim/engine.h"
+#include "capq/status.h"
+
+namespace capq::sim {
+
+enum class Dialect { kSglang, kVllm, kLlamacpp };
+
+// "sglang" | "vllm" | "llamacpp"
+Result<Dialect> ParseDialect(const std::string& name);
+const char* DialectName(Dialect d);
+
+struct ServerOptions {
+  std::string profile_path;  // a profile YAML (rows/sim/profiles/*.yaml)
+  std::string host = "127.0.0.1";
+  int port = 0;                // 0 = ephemeral
+  double time_scale = 1.0;     // virtual seconds per wall second
+  std::string truth_log_path;  // empty = none
+  std::string faults_path;     // empty = none
+  Dialect dialect = Dialect::kSglang;
+};
+
+class SimServer {
+ public:
+  // Loads the profile and the faults file, binds, and starts the loop thread. Listening when it
+  // returns. Errors: InvalidArgument (profile, faults, options), Unavailable (bind failed).
+  static Result<std::unique_ptr<SimServer>> Start(const ServerOptions& options);
+
+  int port() const;
+  std::string url() const;  // "http://127.0.0.1:PORT"
+  const EngineProfile& profile() const;
+  std::string identity_digest() const;  // ProfileDigest(profile())
+
+  // A snapshot of the engine's counters, taken on the loop thread after its last activity (it lags
+  // the loop by at most one callback). For tests: e.g. /health must leave them unchanged.
+  EngineStats engine_stats() const;
+  // Chat completion requests received so far (any outcome), in arrival order.
+  int64_t requests_received() const;
+
+  // Idempotent; joins the loop thread. In-flight streams are cut; the truth log is flushed.
+  void Stop();
+  ~SimServer();
+
+  SimServer(const SimServer&) = delete;
+  SimServer& operator=(const SimServer&) = delete;
+
+  struct Impl;  // public so the loop's C callbacks can reach it; defined in server.cc only
+
+ private:
+  explicit SimServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace capq::sim
