@@ -1,0 +1,69 @@
+// Decoding raw records into per-request results, after the trial (never on the hot path).
+//
+// Understands the OpenAI-compatible chunk shapes of SGLang, vLLM, llama.cpp and the simulator:
+// delta.content, delta.reasoning_content and delta.reasoning count as generated text; a chunk
+// with "choices": [] and "usage" is the usage chunk; {"error": {...}} frames are errors;
+// "data: [DONE]" ends the stream. Anything the decoder does not understand is reported in
+// `errors`, in words, and never silently skipped.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "capq/clock.h"
+#include "capq/measurement/loadgen.h"
+
+namespace capq {
+
+struct ChunkInfo {
+  MonoNs arrival_ns = 0;
+  int64_t text_bytes = 0;  // content + reasoning bytes in this chunk
+  bool nonempty = false;   // text_bytes > 0
+};
+
+struct RequestResult {
+  std::string id;
+  Phase phase = Phase::kMeasured;
+  int index = 0;
+  long http_status = 0;
+  bool cancelled = false;
+  bool timed_out = false;
+  std::string transport_error;
+  MonoNs start_ns = 0;  // actual send
+  MonoNs end_ns = 0;
+  // Relative to start_ns. TTFT = first chunk with non-empty content or reasoning text.
+  std::optional<int64_t> ttft_ns, ttfb_ns, first_event_ns, e2e_ns;
+  // Server usage. cached: usage.prompt_tokens_details.cached_tokens, else llama.cpp
+  // timings.cache_n.
+  std::optional<int64_t> prompt_tokens, completion_tokens, cached_tokens;
+  std::string finish_reason;      // the last non-null finish_reason seen; "" = none
+  bool saw_done = false;          // "data: [DONE]" arrived
+  std::vector<ChunkInfo> chunks;  // every decoded chunk frame (usage and role chunks included)
+  int64_t nonempty_chunks = 0;
+  int64_t output_utf8_bytes = 0;
+  int64_t content_bytes = 0, reasoning_bytes = 0;
+  bool output_valid_utf8 = true;
+  std::string
+      output_sha256;  // lowercase hex of the concatenated text (reasoning and content, in order)
+  std::string output_text;  // that text (for reading the streams; may be large)
+  std::vector<std::string>
+      errors;                    // malformed JSON frames, error frames, missing usage... in words
+  MonoNs scheduling_lag_ns = 0;  // actual - intended send
+};
+
+RequestResult DecodeRecord(const RawRecord& r);
+
+// results.jsonl line: everything above except `chunks` (kept as counts) and `output_text`.
+nlohmann::json RequestResultToJson(const RequestResult& r);
+
+// Lowercase hex SHA-256 of `bytes` (also used for prompt hashes).
+std::string Sha256Hex(std::string_view bytes);
+
+// True when `s` is well-formed UTF-8 (no overlongs, no surrogates, nothing past U+10FFFF).
+bool IsValidUtf8(std::string_view s);
+
+}  // namespace capq

@@ -1,0 +1,112 @@
+// The load generator: closed-loop streaming chat completions over libcurl multi on one thread.
+//
+// RunLoad() sends the warm-up list at its own concurrency, then the measured list as a closed-loop
+// burst: C requests start together and every completion immediately starts the next request, until
+// the list is used. All transfers run on the calling thread's event loop; the write callback stamps
+// NowNs() before anything else and only frames SSE (sse.h) and stores bytes and times. JSON is
+// decoded after the run (decode.h).
+//
+// Thread safety: RunLoad() may be called from any thread; it blocks that thread until the run ends.
+// `on_progress` is called on that same thread. Per-request failures are data, never a Status.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "capq/clock.h"
+#include "capq/measurement/sse.h"
+#include "capq/status.h"
+
+namespace capq {
+
+enum class Phase { kWarmup, kMeasured };
+const char* PhaseName(Phase p);  // "warmup", "measured"
+
+struct PlannedRequest {
+  std::string
+      id;  // unique in the run, e.g. "w3", "m17"; names the request in every gate's evidence
+  Phase phase = Phase::kMeasured;
+  int index = 0;     // position in its phase's list (0-based)
+  std::string body;  // the full JSON request body, sent as is
+};
+
+struct LoadProgress {
+  Phase phase = Phase::kWarmup;
+  int total = 0;  // requests in the current phase
+  int started = 0;
+  int completed = 0;  // finished in any way, including failures
+  int failed = 0;     // status != 200, transport error, timeout or cancel
+  int in_flight = 0;
+  MonoNs now_ns = 0;
+};
+
+struct LoadSpec {
+  std::string url;      // the full chat completions URL, http:// or https://
+  std::string api_key;  // "" = none; sent only as "Authorization: Bearer" to `url`; never logged
+  std::vector<PlannedRequest> warmup;
+  int warmup_concurrency = 1;
+  std::vector<PlannedRequest> measured;
+  int concurrency = 1;
+  double request_timeout_s = 600;  // wall seconds per request, connect included
+  double connect_timeout_s = 30;   // wall seconds for the TCP/TLS connect alone
+  bool insecure_tls = false;       // TLS verification is ON unless this is set
+  // When it becomes true, in-flight requests are cut, the rest are not sent (they are returned as
+  // cancelled with actual_send_ns == 0), and RunLoad() returns promptly with interrupted = true.
+  const std::atomic<bool>* cancel = nullptr;
+  // Optional; called from the loop thread at most about 4 times a second and at each phase end.
+  std::function<void(const LoadProgress&)> on_progress;
+  size_t max_event_bytes = SseFramer::kDefaultMaxEventBytes;
+  size_t max_body_bytes = 16u << 20;  // non-SSE response bytes kept per request
+};
+
+struct RawRecord {
+  std::string id;
+  Phase phase = Phase::kMeasured;
+  int index = 0;
+  // Closed loop: the intended send time is the completion time of the request whose slot this one
+  // takes, or the burst start for the first C. actual - intended is the scheduling lag.
+  MonoNs intended_send_ns = 0;
+  MonoNs actual_send_ns = 0;  // 0 = never sent (run cancelled first)
+  MonoNs first_byte_ns = 0;   // first response byte (status line); 0 = none
+  MonoNs first_body_ns = 0;   // first body byte; 0 = none
+  MonoNs end_ns = 0;          // transfer done, failed or cut
+  long http_status = 0;       // 0 = no response
+  std::string content_type;
+  std::vector<std::string> response_headers;  // raw header lines of the final response, no CRLF
+  std::vector<SseEvent> events;               // when the response is text/event-stream
+  std::string body;  // non-SSE response bytes (errors, non-streaming), capped
+  bool body_truncated = false;
+  int64_t body_bytes = 0;       // every body byte received, SSE or not
+  std::string transport_error;  // curl's text, "" if none
+  bool timed_out = false;
+  bool cancelled = false;  // did not complete normally (timeout, cut, interrupt, not sent)
+  int64_t sse_comments = 0;
+  bool sse_overflow = false;
+  int64_t sse_unterminated = 0;    // events the stream ended in the middle of
+  bool reused_connection = false;  // sent on a kept-alive connection
+};
+
+struct LoadResult {
+  std::vector<RawRecord> records;  // warm-up records first, then measured, each in send order
+  RealtimeAnchor anchor;           // taken at the start of the run
+  MonoNs start_ns = 0;             // first warm-up send (or measured burst start if no warm-up)
+  MonoNs measured_start_ns = 0;    // the measured burst start
+  MonoNs end_ns = 0;
+  bool interrupted = false;  // the cancel flag was seen
+};
+
+// Runs the warm-up and measured lists. An error Status only for setup failures (empty or non-http
+// URL, concurrency < 1, curl initialisation); every per-request failure is in its RawRecord.
+Result<LoadResult> RunLoad(const LoadSpec& spec);
+
+// Raw records as JSON lines. Event data and bodies that are valid UTF-8 are written as strings;
+// anything else as {"b64": "..."} so the bytes survive exactly. FromJson returns InvalidArgument
+// naming the missing or mistyped key.
+nlohmann::json RawRecordToJson(const RawRecord& r);
+Result<RawRecord> RawRecordFromJson(const nlohmann::json& j);
+
+}  // namespace capq

@@ -1,0 +1,74 @@
+// The correctness validator: proves that token counters represented text (seed, Part III).
+// Every gate reports counts and the offending request ids in words; a gate the row switched off is
+// reported with enabled = false and the row's reason; a gate that cannot be checked fails closed.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capq/measurement/decode.h"
+#include "capq/model/row.h"
+
+namespace capq {
+
+// Gate names, in report order.
+inline constexpr const char* kGateNames[] = {
+    "expected_record_count",   "status_200",      "no_cancellations", "zero_errors",
+    "exact_completion_tokens", "finish_reason",   "nonempty_deltas",  "unique_prompts",
+    "unique_outputs",          "warmup_disjoint", "verify_cold"};
+
+struct GateResult {
+  std::string name;
+  bool enabled = true;
+  bool passed = false;
+  std::string
+      evidence;  // "3 of 64 streams ended with finish_reason 'stop' (want 'length'): m17, ..."
+  std::vector<std::string> offending_ids;
+};
+
+struct CorrectnessTotals {
+  int64_t streams = 0;  // measured results
+  int64_t completion_tokens = 0;
+  int64_t nonempty_chunks = 0;
+  int64_t utf8_bytes = 0;
+  int64_t unique_output_hashes = 0;
+  int64_t warmup_prompts = 0;
+  int64_t measured_prompts = 0;
+};
+
+struct CorrectnessReport {
+  std::vector<GateResult> gates;  // one per name in kGateNames, in that order
+  CorrectnessTotals totals;
+  bool passed() const;                                    // every enabled gate passed
+  const GateResult* Find(const std::string& name) const;  // nullptr if absent
+};
+
+struct ValidationInput {
+  const Row* row = nullptr;  // REQUIRES: non-null
+  int concurrency = 1;
+  std::vector<RequestResult> warmup, measured;
+  // SHA-256 of each prompt, in plan order: hash i belongs to the request with index i of its phase.
+  std::vector<std::string> warmup_prompt_hashes, measured_prompt_hashes;
+  int expected_measured = 0;  // row->measured.RequestsAt(concurrency)
+  // Cached prompt tokens every prompt may show while cold: the chat template's shared leading
+  // tokens, measured per server.
+  int64_t cold_prefix_tokens_allowed = 0;
+  // The server reports a cache counter at all (per-request usage, or /metrics counters below).
+  bool cold_counter_available = false;
+  // Cache-hit prompt tokens from the server's /metrics over the measured phase; used when usage
+  // carries no per-request counter. Compared against cold_prefix_tokens_allowed × measured count.
+  std::optional<int64_t> server_cached_tokens_total;
+  // Completion tokens each measured request asked for, by id; when absent for an id the row's
+  // workload.output_tokens is the expectation.
+  std::map<std::string, int64_t> expected_completion_tokens;
+};
+
+CorrectnessReport Validate(const ValidationInput& in);
+
+nlohmann::json CorrectnessToJson(const CorrectnessReport& r);
+
+}  // namespace capq
