@@ -1,0 +1,92 @@
+// One trial, end to end: a row at one concurrency C with one seed, from a prepared server to a
+// verdict with its raw proof on disk (seed, Parts III-IV; issue 4).
+//
+// RunTrial() prepares the server through its Target adapter (identity pinned, idle, cache flushed,
+// readiness probed without generating, quiet period), sends the warm-up and measured lists, decodes
+// the raw streams, validates every correctness gate, computes metrics, decides, and writes the trial
+// directory (artifacts.h). It never throws and never returns without a directory: a trial that
+// could not run still leaves verdict.json saying why.
+//
+// Thread safety: RunTrial() blocks its calling thread; separate calls share nothing. `on_progress`
+// is called on the calling thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capq/measurement/metrics.h"
+#include "capq/measurement/validator.h"
+#include "capq/model/row.h"
+#include "capq/status.h"
+
+namespace capq {
+
+enum class TrialOutcome { kPass, kSloFail, kCorrectnessFail, kCouldNotRun, kInterrupted };
+// "pass", "slo_fail", "correctness_fail", "could_not_run", "interrupted"
+const char* TrialOutcomeName(TrialOutcome o);
+// The inverse of TrialOutcomeName(); InvalidArgument for anything else.
+Result<TrialOutcome> ParseTrialOutcome(const std::string& name);
+
+struct TrialOptions {
+  std::string url;                  // server base URL, e.g. "http://127.0.0.1:30000"
+  std::string out_dir;              // the trial directory to create (atomically populated)
+  int concurrency = 1;
+  int trial_index = 1;              // 1-based; seed = row.trials.seeds[k-1] unless `seed` is set
+  std::optional<uint64_t> seed;
+  std::string phase = "confirm";    // "baseline" | "probe" | "confirm" (recorded)
+  std::string api_key;              // from CAPQ_API_KEY; never written anywhere
+  bool insecure_tls = false;        // recorded in the trial metadata when set
+  bool skip_quiet_period = false;
+  std::string command_line;         // recorded (command.txt)
+  const std::atomic<bool>* cancel = nullptr;
+  std::function<void(const std::string&)> on_progress;  // one-line progress updates
+};
+
+struct SloGateResult {
+  SloGate gate;
+  double measured_ms = 0;  // NaN when nothing was measured (then passed = false)
+  bool passed = false;
+};
+
+struct TrialVerdict {
+  TrialOutcome outcome = TrialOutcome::kCouldNotRun;
+  bool latency_pass = false;
+  bool correctness_pass = false;
+  std::vector<SloGateResult> slo;
+  CorrectnessReport correctness;
+  std::vector<std::string> reasons;  // in words: "p95 ttft 10674.2 ms is not below 10000 ms"
+  // 0 pass, 1 SLO fail, 2 correctness fail, 3 could not run, 130 interrupted.
+  int ExitCode() const;
+};
+
+struct TrialReport {
+  std::string dir;  // the trial directory (written even when the trial could not run)
+  TrialVerdict verdict;
+  std::optional<TrialMetrics> metrics;  // absent when nothing was measured
+};
+
+// Prepare the server (identity, idle, flush + retry while busy, readiness probe WITHOUT generation,
+// quiet period), warm up, measure, decode, validate, decide, write the directory. Never throws.
+TrialReport RunTrial(const Row& row, const TrialOptions& options);
+
+// Pure: the verdict from metrics + correctness. Every SLO gate is strict ("below"; a value equal to
+// the threshold fails, NaN fails); correctness is decided separately. A correctness failure wins
+// over an SLO failure in `outcome`, but both flags and all reasons are kept.
+TrialVerdict Decide(const Row& row, const TrialMetrics& m, const CorrectnessReport& c);
+
+// capq validate: re-derive metrics and gates from raw records alone (raw.jsonl + plan.json +
+// row.yaml); check SHA256SUMS. `complete` is false for a directory an interrupted or failed trial
+// left behind; such a directory never yields a pass.
+struct ValidateReport {
+  bool checksums_ok = false;
+  std::vector<std::string> problems;  // tampered files, missing files, disagreements, in words
+  bool complete = false;
+  TrialVerdict verdict;  // re-derived
+};
+Result<ValidateReport> ValidateTrialDir(const std::string& dir);
+
+}  // namespace capq
