@@ -1,0 +1,71 @@
+// The trial plan: everything one trial will send, decided before any load (architecture.md).
+//
+// Row x C x trial -> seed -> warm-up prompts and measured prompts (one generator, disjoint index
+// ranges, so the sets are disjoint and no two prompts share a first token) -> request bodies that
+// carry every sampling parameter explicitly. Pure: the only outside input is the optional
+// TokenCounter (the server's tokenizer), passed in by the caller.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capq/model/prompts.h"
+#include "capq/model/row.h"
+#include "capq/status.h"
+
+namespace capq {
+
+inline constexpr const char* kPlanSchema = "capq/plan/v1";
+
+struct PlanRequest {
+  std::string id;  // "w0".."w7" (warm-up), "m0".."m63" (measured)
+  bool warmup = false;
+  int index = 0;  // position in its phase's list
+  Prompt prompt;
+  int64_t max_tokens = 0;  // completion tokens asked for (== the row's output unless stddev)
+  std::string body;        // the JSON request body, exactly as sent (no key: keys go in headers)
+};
+
+struct TrialPlan {
+  std::string row_id;
+  std::string engine;
+  int concurrency = 1;
+  int trial_index = 1;  // 1-based
+  uint64_t seed = 0;
+  std::string phase = "confirm";
+  // "tokenize": lengths exact in the server's tokens; "word_count": no tokenize endpoint, a word
+  // was taken as a token (the server's prompt_tokens range in the metrics is the authority).
+  std::string calibration;
+  std::string calibration_note;
+  int warmup_concurrency = 1;
+  int expected_measured = 0;  // row.measured.RequestsAt(C)
+  std::vector<PlanRequest> warmup, measured;
+};
+
+struct PlanInputs {
+  int concurrency = 1;
+  int trial_index = 1;           // 1-based
+  std::optional<uint64_t> seed;  // overrides row.trials.seeds[trial_index - 1]
+  std::string phase = "confirm";
+  const TokenCounter* counter = nullptr;  // null: no tokenize endpoint
+};
+
+// The seed of a trial: `override` when set, else row.trials.seeds[trial_index - 1]; an error when
+// the row has no seed for that trial.
+Result<uint64_t> TrialSeed(const Row& row, int trial_index, std::optional<uint64_t> override_seed);
+
+Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in);
+
+// A streaming chat completion body: model, one user message, stream + include_usage, temperature,
+// top_p when the row sets it, max_tokens and max_completion_tokens, ignore_eos, seed.
+std::string ChatRequestBody(const Row& row, const std::string& prompt, int64_t max_tokens,
+                            uint64_t seed);
+
+// plan.json (schema capq/plan/v1). Prompts are written in full with their SHA-256.
+nlohmann::json PlanToJson(const TrialPlan& plan);
+Result<TrialPlan> PlanFromJson(const nlohmann::json& j);
+
+}  // namespace capq

@@ -1,0 +1,185 @@
+#include "capq/model/plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace capq {
+namespace {
+
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// A seeded normal draw (Box-Muller over splitmix64), rounded and kept >= 1; stddev 0 -> mean.
+int64_t DrawLength(int64_t mean, int64_t stddev, uint64_t seed, uint64_t salt, int index) {
+  if (stddev <= 0) return mean;
+  uint64_t s = Mix(seed ^ Mix(salt ^ Mix(static_cast<uint64_t>(index) + 7)));
+  uint64_t s2 = Mix(s);
+  double u1 = (static_cast<double>(s >> 11) + 1.0) / 9007199254740993.0;  // (0, 1]
+  double u2 = static_cast<double>(s2 >> 11) / 9007199254740992.0;
+  double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+  return std::max<int64_t>(1, std::llround(static_cast<double>(mean) + z * stddev));
+}
+
+nlohmann::json PromptToJson(const Prompt& p) {
+  return {{"text", p.text},
+          {"sha256", p.sha256},
+          {"lead_word", p.lead_word},
+          {"target_tokens", p.target_tokens},
+          {"message_tokens", p.message_tokens},
+          {"calibrated", p.calibrated}};
+}
+
+nlohmann::json RequestToJson(const PlanRequest& r) {
+  return {{"id", r.id},
+          {"index", r.index},
+          {"max_tokens", r.max_tokens},
+          {"prompt", PromptToJson(r.prompt)},
+          {"body", r.body}};
+}
+
+}  // namespace
+
+Result<uint64_t> TrialSeed(const Row& row, int trial_index, std::optional<uint64_t> override_seed) {
+  if (override_seed) return *override_seed;
+  if (trial_index < 1 || static_cast<size_t>(trial_index) > row.trials.seeds.size()) {
+    return Status::InvalidArgument("row " + row.id + " has no seed for trial " +
+                                   std::to_string(trial_index) + " (trials.seeds has " +
+                                   std::to_string(row.trials.seeds.size()) +
+                                   "); pass --seed to run it");
+  }
+  return row.trials.seeds[trial_index - 1];
+}
+
+std::string ChatRequestBody(const Row& row, const std::string& prompt, int64_t max_tokens,
+                            uint64_t seed) {
+  const Sampling& s = row.workload.sampling;
+  nlohmann::json body = {
+      {"model", row.identity.served_model_name},
+      {"messages", nlohmann::json::array({{{"role", "user"}, {"content", prompt}}})},
+      {"stream", true},
+      {"stream_options", {{"include_usage", true}}},
+      {"temperature", s.temperature},
+      {"max_tokens", max_tokens},
+      {"max_completion_tokens", max_tokens},
+      {"ignore_eos", s.ignore_eos},
+      {"seed", seed},
+  };
+  if (s.top_p) body["top_p"] = *s.top_p;
+  return body.dump();
+}
+
+Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in) {
+  if (in.concurrency < 1) return Status::InvalidArgument("concurrency must be at least 1");
+  Result<uint64_t> seed = TrialSeed(row, in.trial_index, in.seed);
+  if (!seed.ok()) return seed.status();
+  TrialPlan plan;
+  plan.row_id = row.id;
+  plan.engine = EngineName(row.identity.engine);
+  plan.concurrency = in.concurrency;
+  plan.trial_index = in.trial_index;
+  plan.seed = *seed;
+  plan.phase = in.phase;
+  plan.warmup_concurrency = std::max(1, row.warmup.concurrency);
+  plan.expected_measured = row.measured.RequestsAt(in.concurrency);
+  if (in.counter) {
+    plan.calibration = "tokenize";
+    plan.calibration_note =
+        "message lengths are exact in the server's tokenizer (its tokenize endpoint)";
+  } else {
+    plan.calibration = "word_count";
+    plan.calibration_note =
+        "the server has no tokenize endpoint: a word was taken as one token; the server's "
+        "usage.prompt_tokens range in metrics.json is the authority on input length";
+  }
+
+  const int warm_n = std::max(0, row.warmup.requests);
+  const int meas_n = plan.expected_measured;
+  std::vector<int64_t> in_len(warm_n + meas_n), out_len(warm_n + meas_n);
+  for (int i = 0; i < warm_n + meas_n; ++i) {
+    in_len[i] = DrawLength(row.workload.input_tokens, row.workload.input_stddev_tokens, plan.seed,
+                           0x696e, i);
+    out_len[i] = DrawLength(row.workload.output_tokens, row.workload.output_stddev_tokens,
+                            plan.seed, 0x6f7574, i);
+  }
+  // One generator, indices [0, W) for warm-up and [W, W+M) for measurement: disjoint by
+  // construction, every lead word distinct.
+  PromptGenerator gen(plan.seed);
+  Result<std::vector<Prompt>> prompts = MakePrompts(gen, 0, in_len, in.counter);
+  if (!prompts.ok()) return prompts.status();
+  for (int i = 0; i < warm_n + meas_n; ++i) {
+    PlanRequest r;
+    r.warmup = i < warm_n;
+    r.index = r.warmup ? i : i - warm_n;
+    r.id = (r.warmup ? "w" : "m") + std::to_string(r.index);
+    r.prompt = std::move((*prompts)[i]);
+    r.max_tokens = out_len[i];
+    r.body = ChatRequestBody(row, r.prompt.text, r.max_tokens, plan.seed);
+    (r.warmup ? plan.warmup : plan.measured).push_back(std::move(r));
+  }
+  return plan;
+}
+
+nlohmann::json PlanToJson(const TrialPlan& plan) {
+  nlohmann::json warm = nlohmann::json::array(), meas = nlohmann::json::array();
+  for (const auto& r : plan.warmup) warm.push_back(RequestToJson(r));
+  for (const auto& r : plan.measured) meas.push_back(RequestToJson(r));
+  return {{"schema", kPlanSchema},
+          {"row_id", plan.row_id},
+          {"engine", plan.engine},
+          {"concurrency", plan.concurrency},
+          {"trial", plan.trial_index},
+          {"seed", plan.seed},
+          {"phase", plan.phase},
+          {"calibration", plan.calibration},
+          {"calibration_note", plan.calibration_note},
+          {"warmup_concurrency", plan.warmup_concurrency},
+          {"expected_measured", plan.expected_measured},
+          {"warmup", warm},
+          {"measured", meas}};
+}
+
+Result<TrialPlan> PlanFromJson(const nlohmann::json& j) {
+  try {
+    if (j.value("schema", "") != kPlanSchema) {
+      return Status::InvalidArgument("plan.json: schema is not " + std::string(kPlanSchema));
+    }
+    TrialPlan plan;
+    plan.row_id = j.at("row_id").get<std::string>();
+    plan.engine = j.at("engine").get<std::string>();
+    plan.concurrency = j.at("concurrency").get<int>();
+    plan.trial_index = j.at("trial").get<int>();
+    plan.seed = j.at("seed").get<uint64_t>();
+    plan.phase = j.at("phase").get<std::string>();
+    plan.calibration = j.at("calibration").get<std::string>();
+    plan.calibration_note = j.value("calibration_note", "");
+    plan.warmup_concurrency = j.at("warmup_concurrency").get<int>();
+    plan.expected_measured = j.at("expected_measured").get<int>();
+    for (const char* key : {"warmup", "measured"}) {
+      for (const auto& e : j.at(key)) {
+        PlanRequest r;
+        r.warmup = std::string(key) == "warmup";
+        r.id = e.at("id").get<std::string>();
+        r.index = e.at("index").get<int>();
+        r.max_tokens = e.at("max_tokens").get<int64_t>();
+        r.body = e.at("body").get<std::string>();
+        const auto& p = e.at("prompt");
+        r.prompt.text = p.at("text").get<std::string>();
+        r.prompt.sha256 = p.at("sha256").get<std::string>();
+        r.prompt.lead_word = p.value("lead_word", "");
+        r.prompt.target_tokens = p.at("target_tokens").get<int64_t>();
+        r.prompt.message_tokens = p.at("message_tokens").get<int64_t>();
+        r.prompt.calibrated = p.value("calibrated", false);
+        (r.warmup ? plan.warmup : plan.measured).push_back(std::move(r));
+      }
+    }
+    return plan;
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(std::string("plan.json: ") + e.what());
+  }
+}
+
+}  // namespace capq

@@ -1,0 +1,218 @@
+#include "capq/model/prompts.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+namespace capq {
+namespace {
+
+// Short common English words: each is a single token with its leading space in the usual BPE
+// vocabularies, so a word count is a good first guess of a token count before calibration.
+constexpr std::array kWords = {
+    "time",     "year",    "people",   "way",      "day",     "man",      "thing",   "woman",
+    "life",     "child",   "world",    "school",   "state",   "family",   "student", "group",
+    "country",  "problem", "hand",     "part",     "place",   "case",     "week",    "company",
+    "system",   "program", "question", "work",     "number",  "night",    "point",   "home",
+    "water",    "room",    "mother",   "area",     "money",   "story",    "fact",    "month",
+    "lot",      "right",   "study",    "book",     "eye",     "job",      "word",    "business",
+    "issue",    "side",    "kind",     "head",     "house",   "service",  "friend",  "father",
+    "power",    "hour",    "game",     "line",     "end",     "member",   "law",     "car",
+    "city",     "name",    "team",     "minute",   "idea",    "kid",      "body",    "back",
+    "parent",   "face",    "others",   "level",    "office",  "door",     "health",  "person",
+    "art",      "war",     "history",  "party",    "result",  "change",   "morning", "reason",
+    "research", "girl",    "guy",      "moment",   "air",     "teacher",  "force",   "education",
+    "foot",     "boy",     "age",      "policy",   "music",   "market",   "sense",   "nation",
+    "plan",     "college", "interest", "death",    "land",    "field",    "river",   "stone",
+    "bridge",   "garden",  "window",   "table",    "paper",   "letter",   "road",    "street",
+    "horse",    "bird",    "tree",     "flower",   "summer",  "winter",   "spring",  "autumn",
+    "rain",     "snow",    "wind",     "cloud",    "light",   "dark",     "fire",    "earth",
+    "sea",      "sky",     "sun",      "moon",     "star",    "king",     "queen",   "village",
+    "castle",   "forest",  "mountain", "valley",   "island",  "ship",     "train",   "station",
+    "market",   "bread",   "wine",     "salt",     "gold",    "silver",   "iron",    "glass",
+    "wood",     "cloth",   "song",     "dance",    "voice",   "sound",    "color",   "shape",
+    "size",     "weight",  "speed",    "answer",   "letter",  "picture",  "film",    "play",
+    "stage",    "scene",   "actor",    "crowd",    "small",   "large",    "old",     "young",
+    "long",     "short",   "high",     "low",      "early",   "late",     "good",    "great",
+    "new",      "little",  "big",      "strong",   "quiet",   "warm",     "cold",    "green",
+    "blue",     "red",     "white",    "black",    "bright",  "simple",   "clear",   "open",
+    "full",     "free",    "true",     "real",     "whole",   "certain",  "public",  "private",
+    "walk",     "run",     "read",     "write",    "speak",   "listen",   "watch",   "carry",
+    "build",    "break",   "hold",     "bring",    "begin",   "keep",     "turn",    "start",
+    "show",     "hear",    "move",     "live",     "believe", "happen",   "learn",   "follow",
+    "stop",     "create",  "offer",    "remember", "love",    "consider", "appear",  "buy",
+    "wait",     "serve",   "die",      "send",     "expect",  "stay",     "fall",    "cut",
+    "reach",    "kill",    "remain",   "suggest",  "raise",   "pass",     "sell",    "decide",
+    "return",   "explain", "hope",     "develop",  "drive",   "agree",    "slowly",  "often",
+    "always",   "never",   "again",    "almost",   "later",   "together", "today",   "under",
+    "over",     "between", "through",  "after",    "before",  "along",    "across",  "behind",
+};
+
+// Lead words: capitalised at the start of the text (no leading space), a different token from the
+// same word inside the text. Distinct entries only.
+std::vector<std::string> BuildLeads() {
+  std::vector<std::string> leads;
+  for (const char* w : kWords) {
+    std::string s(w);
+    s[0] = static_cast<char>(s[0] - 'a' + 'A');
+    if (std::find(leads.begin(), leads.end(), s) == leads.end()) leads.push_back(s);
+  }
+  return leads;
+}
+
+const std::vector<std::string>& Leads() {
+  static const std::vector<std::string> leads = BuildLeads();
+  return leads;
+}
+
+// splitmix64: a tiny, well-mixed, portable generator (std distributions differ across libraries).
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+PromptGenerator::PromptGenerator(uint64_t seed) : seed_(seed) {
+  const int n = static_cast<int>(Leads().size());
+  lead_order_.resize(n);
+  for (int i = 0; i < n; ++i) lead_order_[i] = i;
+  uint64_t state = Mix(seed ^ 0x6c656164ULL);
+  for (int i = n - 1; i > 0; --i) {  // Fisher-Yates with the seeded stream
+    state = Mix(state);
+    std::swap(lead_order_[i], lead_order_[state % static_cast<uint64_t>(i + 1)]);
+  }
+}
+
+int PromptGenerator::SingleWordLeads() { return static_cast<int>(Leads().size()); }
+
+std::string PromptGenerator::LeadWord(int index) const {
+  const int n = static_cast<int>(lead_order_.size());
+  if (index < n) return Leads()[lead_order_[index]];
+  // Past the single-word list: "Riverstone"-like compounds, still distinct strings per index.
+  int k = index - n;
+  int a = lead_order_[k % n];
+  int b = (k / n) % static_cast<int>(kWords.size());
+  return Leads()[a] + kWords[b];
+}
+
+std::string PromptGenerator::Text(int index, int64_t words) const {
+  std::string out = LeadWord(index);
+  uint64_t state = Mix(seed_ ^ Mix(static_cast<uint64_t>(index) + 1));
+  out.reserve(static_cast<size_t>(words) * 7);
+  for (int64_t i = 1; i < words; ++i) {
+    state = Mix(state);
+    out += ' ';
+    out += kWords[state % kWords.size()];
+  }
+  return out;
+}
+
+Result<std::vector<Prompt>> MakePrompts(const PromptGenerator& gen, int first_index,
+                                        const std::vector<int64_t>& target_tokens,
+                                        const TokenCounter* counter) {
+  std::vector<Prompt> out;
+  out.reserve(target_tokens.size());
+  double tokens_per_word = 1.0;  // learned from the previous prompt so most need one count
+  for (size_t k = 0; k < target_tokens.size(); ++k) {
+    const int index = first_index + static_cast<int>(k);
+    const int64_t target = target_tokens[k];
+    if (target < 1) {
+      return Status::InvalidArgument("prompt " + std::to_string(index) + ": target length " +
+                                     std::to_string(target) + " tokens is below 1");
+    }
+    Prompt p;
+    p.target_tokens = target;
+    p.lead_word = gen.LeadWord(index);
+    if (counter == nullptr) {
+      p.text = gen.Text(index, target);
+      p.message_tokens = target;
+    } else {
+      int64_t words = std::max<int64_t>(1, std::llround(target / tokens_per_word));
+      // Phase 1: the largest word count whose text is not longer than the target (a word may be
+      // more than one token, so a word count alone cannot always hit the target).
+      int64_t lo = 0, lo_tokens = 0, hi = 0;  // lo: longest known fit; hi: shortest known overshoot
+      bool met = false;
+      for (int attempt = 0; attempt < 32 && !met; ++attempt) {
+        std::string text = gen.Text(index, words);
+        Result<int64_t> count = (*counter)(text);
+        if (!count.ok()) {
+          return count.status().WithContext("counting the tokens of prompt " +
+                                            std::to_string(index));
+        }
+        const int64_t n = *count;
+        if (n == target) {
+          p.text = std::move(text);
+          p.message_tokens = n;
+          met = true;
+          if (words > 0 && n > 0) tokens_per_word = static_cast<double>(n) / words;
+          break;
+        }
+        if (n < target) {
+          if (words > lo) lo = words, lo_tokens = n;
+        } else {
+          hi = hi == 0 ? words : std::min(hi, words);
+        }
+        if (hi > 0 && hi - lo <= 1 && lo > 0) break;
+        if (hi == 1) break;  // the lead word alone is already too long
+        int64_t next = words + (target - n);
+        if (hi > 0) next = std::min(next, hi - 1);
+        if (lo > 0) next = std::max(next, lo + 1);
+        if (next == words) next = hi > 0 ? (lo + hi) / 2 : words + 1;
+        words = std::max<int64_t>(1, next);
+      }
+      // Phase 2: pad the longest fit with one-letter words (" a": one token in every tokenizer
+      // we know of) until the count is exact.
+      if (!met && lo > 0) {
+        const std::string base = gen.Text(index, lo);
+        int64_t pad = target - lo_tokens;
+        for (int attempt = 0; attempt < 8 && pad > 0 && !met; ++attempt) {
+          std::string text = base;
+          for (int64_t i = 0; i < pad; ++i) text += " a";
+          Result<int64_t> count = (*counter)(text);
+          if (!count.ok()) {
+            return count.status().WithContext("counting the tokens of prompt " +
+                                              std::to_string(index));
+          }
+          if (*count == target) {
+            p.text = std::move(text);
+            p.message_tokens = target;
+            met = true;
+          } else {
+            pad += target - *count;
+          }
+        }
+      }
+      if (!met) {
+        return Status::FailedPrecondition(
+            "prompt " + std::to_string(index) + ": could not reach exactly " +
+            std::to_string(target) +
+            " tokens in the server's tokenizer by adding or removing words");
+      }
+      p.calibrated = true;
+    }
+    p.sha256 = TextSha256Hex(p.text);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::string TextSha256Hex(const std::string& bytes) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(bytes.data(), bytes.size(), md, &len, EVP_sha256(), nullptr);
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  out.reserve(len * 2);
+  for (unsigned int i = 0; i < len; ++i) {
+    out += kHex[md[i] >> 4];
+    out += kHex[md[i] & 15];
+  }
+  return out;
+}
+
+}  // namespace capq
