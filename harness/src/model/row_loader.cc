@@ -1,0 +1,1230 @@
+#include "capq/model/row_loader.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <system_error>
+
+namespace capq {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kSchema = "capq/row/v1";
+constexpr size_t kMaxRowFileBytes = 1 << 20;
+// Upper bounds keep every count inside `int` arithmetic downstream (per_concurrency * C, seeds per
+// trial) and keep a malformed row from asking for absurd allocations.
+constexpr int64_t kMaxTokens = 100'000'000;
+constexpr int64_t kMaxRequests = 1'000'000;
+constexpr int64_t kMaxConcurrency = 100'000;
+constexpr int64_t kMaxTrials = 1000;
+
+// A scalar as it may appear in a message: bounded and printable.
+std::string Shown(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (out.size() >= 60) {
+      out += "...";
+      break;
+    }
+    out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
+  }
+  return "'" + out + "'";
+}
+
+std::string Describe(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Null:
+      return "null";
+    case YAML::NodeType::Sequence:
+      return "a sequence";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Scalar:
+      return Shown(n.Scalar());
+    default:
+      return "nothing";
+  }
+}
+
+bool IsQuoted(const YAML::Node& n) { return n.Tag() == "!"; }
+
+bool IsHex(const std::string& s, size_t len) {
+  return s.size() == len && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+bool IsValidId(const std::string& s) {
+  if (s.empty() || s.size() > 128 || !(s[0] >= 'a' && s[0] <= 'z')) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
+bool IsDate(const std::string& s) {
+  if (s.size() != 10 || s[4] != '-' || s[7] != '-') return false;
+  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9}) {
+    if (s[i] < '0' || s[i] > '9') return false;
+  }
+  int month = (s[5] - '0') * 10 + (s[6] - '0');
+  int day = (s[8] - '0') * 10 + (s[9] - '0');
+  return month >= 1 && month <= 12 && day >= 1 && day <= 31;
+}
+
+std::string JoinKeys(const std::vector<std::string>& keys) {
+  std::string out;
+  for (const auto& k : keys) out += (out.empty() ? "" : ", ") + k;
+  return out;
+}
+
+std::string Num(double v) {
+  char buf[64];
+  auto [ptr, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  return ec == std::errc() ? std::string(buf, ptr) : std::to_string(v);
+}
+
+struct Entry {
+  std::string key;
+  YAML::Mark key_mark;
+  YAML::Node value;
+};
+
+// A YAML mapping with its entries in file order, so that duplicate keys (which yaml-cpp keeps
+// silently) and unknown keys can be refused with their own positions.
+struct MapView {
+  std::string path;  // key path of the mapping itself ("" for the document)
+  YAML::Mark mark;
+  std::vector<Entry> entries;
+
+  const Entry* Find(const std::string& key) const {
+    for (const auto& e : entries) {
+      if (e.key == key) return &e;
+    }
+    return nullptr;
+  }
+};
+
+class RowParser {
+ public:
+  RowParser(std::string file, RowError* error) : file_(std::move(file)), error_(error) {}
+
+  bool Parse(const std::string& text, Row* row);
+  const YAML::Mark& id_mark() const { return id_mark_; }
+
+ private:
+  bool Fail(const YAML::Mark& mark, const std::string& key_path, const std::string& message) {
+    if (error_) {
+      error_->file = file_;
+      error_->line = mark.is_null() ? 1 : mark.line + 1;
+      error_->column = mark.is_null() ? 1 : mark.column + 1;
+      error_->key_path = key_path;
+      error_->message = message;
+    }
+    return false;
+  }
+  static std::string Join(const std::string& path, const std::string& key) {
+    return path.empty() ? key : path + "." + key;
+  }
+  static YAML::Mark ValueMark(const Entry& e) {
+    // yaml-cpp places an empty value ("key:") on the following line; its key is where the reader
+    // looks.
+    return e.value.IsNull() ? e.key_mark : e.value.Mark();
+  }
+
+  bool OpenMap(const YAML::Node& node, const YAML::Mark& at, const std::string& path,
+               const std::string& what, MapView* out);
+  bool OpenMap(const Entry& e, const std::string& path, const std::string& what, MapView* out) {
+    return OpenMap(e.value, ValueMark(e), path, what, out);
+  }
+  bool CheckKeys(const MapView& m, const std::vector<std::string>& allowed);
+  bool Required(const MapView& m, const std::string& key, const std::string& what,
+                const Entry** out);
+
+  bool GetString(const Entry& e, const std::string& path, std::string* out);
+  bool GetInt(const Entry& e, const std::string& path, int64_t min, int64_t max, int64_t* out);
+  bool GetUint(const Entry& e, const std::string& path, uint64_t* out);
+  bool GetNumber(const Entry& e, const std::string& path, const std::string& expected,
+                 bool (*ok)(double), double* out);
+  bool GetBool(const Entry& e, const std::string& path, bool* out);
+  bool GetEnum(const Entry& e, const std::string& path, const std::vector<std::string>& options,
+               std::string* out);
+
+  bool ParseIdentity(const Entry& e, Identity* id);
+  bool ParseServerExpect(const Entry& e, std::map<std::string, std::string>* out);
+  bool ParseWorkload(const Entry& e, Workload* w, const Entry** ignore_eos_entry);
+  bool ParseCache(const Entry& e, CachePolicy* c);
+  bool ParseWarmup(const Entry& e, Warmup* w);
+  bool ParseMeasured(const Entry& e, Measured* m, const Entry** min_requests_entry);
+  bool ParseSlo(const Entry& e, std::vector<SloGate>* slo);
+  bool ParseCorrectness(const Entry& e, Correctness* c);
+  bool ParseGate(const Entry& e, const std::string& path, Gate* gate, std::string* finish_value);
+  bool ParseTrials(const Entry& e, const std::string& row_id, Trials* t);
+  bool ParseExpect(const Entry& e, Expect* x);
+  bool ParseProvenance(const Entry& e, Provenance* p);
+
+  std::string file_;
+  RowError* error_;
+  YAML::Mark id_mark_;
+};
+
+bool RowParser::OpenMap(const YAML::Node& node, const YAML::Mark& at, const std::string& path,
+                        const std::string& what, MapView* out) {
+  if (!node.IsMap()) {
+    return Fail(at, path, "expected " + what + " (a mapping), got " + Describe(node));
+  }
+  out->path = path;
+  out->mark = node.Mark().is_null() ? at : node.Mark();
+  out->entries.clear();
+  std::set<std::string> seen;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const YAML::Node& k = it->first;
+    if (!k.IsScalar()) {
+      return Fail(k.Mark().is_null() ? out->mark : k.Mark(), path,
+                  "expected plain string keys, got " + Describe(k) + " as a key");
+    }
+    if (!seen.insert(k.Scalar()).second) {
+      return Fail(k.Mark(), Join(path, k.Scalar()),
+                  "duplicate key " + Shown(k.Scalar()) + ": each key appears once");
+    }
+    out->entries.push_back(Entry{k.Scalar(), k.Mark(), it->second});
+  }
+  return true;
+}
+
+bool RowParser::CheckKeys(const MapView& m, const std::vector<std::string>& allowed) {
+  for (const auto& e : m.entries) {
+    if (std::find(allowed.begin(), allowed.end(), e.key) == allowed.end()) {
+      return Fail(e.key_mark, Join(m.path, e.key),
+                  "unknown key " + Shown(e.key) + "; expected one of: " + JoinKeys(allowed));
+    }
+  }
+  return true;
+}
+
+bool RowParser::Required(const MapView& m, const std::string& key, const std::string& what,
+                         const Entry** out) {
+  *out = m.Find(key);
+  if (*out) return true;
+  return Fail(m.mark, Join(m.path, key),
+              "missing required key " + Shown(key) + " (" + what + ")" +
+                  (m.path.empty() ? "" : " in " + m.path));
+}
+
+bool RowParser::GetString(const Entry& e, const std::string& path, std::string* out) {
+  if (!e.value.IsScalar() || e.value.Scalar().empty()) {
+    return Fail(ValueMark(e), path, "expected a non-empty string, got " + Describe(e.value));
+  }
+  *out = e.value.Scalar();
+  return true;
+}
+
+bool RowParser::GetInt(const Entry& e, const std::string& path, int64_t min, int64_t max,
+                       int64_t* out) {
+  std::string range = "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  if (!e.value.IsScalar())
+    return Fail(ValueMark(e), path, "expected " + range + ", got " + Describe(e.value));
+  const std::string& s = e.value.Scalar();
+  if (IsQuoted(e.value)) {
+    return Fail(ValueMark(e), path, "expected " + range + ", got the quoted string " + Shown(s));
+  }
+  int64_t v = 0;
+  const char* begin = s.data() + (!s.empty() && s[0] == '+' ? 1 : 0);
+  auto [ptr, ec] = std::from_chars(begin, s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size()) {
+    return Fail(ValueMark(e), path, "expected " + range + ", got " + Shown(s));
+  }
+  if (v < min || v > max) return Fail(ValueMark(e), path, "expected " + range + ", got " + s);
+  *out = v;
+  return true;
+}
+
+bool RowParser::GetUint(const Entry& e, const std::string& path, uint64_t* out) {
+  const std::string expected = "expected a non-negative integer seed, got ";
+  if (!e.value.IsScalar()) return Fail(ValueMark(e), path, expected + Describe(e.value));
+  const std::string& s = e.value.Scalar();
+  if (IsQuoted(e.value))
+    return Fail(ValueMark(e), path, expected + "the quoted string " + Shown(s));
+  uint64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size()) {
+    return Fail(ValueMark(e), path, expected + Shown(s));
+  }
+  *out = v;
+  return true;
+}
+
+bool RowParser::GetNumber(const Entry& e, const std::string& path, const std::string& expected,
+                          bool (*ok)(double), double* out) {
+  if (!e.value.IsScalar()) {
+    return Fail(ValueMark(e), path, "expected " + expected + ", got " + Describe(e.value));
+  }
+  const std::string& s = e.value.Scalar();
+  if (IsQuoted(e.value)) {
+    return Fail(ValueMark(e), path, "expected " + expected + ", got the quoted string " + Shown(s));
+  }
+  double v = 0;
+  const char* begin = s.data() + (!s.empty() && s[0] == '+' ? 1 : 0);
+  auto [ptr, ec] = std::from_chars(begin, s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(v)) {
+    return Fail(ValueMark(e), path, "expected " + expected + ", got " + Shown(s));
+  }
+  if (!ok(v)) return Fail(ValueMark(e), path, "expected " + expected + ", got " + s);
+  *out = v;
+  return true;
+}
+
+bool Positive(double v) { return v > 0; }
+bool NonNegative(double v) { return v >= 0; }
+bool OpenPercent(double v) { return v > 0 && v < 100; }
+bool UnitInterval(double v) { return v > 0 && v <= 1; }
+
+bool RowParser::GetBool(const Entry& e, const std::string& path, bool* out) {
+  if (e.value.IsScalar() && !IsQuoted(e.value)) {
+    if (e.value.Scalar() == "true") return *out = true, true;
+    if (e.value.Scalar() == "false") return *out = false, true;
+  }
+  return Fail(ValueMark(e), path, "expected true or false, got " + Describe(e.value));
+}
+
+bool RowParser::GetEnum(const Entry& e, const std::string& path,
+                        const std::vector<std::string>& options, std::string* out) {
+  if (e.value.IsScalar() &&
+      std::find(options.begin(), options.end(), e.value.Scalar()) != options.end()) {
+    *out = e.value.Scalar();
+    return true;
+  }
+  return Fail(ValueMark(e), path,
+              "expected one of: " + JoinKeys(options) + "; got " + Describe(e.value));
+}
+
+bool RowParser::Parse(const std::string& text, Row* row) {
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(text);
+  } catch (const YAML::Exception& ex) {
+    return Fail(ex.mark, "", "YAML syntax error: " + ex.msg);
+  } catch (const std::exception& ex) {
+    return Fail(YAML::Mark::null_mark(), "", std::string("YAML could not be read: ") + ex.what());
+  }
+  if (docs.empty() || docs[0].IsNull()) {
+    return Fail(YAML::Mark::null_mark(), "", "empty file: expected a capq/row/v1 row (a mapping)");
+  }
+  if (docs.size() > 1) {
+    return Fail(docs[1].Mark(), "", "one row per file: found a second YAML document");
+  }
+  try {
+    MapView top;
+    if (!OpenMap(docs[0], docs[0].Mark(), "", "a capq/row/v1 row", &top)) return false;
+    if (!CheckKeys(top, {"schema", "id", "title", "identity", "workload", "cache", "warmup",
+                         "measured", "slo", "percentile_method", "correctness", "trials",
+                         "request_timeout_s", "expect", "provenance"})) {
+      return false;
+    }
+    const Entry* e = nullptr;
+    if (!Required(top, "schema", std::string("expected ") + kSchema, &e)) return false;
+    if (!e->value.IsScalar() || e->value.Scalar() != kSchema) {
+      return Fail(ValueMark(*e), "schema",
+                  std::string("expected ") + kSchema + ", got " + Describe(e->value));
+    }
+    row->schema = kSchema;
+    if (!Required(top, "id", "the row id, [a-z][a-z0-9_]*", &e)) return false;
+    id_mark_ = ValueMark(*e);
+    if (!e->value.IsScalar() || !IsValidId(e->value.Scalar())) {
+      return Fail(ValueMark(*e), "id",
+                  "expected an id matching [a-z][a-z0-9_]* (at most 128 characters), got " +
+                      Describe(e->value));
+    }
+    row->id = e->value.Scalar();
+    if ((e = top.Find("title")) && !GetString(*e, "title", &row->title)) return false;
+
+    if (!Required(top, "identity", "engine, image or sim_profile, model, ...", &e)) return false;
+    if (!ParseIdentity(*e, &row->identity)) return false;
+
+    const Entry* ignore_eos_entry = nullptr;
+    if (!Required(top, "workload", "input_tokens, output_tokens, sampling, arrival", &e))
+      return false;
+    if (!ParseWorkload(*e, &row->workload, &ignore_eos_entry)) return false;
+    if (!Required(top, "cache", "prefix_cache, flush_before_trial", &e)) return false;
+    if (!ParseCache(*e, &row->cache)) return false;
+    if (!Required(top, "warmup", "requests, concurrency", &e)) return false;
+    if (!ParseWarmup(*e, &row->warmup)) return false;
+    const Entry* min_requests_entry = nullptr;
+    if (!Required(top, "measured", "min_requests, per_concurrency", &e)) return false;
+    if (!ParseMeasured(*e, &row->measured, &min_requests_entry)) return false;
+    if (!Required(top, "slo", "a list of {metric, percentile, below_ms}", &e)) return false;
+    if (!ParseSlo(*e, &row->slo)) return false;
+    if ((e = top.Find("percentile_method"))) {
+      std::string m;
+      if (!GetEnum(*e, "percentile_method", {"linear", "nearest_rank"}, &m)) return false;
+      row->percentile_method =
+          m == "linear" ? PercentileMethod::kLinear : PercentileMethod::kNearestRank;
+    }
+    if ((e = top.Find("correctness")) && !ParseCorrectness(*e, &row->correctness)) return false;
+    if (!Required(top, "trials", "count, quiet_period_s, seeds", &e)) return false;
+    if (!ParseTrials(*e, row->id, &row->trials)) return false;
+    if ((e = top.Find("request_timeout_s")) &&
+        !GetNumber(*e, "request_timeout_s", "a number of seconds > 0", Positive,
+                   &row->request_timeout_s)) {
+      return false;
+    }
+    if ((e = top.Find("expect")) && !ParseExpect(*e, &row->expect)) return false;
+    if ((e = top.Find("provenance")) && !ParseProvenance(*e, &row->provenance)) return false;
+
+    // Cross-field rules, reported where the fix belongs.
+    for (size_t i = 0; i < row->slo.size(); ++i) {
+      int need = MinRequestsForPercentile(row->slo[i].percentile);
+      if (row->measured.min_requests < need) {
+        std::ostringstream msg;
+        msg << "slo[" << i << "] gates p" << row->slo[i].percentile << ", which needs at least "
+            << need << " measured requests (ceil(100 / (100 - p)), so that one request lies above"
+            << " the percentile); got " << row->measured.min_requests;
+        return Fail(ValueMark(*min_requests_entry), "measured.min_requests", msg.str());
+      }
+    }
+    if (!row->workload.sampling.ignore_eos) {
+      const Correctness& c = row->correctness;
+      if (c.exact_completion_tokens.enabled ||
+          (c.finish_reason.enabled && c.finish_reason_value == "length")) {
+        return Fail(ValueMark(*ignore_eos_entry), "workload.sampling.ignore_eos",
+                    "ignore_eos: false lets a stream stop early, so exact_completion_tokens and "
+                    "finish_reason: length cannot hold; expected ignore_eos: true, or switch "
+                    "those gates off with a reason");
+      }
+    }
+    if (row->warmup.requests > 0 && row->warmup.concurrency > row->warmup.requests) {
+      return Fail(top.Find("warmup")->value.Mark(), "warmup.concurrency",
+                  "expected warmup.concurrency <= warmup.requests");
+    }
+  } catch (const std::exception& ex) {
+    // The walk above only calls non-throwing yaml-cpp accessors; this is the last fence.
+    return Fail(YAML::Mark::null_mark(), "",
+                std::string("internal error reading row: ") + ex.what());
+  }
+  return true;
+}
+
+bool RowParser::ParseIdentity(const Entry& entry, Identity* id) {
+  MapView m;
+  if (!OpenMap(entry, "identity", "the serving identity", &m)) return false;
+  if (!CheckKeys(m, {"engine", "image", "model", "model_revision", "served_model_name", "hardware",
+                     "driver", "server_expect", "sim_profile", "time_scale"})) {
+    return false;
+  }
+  const Entry* e = nullptr;
+  if (!Required(m, "engine", "sglang, vllm, llamacpp or sim", &e)) return false;
+  std::string engine;
+  if (!GetEnum(*e, "identity.engine", {"sglang", "vllm", "llamacpp", "sim"}, &engine)) return false;
+  id->engine = engine == "sglang"     ? Engine::kSglang
+               : engine == "vllm"     ? Engine::kVllm
+               : engine == "llamacpp" ? Engine::kLlamacpp
+                                      : Engine::kSim;
+  if (id->engine == Engine::kSim) {
+    if ((e = m.Find("image"))) {
+      return Fail(e->key_mark, "identity.image",
+                  "a sim row is pinned by its sim_profile, not by an image; remove image");
+    }
+    if (!Required(m, "sim_profile", "the simulator profile file, relative to this row's folder",
+                  &e)) {
+      return false;
+    }
+    std::string rel;
+    if (!GetString(*e, "identity.sim_profile", &rel)) return false;
+    std::error_code ec;
+    fs::path base = fs::path(file_).parent_path();
+    fs::path p = fs::path(rel).is_absolute() ? fs::path(rel) : base / rel;
+    fs::path abs = fs::absolute(p, ec);
+    if (ec) abs = p;
+    abs = abs.lexically_normal();
+    if (rel.find('\0') != std::string::npos || !fs::is_regular_file(abs, ec)) {
+      return Fail(ValueMark(*e), "identity.sim_profile",
+                  "expected an existing profile file (relative paths resolve against the row's "
+                  "folder), but " +
+                      Shown(abs.string()) + " is not a file");
+    }
+    id->sim_profile = abs.string();
+    if (!Required(m, "time_scale", "virtual seconds per wall second, > 0", &e)) return false;
+    if (!GetNumber(*e, "identity.time_scale", "a number > 0 (virtual seconds per wall second)",
+                   Positive, &id->time_scale)) {
+      return false;
+    }
+  } else {
+    for (const char* k : {"sim_profile", "time_scale"}) {
+      if ((e = m.Find(k))) {
+        return Fail(
+            e->key_mark, std::string("identity.") + k,
+            std::string(k) + " is only for engine: sim; a real engine is pinned by its image");
+      }
+    }
+    if (!Required(m, "image", "repo@sha256:<64 hex>", &e)) return false;
+    if (!GetString(*e, "identity.image", &id->image)) return false;
+    auto at = id->image.find("@sha256:");
+    if (at == std::string::npos || at == 0 || !IsHex(id->image.substr(at + 8), 64) ||
+        id->image.find_first_of(" \t@") < at) {
+      return Fail(ValueMark(*e), "identity.image",
+                  "expected an image pinned by digest, repo@sha256:<64 lowercase hex> (a tag can "
+                  "be moved), got " +
+                      Shown(id->image));
+    }
+    if (!Required(m, "model", "the model repository", &e)) return false;
+    if (!GetString(*e, "identity.model", &id->model)) return false;
+    if (!Required(m, "model_revision", "the model snapshot, 40 hex", &e)) return false;
+    if (!Required(m, "served_model_name", "the name the server answers to", &e)) return false;
+    if (!Required(m, "hardware", "e.g. 4 x Intel Arc Pro B70", &e)) return false;
+    if (!Required(m, "driver", "the GPU driver version", &e)) return false;
+    if (!Required(m, "server_expect", "the server's reported limits", &e)) return false;
+  }
+  if ((e = m.Find("model")) && !GetString(*e, "identity.model", &id->model)) return false;
+  if ((e = m.Find("model_revision"))) {
+    if (!GetString(*e, "identity.model_revision", &id->model_revision)) return false;
+    if (!IsHex(id->model_revision, 40)) {
+      return Fail(ValueMark(*e), "identity.model_revision",
+                  "expected the model snapshot as 40 lowercase hex (a branch name can move), got " +
+                      Shown(id->model_revision));
+    }
+  }
+  if ((e = m.Find("served_model_name")) &&
+      !GetString(*e, "identity.served_model_name", &id->served_model_name)) {
+    return false;
+  }
+  if ((e = m.Find("hardware")) && !GetString(*e, "identity.hardware", &id->hardware)) return false;
+  if ((e = m.Find("driver")) && !GetString(*e, "identity.driver", &id->driver)) return false;
+  if ((e = m.Find("server_expect")) && !ParseServerExpect(*e, &id->server_expect)) return false;
+  return true;
+}
+
+bool RowParser::ParseServerExpect(const Entry& entry, std::map<std::string, std::string>* out) {
+  MapView m;
+  if (!OpenMap(entry, "identity.server_expect", "the server's reported limits", &m)) return false;
+  static const std::vector<std::string> kIntKeys = {
+      "max_total_num_tokens",        "max_running_requests",  "context_length",
+      "chunked_prefill_size",        "speculative_num_steps", "speculative_eagle_topk",
+      "speculative_num_draft_tokens"};
+  std::vector<std::string> allowed = kIntKeys;
+  allowed.push_back("speculative_algorithm");
+  if (!CheckKeys(m, allowed)) return false;
+  const Entry* e = nullptr;
+  // The limits that decide how much work the server admits: without them the row is not portable.
+  for (const char* k : {"max_total_num_tokens", "max_running_requests", "context_length"}) {
+    if (!Required(m, k, "a limit the server reports", &e)) return false;
+  }
+  for (const auto& entry_in_map : m.entries) {
+    const std::string path = "identity.server_expect." + entry_in_map.key;
+    if (entry_in_map.key == "speculative_algorithm") {
+      std::string v;
+      if (!GetString(entry_in_map, path, &v)) return false;
+      (*out)[entry_in_map.key] = v;
+    } else {
+      bool may_be_zero = entry_in_map.key.rfind("speculative_", 0) == 0;
+      int64_t v = 0;
+      if (!GetInt(entry_in_map, path, may_be_zero ? 0 : 1, int64_t{1} << 40, &v)) return false;
+      (*out)[entry_in_map.key] = std::to_string(v);
+    }
+  }
+  return true;
+}
+
+bool RowParser::ParseWorkload(const Entry& entry, Workload* w, const Entry** ignore_eos_entry) {
+  MapView m;
+  if (!OpenMap(entry, "workload", "the workload shape", &m)) return false;
+  if (!CheckKeys(m, {"input_tokens", "input_stddev_tokens", "output_tokens", "output_stddev_tokens",
+                     "sampling", "arrival", "prompt_corpus"})) {
+    return false;
+  }
+  const Entry* e = nullptr;
+  if (!Required(m, "input_tokens", "an integer > 0", &e)) return false;
+  if (!GetInt(*e, "workload.input_tokens", 1, kMaxTokens, &w->input_tokens)) return false;
+  if ((e = m.Find("input_stddev_tokens")) &&
+      !GetInt(*e, "workload.input_stddev_tokens", 0, kMaxTokens, &w->input_stddev_tokens)) {
+    return false;
+  }
+  if (!Required(m, "output_tokens", "an integer > 0", &e)) return false;
+  if (!GetInt(*e, "workload.output_tokens", 1, kMaxTokens, &w->output_tokens)) return false;
+  if ((e = m.Find("output_stddev_tokens")) &&
+      !GetInt(*e, "workload.output_stddev_tokens", 0, kMaxTokens, &w->output_stddev_tokens)) {
+    return false;
+  }
+
+  if (!Required(m, "sampling", "{temperature, ignore_eos}", &e)) return false;
+  MapView s;
+  if (!OpenMap(*e, "workload.sampling", "the sampling policy", &s)) return false;
+  if (!CheckKeys(s, {"temperature", "ignore_eos", "top_p"})) return false;
+  if (!Required(s, "temperature", "a number >= 0", &e)) return false;
+  if (!GetNumber(*e, "workload.sampling.temperature", "a number >= 0", NonNegative,
+                 &w->sampling.temperature)) {
+    return false;
+  }
+  if (!Required(s, "ignore_eos", "true or false", &e)) return false;
+  *ignore_eos_entry = e;
+  if (!GetBool(*e, "workload.sampling.ignore_eos", &w->sampling.ignore_eos)) return false;
+  if ((e = s.Find("top_p"))) {
+    double top_p = 0;
+    if (!GetNumber(*e, "workload.sampling.top_p", "a number in (0, 1]", UnitInterval, &top_p)) {
+      return false;
+    }
+    w->sampling.top_p = top_p;
+  }
+
+  if (!Required(m, "arrival", "{kind: closed_loop}", &e)) return false;
+  MapView a;
+  if (!OpenMap(*e, "workload.arrival", "the arrival model", &a)) return false;
+  if (!Required(a, "kind", "closed_loop", &e)) return false;
+  if (e->value.IsScalar() && e->value.Scalar() == "open_loop") {
+    return Fail(ValueMark(*e), "workload.arrival.kind",
+                "open_loop arrival is not implemented yet; expected closed_loop (a fixed number of "
+                "concurrent sessions)");
+  }
+  if (!GetEnum(*e, "workload.arrival.kind", {"closed_loop"}, &w->arrival)) return false;
+  if (!CheckKeys(a, {"kind"})) return false;
+  if ((e = m.Find("prompt_corpus")) &&
+      !GetEnum(*e, "workload.prompt_corpus", {"synthetic"}, &w->prompt_corpus)) {
+    return false;
+  }
+  return true;
+}
+
+bool RowParser::ParseCache(const Entry& entry, CachePolicy* c) {
+  MapView m;
+  if (!OpenMap(entry, "cache", "the cache policy", &m)) return false;
+  if (!CheckKeys(m, {"prefix_cache", "flush_before_trial", "verify_cold"})) return false;
+  const Entry* e = nullptr;
+  std::string prefix;
+  if (!Required(m, "prefix_cache", "enabled or disabled", &e)) return false;
+  if (!GetEnum(*e, "cache.prefix_cache", {"enabled", "disabled"}, &prefix)) return false;
+  c->prefix_cache = prefix == "enabled";
+  if (!Required(m, "flush_before_trial", "true or false", &e)) return false;
+  if (!GetBool(*e, "cache.flush_before_trial", &c->flush_before_trial)) return false;
+  if ((e = m.Find("verify_cold")) && !GetBool(*e, "cache.verify_cold", &c->verify_cold))
+    return false;
+  return true;
+}
+
+bool RowParser::ParseWarmup(const Entry& entry, Warmup* w) {
+  MapView m;
+  if (!OpenMap(entry, "warmup", "the warm-up set", &m)) return false;
+  if (!CheckKeys(m, {"requests", "concurrency"})) return false;
+  const Entry* e = nullptr;
+  int64_t v = 0;
+  if (!Required(m, "requests", "an integer >= 0", &e)) return false;
+  if (!GetInt(*e, "warmup.requests", 0, kMaxRequests, &v)) return false;
+  w->requests = static_cast<int>(v);
+  if ((e = m.Find("concurrency"))) {
+    if (!GetInt(*e, "warmup.concurrency", 1, kMaxConcurrency, &v)) return false;
+    w->concurrency = static_cast<int>(v);
+  }
+  return true;
+}
+
+bool RowParser::ParseMeasured(const Entry& entry, Measured* out, const Entry** min_requests_entry) {
+  MapView m;
+  if (!OpenMap(entry, "measured", "the measured sample size", &m)) return false;
+  if (!CheckKeys(m, {"min_requests", "per_concurrency"})) return false;
+  const Entry* e = nullptr;
+  int64_t v = 0;
+  if (!Required(m, "min_requests", "an integer >= 1", &e)) return false;
+  *min_requests_entry = e;
+  if (!GetInt(*e, "measured.min_requests", 1, kMaxRequests, &v)) return false;
+  out->min_requests = static_cast<int>(v);
+  if (!Required(m, "per_concurrency",
+                "an integer >= 0: requests = max(min_requests, per_concurrency * C)", &e)) {
+    return false;
+  }
+  if (!GetInt(*e, "measured.per_concurrency", 0, 1000, &v)) return false;
+  out->per_concurrency = static_cast<int>(v);
+  return true;
+}
+
+bool RowParser::ParseSlo(const Entry& entry, std::vector<SloGate>* slo) {
+  if (!entry.value.IsSequence() || entry.value.size() == 0) {
+    return Fail(ValueMark(entry), "slo",
+                "expected a non-empty list of {metric, percentile, below_ms}, got " +
+                    Describe(entry.value));
+  }
+  std::set<std::pair<std::string, double>> seen;
+  for (size_t i = 0; i < entry.value.size(); ++i) {
+    const std::string path = "slo[" + std::to_string(i) + "]";
+    YAML::Node item = entry.value[i];
+    MapView m;
+    if (!OpenMap(item, item.Mark().is_null() ? ValueMark(entry) : item.Mark(), path,
+                 "an SLO gate {metric, percentile, below_ms}", &m)) {
+      return false;
+    }
+    static const std::set<std::string> kLooseBounds = {"max",     "at_most", "le",        "lte",
+                                                       "maximum", "limit",   "threshold", "target",
+                                                       "bound",   "upto",    "up_to"};
+    for (const auto& e : m.entries) {
+      bool is_ms = e.key.size() > 3 && e.key.compare(e.key.size() - 3, 3, "_ms") == 0;
+      if (e.key != "below_ms" && (is_ms || kLooseBounds.count(e.key))) {
+        return Fail(e.key_mark, path + "." + e.key,
+                    "SLOs are strict upper bounds: expected below_ms (a value equal to the bound "
+                    "fails), got " +
+                        Shown(e.key));
+      }
+    }
+    if (!CheckKeys(m, {"metric", "percentile", "below_ms"})) return false;
+    const Entry* e = nullptr;
+    SloGate gate;
+    std::string metric;
+    if (!Required(m, "metric", "ttft, itl or e2e", &e)) return false;
+    if (!GetEnum(*e, path + ".metric", {"ttft", "itl", "e2e"}, &metric)) return false;
+    gate.metric = metric == "ttft"  ? SloMetric::kTtft
+                  : metric == "itl" ? SloMetric::kItl
+                                    : SloMetric::kE2e;
+    if (!Required(m, "percentile", "a number in (0, 100)", &e)) return false;
+    if (!GetNumber(*e, path + ".percentile", "a percentile strictly between 0 and 100", OpenPercent,
+                   &gate.percentile)) {
+      return false;
+    }
+    if (!Required(m, "below_ms", "the strict upper bound in ms, > 0", &e)) return false;
+    if (!GetNumber(*e, path + ".below_ms", "a bound in ms > 0 (an SLO nothing can meet is no SLO)",
+                   Positive, &gate.below_ms)) {
+      return false;
+    }
+    if (!seen.insert({metric, gate.percentile}).second) {
+      return Fail(m.mark, path,
+                  "duplicate gate: " + metric + " p" + Num(gate.percentile) +
+                      " is already gated; expected one bound per metric and percentile");
+    }
+    slo->push_back(gate);
+  }
+  return true;
+}
+
+bool RowParser::ParseGate(const Entry& e, const std::string& path, Gate* gate,
+                          std::string* finish_value) {
+  const std::string how_off =
+      "a gate is switched off only with a reason: expected {enabled: false, reason: \"...\"}";
+  if (e.value.IsScalar() && !IsQuoted(e.value) && e.value.Scalar() == "false") {
+    return Fail(ValueMark(e), path, how_off);
+  }
+  if (e.value.IsScalar() && !IsQuoted(e.value) && e.value.Scalar() == "true") {
+    gate->enabled = true;
+    return true;
+  }
+  if (finish_value && e.value.IsScalar()) {
+    return GetEnum(e, path, {"length", "stop"}, finish_value);
+  }
+  if (!e.value.IsMap()) {
+    return Fail(ValueMark(e), path,
+                std::string("expected true") + (finish_value ? ", length, stop" : "") +
+                    " or {enabled: false, reason: \"...\"}, got " + Describe(e.value));
+  }
+  MapView m;
+  if (!OpenMap(e, path, "a gate", &m)) return false;
+  if (finish_value) {
+    if (!CheckKeys(m, {"enabled", "reason", "value"})) return false;
+  } else if (!CheckKeys(m, {"enabled", "reason"})) {
+    return false;
+  }
+  const Entry* x = nullptr;
+  if (!Required(m, "enabled", "true or false", &x)) return false;
+  if (!GetBool(*x, path + ".enabled", &gate->enabled)) return false;
+  const Entry* reason = m.Find("reason");
+  if (gate->enabled) {
+    if (reason) {
+      return Fail(reason->key_mark, path + ".reason",
+                  "a reason is given only for a gate switched off (enabled: false)");
+    }
+  } else {
+    if (!reason) return Fail(m.mark, path + ".reason", how_off);
+    if (!GetString(*reason, path + ".reason", &gate->reason_off)) return false;
+  }
+  if (finish_value && (x = m.Find("value")) &&
+      !GetEnum(*x, path + ".value", {"length", "stop"}, finish_value)) {
+    return false;
+  }
+  return true;
+}
+
+bool RowParser::ParseCorrectness(const Entry& entry, Correctness* c) {
+  MapView m;
+  if (!OpenMap(entry, "correctness", "the correctness gates", &m)) return false;
+  if (!CheckKeys(m, {"status_200", "no_cancellations", "exact_completion_tokens", "finish_reason",
+                     "nonempty_deltas", "unique_prompts", "unique_outputs", "warmup_disjoint"})) {
+    return false;
+  }
+  const std::pair<const char*, Gate*> gates[] = {
+      {"status_200", &c->status_200},
+      {"no_cancellations", &c->no_cancellations},
+      {"exact_completion_tokens", &c->exact_completion_tokens},
+      {"finish_reason", &c->finish_reason},
+      {"nonempty_deltas", &c->nonempty_deltas},
+      {"unique_prompts", &c->unique_prompts},
+      {"unique_outputs", &c->unique_outputs},
+      {"warmup_disjoint", &c->warmup_disjoint},
+  };
+  for (const auto& [key, gate] : gates) {
+    const Entry* e = m.Find(key);
+    if (!e) continue;
+    bool is_finish = std::string(key) == "finish_reason";
+    if (!ParseGate(*e, std::string("correctness.") + key, gate,
+                   is_finish ? &c->finish_reason_value : nullptr)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool RowParser::ParseTrials(const Entry& entry, const std::string& row_id, Trials* t) {
+  MapView m;
+  if (!OpenMap(entry, "trials", "the confirmation trials", &m)) return false;
+  if (!CheckKeys(m, {"count", "quiet_period_s", "seeds"})) return false;
+  const Entry* e = nullptr;
+  int64_t count = 0;
+  if (!Required(m, "count", "an integer >= 1", &e)) return false;
+  if (!GetInt(*e, "trials.count", 1, kMaxTrials, &count)) return false;
+  t->count = static_cast<int>(count);
+  if ((e = m.Find("quiet_period_s")) &&
+      !GetNumber(*e, "trials.quiet_period_s", "a number of seconds >= 0", NonNegative,
+                 &t->quiet_period_s)) {
+    return false;
+  }
+  t->seeds.clear();
+  if ((e = m.Find("seeds"))) {
+    if (!e->value.IsSequence()) {
+      return Fail(ValueMark(*e), "trials.seeds",
+                  "expected a list of trials.count integers, got " + Describe(e->value));
+    }
+    if (static_cast<int64_t>(e->value.size()) != count) {
+      return Fail(ValueMark(*e), "trials.seeds",
+                  "expected one seed per trial (trials.count = " + std::to_string(count) +
+                      "), got " + std::to_string(e->value.size()));
+    }
+    std::set<uint64_t> seen;
+    for (size_t i = 0; i < e->value.size(); ++i) {
+      Entry item{"", e->value[i].Mark().is_null() ? ValueMark(*e) : e->value[i].Mark(),
+                 e->value[i]};
+      const std::string path = "trials.seeds[" + std::to_string(i) + "]";
+      uint64_t seed = 0;
+      if (!GetUint(item, path, &seed)) return false;
+      if (!seen.insert(seed).second) {
+        return Fail(
+            ValueMark(item), path,
+            "duplicate seed " + std::to_string(seed) + ": independent trials need different seeds");
+      }
+      t->seeds.push_back(seed);
+    }
+  } else {
+    std::set<uint64_t> seen;
+    for (int i = 0; i < t->count; ++i) {
+      uint64_t seed = DeriveTrialSeed(row_id, i);
+      // A collision in 2^31 is improbable but must not hand two trials one prompt set.
+      while (!seen.insert(seed).second) seed = seed % 2147483647 + 1;
+      t->seeds.push_back(seed);
+    }
+  }
+  return true;
+}
+
+bool RowParser::ParseExpect(const Entry& entry, Expect* x) {
+  MapView m;
+  if (!OpenMap(entry, "expect", "the row's expectation", &m)) return false;
+  if (!CheckKeys(m, {"cmax", "baseline"})) return false;
+  const Entry* e = nullptr;
+  if ((e = m.Find("cmax"))) {
+    int64_t cmax = 0;
+    if (!GetInt(*e, "expect.cmax", 1, kMaxConcurrency, &cmax)) return false;
+    x->cmax = static_cast<int>(cmax);
+  }
+  if ((e = m.Find("baseline"))) {
+    MapView b;
+    if (!OpenMap(*e, "expect.baseline", "the C=1 baseline", &b)) return false;
+    if (!CheckKeys(b, {"ttft_p50_ms", "itl_p50_ms", "tolerance_pct"})) return false;
+    Baseline base;
+    double v = 0;
+    if ((e = b.Find("ttft_p50_ms"))) {
+      if (!GetNumber(*e, "expect.baseline.ttft_p50_ms", "a number of ms > 0", Positive, &v)) {
+        return false;
+      }
+      base.ttft_p50_ms = v;
+    }
+    if ((e = b.Find("itl_p50_ms"))) {
+      if (!GetNumber(*e, "expect.baseline.itl_p50_ms", "a number of ms > 0", Positive, &v)) {
+        return false;
+      }
+      base.itl_p50_ms = v;
+    }
+    if (!base.ttft_p50_ms && !base.itl_p50_ms) {
+      return Fail(b.mark, "expect.baseline",
+                  "expected at least one of ttft_p50_ms, itl_p50_ms in a baseline");
+    }
+    if ((e = b.Find("tolerance_pct")) &&
+        !GetNumber(*e, "expect.baseline.tolerance_pct", "a percentage > 0", Positive,
+                   &base.tolerance_pct)) {
+      return false;
+    }
+    x->baseline = base;
+  }
+  return true;
+}
+
+bool RowParser::ParseProvenance(const Entry& entry, Provenance* p) {
+  MapView m;
+  if (!OpenMap(entry, "provenance", "where the expectation came from", &m)) return false;
+  if (!CheckKeys(m, {"qualified_on", "source", "notes"})) return false;
+  const Entry* e = nullptr;
+  if (!Required(m, "source", "where the expectation came from", &e)) return false;
+  if (!GetString(*e, "provenance.source", &p->source)) return false;
+  if ((e = m.Find("qualified_on"))) {
+    if (!GetString(*e, "provenance.qualified_on", &p->qualified_on)) return false;
+    if (!IsDate(p->qualified_on)) {
+      return Fail(ValueMark(*e), "provenance.qualified_on",
+                  "expected a date YYYY-MM-DD, got " + Shown(p->qualified_on));
+    }
+  }
+  if ((e = m.Find("notes")) && !GetString(*e, "provenance.notes", &p->notes)) return false;
+  return true;
+}
+
+std::string FamilyOf(const std::string& path) {
+  std::error_code ec;
+  fs::path p = fs::path(path);
+  if (!p.has_parent_path()) {
+    fs::path abs = fs::absolute(p, ec);
+    if (!ec) p = abs;
+  }
+  return p.parent_path().filename().string();
+}
+
+bool ParseRowImpl(const std::string& text, const std::string& pseudo_path, Row* row,
+                  RowError* error, int* id_line, int* id_column) {
+  Row parsed;
+  RowParser parser(pseudo_path, error);
+  if (!parser.Parse(text, &parsed)) return false;
+  parsed.family = FamilyOf(pseudo_path);
+  parsed.source_path = pseudo_path;
+  if (id_line) *id_line = parser.id_mark().line + 1;
+  if (id_column) *id_column = parser.id_mark().column + 1;
+  *row = std::move(parsed);
+  return true;
+}
+
+bool ReadFile(const std::string& path, std::string* text, RowError* error) {
+  error->file = path;
+  error->line = 0;
+  error->column = 0;
+  error->key_path.clear();
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) {
+    error->message = "not a readable file";
+    return false;
+  }
+  auto size = fs::file_size(path, ec);
+  if (ec || size > kMaxRowFileBytes) {
+    error->message =
+        ec ? "cannot read the file size: " + ec.message() : "file larger than 1 MiB: not a row";
+    return false;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error->message = "cannot open the file";
+    return false;
+  }
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) {
+    error->message = "cannot read the file";
+    return false;
+  }
+  *text = buf.str();
+  return true;
+}
+
+void CollectFiles(const std::string& root, std::vector<std::string>* files,
+                  std::vector<RowError>* errors) {
+  std::error_code ec;
+  fs::file_status st = fs::status(root, ec);
+  if (ec || !fs::exists(st)) {
+    errors->push_back(RowError{root, 0, 0, "", "no such file or directory"});
+    return;
+  }
+  if (!fs::is_directory(st)) {
+    files->push_back(root);
+    return;
+  }
+  std::vector<std::string> found;
+  fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec);
+  if (ec) {
+    errors->push_back(RowError{root, 0, 0, "", "cannot list the directory: " + ec.message()});
+    return;
+  }
+  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) {
+      errors->push_back(RowError{root, 0, 0, "", "cannot list the directory: " + ec.message()});
+      return;
+    }
+    const fs::directory_entry& d = *it;
+    std::error_code dec;
+    if (d.is_directory(dec)) {
+      if (d.path().filename() == "profiles") it.disable_recursion_pending();
+      continue;
+    }
+    auto ext = d.path().extension().string();
+    if (ext == ".yaml") {
+      found.push_back(d.path().string());
+    } else if (ext == ".yml") {
+      errors->push_back(
+          RowError{d.path().string(), 0, 0, "",
+                   "row files end in .yaml; rename it so it is not silently skipped"});
+    }
+  }
+  std::sort(found.begin(), found.end());
+  files->insert(files->end(), found.begin(), found.end());
+}
+
+void AppendQuoted(std::string* out, const std::string& s) {
+  static const char* kHex = "0123456789abcdef";
+  *out += '"';
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      case '\t':
+        *out += "\\t";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          *out += "\\x";
+          *out += kHex[c >> 4];
+          *out += kHex[c & 15];
+        } else {
+          *out += static_cast<char>(c);
+        }
+    }
+  }
+  *out += '"';
+}
+
+std::string Quoted(const std::string& s) {
+  std::string out;
+  AppendQuoted(&out, s);
+  return out;
+}
+
+std::string GateYaml(const Gate& g, const std::string& on_value) {
+  if (g.enabled) return on_value;
+  return "{enabled: false, reason: " + Quoted(g.reason_off) + "}";
+}
+
+}  // namespace
+
+std::string RowError::ToString() const {
+  std::string out = file;
+  if (line > 0) out += ":" + std::to_string(line) + ":" + std::to_string(column);
+  out += ": ";
+  if (!key_path.empty()) out += key_path + ": ";
+  return out + message;
+}
+
+uint64_t DeriveTrialSeed(const std::string& row_id, int trial_index) {
+  std::string key = row_id + "#" + std::to_string(trial_index);
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : key) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return (h ^ (h >> 31)) % 2147483647ull + 1;
+}
+
+int MinRequestsForPercentile(double percentile) {
+  if (!(percentile > 0 && percentile < 100)) return 0;
+  // The epsilon absorbs binary rounding (100 / 0.1 is 1000.0000000000001, not 1000).
+  double need = std::ceil(100.0 / (100.0 - percentile) - 1e-9);
+  return need > 1e9 ? 1000000000 : static_cast<int>(need);
+}
+
+bool ParseRow(const std::string& text, const std::string& pseudo_path, Row* row, RowError* error) {
+  RowError scratch;
+  return ParseRowImpl(text, pseudo_path, row, error ? error : &scratch, nullptr, nullptr);
+}
+
+Result<Row> LoadRowFromString(const std::string& text, const std::string& pseudo_path) {
+  Row row;
+  RowError error;
+  if (!ParseRow(text, pseudo_path, &row, &error)) {
+    return Status::InvalidArgument(error.ToString());
+  }
+  return row;
+}
+
+Result<Row> LoadRow(const std::string& path) {
+  std::string text;
+  RowError error;
+  if (!ReadFile(path, &text, &error)) return Status::IoError(error.ToString());
+  return LoadRowFromString(text, path);
+}
+
+Result<std::vector<std::string>> FindRowFiles(const std::vector<std::string>& paths_or_dirs) {
+  std::vector<std::string> files;
+  std::vector<RowError> errors;
+  for (const auto& p : paths_or_dirs) CollectFiles(p, &files, &errors);
+  if (!errors.empty()) return Status::NotFound(errors.front().ToString());
+  return files;
+}
+
+RowSet CheckRows(const std::vector<std::string>& paths_or_dirs) {
+  RowSet set;
+  std::vector<std::string> files;
+  for (const auto& p : paths_or_dirs) CollectFiles(p, &files, &set.errors);
+  if (files.empty() && set.errors.empty()) {
+    std::string where = JoinKeys(paths_or_dirs);
+    set.errors.push_back(RowError{where, 0, 0, "", "no row files (*.yaml) found"});
+  }
+  struct Seen {
+    std::string file;
+    int line;
+    int column;
+  };
+  std::map<std::string, Seen> ids;
+  for (const auto& file : files) {
+    std::string text;
+    RowError error;
+    if (!ReadFile(file, &text, &error)) {
+      set.errors.push_back(error);
+      continue;
+    }
+    Row row;
+    int line = 0, column = 0;
+    if (!ParseRowImpl(text, file, &row, &error, &line, &column)) {
+      set.errors.push_back(error);
+      continue;
+    }
+    auto [it, inserted] = ids.emplace(row.id, Seen{file, line, column});
+    if (!inserted) {
+      set.errors.push_back(RowError{file, line, column, "id",
+                                    "duplicate id " + Shown(row.id) + ", already defined at " +
+                                        it->second.file + ":" + std::to_string(it->second.line) +
+                                        ":" + std::to_string(it->second.column) +
+                                        "; expected ids unique across all rows"});
+      continue;
+    }
+    set.rows.push_back(std::move(row));
+  }
+  return set;
+}
+
+Result<std::vector<Row>> LoadRows(const std::vector<std::string>& paths_or_dirs) {
+  RowSet set = CheckRows(paths_or_dirs);
+  if (!set.errors.empty()) {
+    std::string msg = set.errors.front().ToString();
+    if (set.errors.size() > 1) {
+      msg += " (and " + std::to_string(set.errors.size() - 1) + " more errors)";
+    }
+    return Status::InvalidArgument(msg);
+  }
+  return std::move(set.rows);
+}
+
+std::string RowToYaml(const Row& r) {
+  std::ostringstream o;
+  const Identity& id = r.identity;
+  o << "schema: " << kSchema << "\n";
+  o << "id: " << Quoted(r.id) << "\n";
+  if (!r.title.empty()) o << "title: " << Quoted(r.title) << "\n";
+  o << "identity:\n";
+  o << "  engine: " << EngineName(id.engine) << "\n";
+  if (id.engine == Engine::kSim) {
+    o << "  sim_profile: " << Quoted(id.sim_profile) << "\n";
+    o << "  time_scale: " << Num(id.time_scale) << "\n";
+  } else {
+    o << "  image: " << Quoted(id.image) << "\n";
+  }
+  if (!id.model.empty()) o << "  model: " << Quoted(id.model) << "\n";
+  if (!id.model_revision.empty()) o << "  model_revision: " << Quoted(id.model_revision) << "\n";
+  if (!id.served_model_name.empty()) {
+    o << "  served_model_name: " << Quoted(id.served_model_name) << "\n";
+  }
+  if (!id.hardware.empty()) o << "  hardware: " << Quoted(id.hardware) << "\n";
+  if (!id.driver.empty()) o << "  driver: " << Quoted(id.driver) << "\n";
+  if (!id.server_expect.empty()) {
+    o << "  server_expect:\n";
+    for (const auto& [k, v] : id.server_expect) {
+      bool numeric = !v.empty() &&
+                     std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+      o << "    " << k << ": " << (numeric ? v : Quoted(v)) << "\n";
+    }
+  }
+  const Workload& w = r.workload;
+  o << "workload:\n";
+  o << "  input_tokens: " << w.input_tokens << "\n";
+  o << "  input_stddev_tokens: " << w.input_stddev_tokens << "\n";
+  o << "  output_tokens: " << w.output_tokens << "\n";
+  o << "  output_stddev_tokens: " << w.output_stddev_tokens << "\n";
+  o << "  sampling: {temperature: " << Num(w.sampling.temperature)
+    << ", ignore_eos: " << (w.sampling.ignore_eos ? "true" : "false");
+  if (w.sampling.top_p) o << ", top_p: " << Num(*w.sampling.top_p);
+  o << "}\n";
+  o << "  arrival: {kind: " << w.arrival << "}\n";
+  o << "  prompt_corpus: " << w.prompt_corpus << "\n";
+  o << "cache:\n";
+  o << "  prefix_cache: " << (r.cache.prefix_cache ? "enabled" : "disabled") << "\n";
+  o << "  flush_before_trial: " << (r.cache.flush_before_trial ? "true" : "false") << "\n";
+  o << "  verify_cold: " << (r.cache.verify_cold ? "true" : "false") << "\n";
+  o << "warmup: {requests: " << r.warmup.requests << ", concurrency: " << r.warmup.concurrency
+    << "}\n";
+  o << "measured: {min_requests: " << r.measured.min_requests
+    << ", per_concurrency: " << r.measured.per_concurrency << "}\n";
+  o << "slo:\n";
+  for (const auto& g : r.slo) {
+    o << "  - {metric: " << SloMetricName(g.metric) << ", percentile: " << Num(g.percentile)
+      << ", below_ms: " << Num(g.below_ms) << "}\n";
+  }
+  o << "percentile_method: " << PercentileMethodName(r.percentile_method) << "\n";
+  const Correctness& c = r.correctness;
+  o << "correctness:\n";
+  o << "  status_200: " << GateYaml(c.status_200, "true") << "\n";
+  o << "  no_cancellations: " << GateYaml(c.no_cancellations, "true") << "\n";
+  o << "  exact_completion_tokens: " << GateYaml(c.exact_completion_tokens, "true") << "\n";
+  if (c.finish_reason.enabled) {
+    o << "  finish_reason: " << c.finish_reason_value << "\n";
+  } else {
+    o << "  finish_reason: {enabled: false, reason: " << Quoted(c.finish_reason.reason_off)
+      << ", value: " << c.finish_reason_value << "}\n";
+  }
+  o << "  nonempty_deltas: " << GateYaml(c.nonempty_deltas, "true") << "\n";
+  o << "  unique_prompts: " << GateYaml(c.unique_prompts, "true") << "\n";
+  o << "  unique_outputs: " << GateYaml(c.unique_outputs, "true") << "\n";
+  o << "  warmup_disjoint: " << GateYaml(c.warmup_disjoint, "true") << "\n";
+  o << "trials:\n";
+  o << "  count: " << r.trials.count << "\n";
+  o << "  quiet_period_s: " << Num(r.trials.quiet_period_s) << "\n";
+  o << "  seeds: [";
+  for (size_t i = 0; i < r.trials.seeds.size(); ++i) o << (i ? ", " : "") << r.trials.seeds[i];
+  o << "]\n";
+  o << "request_timeout_s: " << Num(r.request_timeout_s) << "\n";
+  if (r.expect.cmax || r.expect.baseline) {
+    o << "expect:\n";
+    if (r.expect.cmax) o << "  cmax: " << *r.expect.cmax << "\n";
+    if (r.expect.baseline) {
+      const Baseline& b = *r.expect.baseline;
+      o << "  baseline:\n";
+      if (b.ttft_p50_ms) o << "    ttft_p50_ms: " << Num(*b.ttft_p50_ms) << "\n";
+      if (b.itl_p50_ms) o << "    itl_p50_ms: " << Num(*b.itl_p50_ms) << "\n";
+      o << "    tolerance_pct: " << Num(b.tolerance_pct) << "\n";
+    }
+  }
+  const Provenance& p = r.provenance;
+  if (!p.source.empty() || !p.qualified_on.empty() || !p.notes.empty()) {
+    o << "provenance:\n";
+    if (!p.qualified_on.empty()) o << "  qualified_on: " << Quoted(p.qualified_on) << "\n";
+    o << "  source: " << Quoted(p.source) << "\n";
+    if (!p.notes.empty()) o << "  notes: " << Quoted(p.notes) << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace capq
