@@ -18,6 +18,29 @@
 //    overhead (times jitter); it starts when the previous one ends, or at the first arrival when idle.
 //  - Prefix cache (when enabled): a radix cache of finished prompts' token ids; a new request skips
 //    prefill of its longest cached prefix and reports it as cached_tokens. Flush clears it when idle.
+//
+// Details this implementation fixes (engine.cc):
+//  - At most prompt_len - 1 tokens come from the cache: the last prompt token is always computed,
+//    because its logits give the first output token (as in SGLang).
+//  - Cached tokens share the pool with reservations. A request reserves
+//    pages(prompt - cached + max_new_tokens) and pins (locks) its cached prefix; admission needs
+//    reserved + pinned cache tokens + this request's new reservation and newly pinned tokens
+//    <= max_total_tokens. Unpinned cache is evicted (least recently used first) to make room, so the
+//    cache never blocks admission. If the request does not fit with its cache hit but would fit
+//    without it, it is admitted cold (cached 0) so page rounding cannot stall the queue.
+//  - A request that can never fit (pages(prompt + max_new_tokens) > max_total_tokens or
+//    prompt + max_new_tokens > context_length) is rejected at Submit with "too_long"; an empty prompt
+//    or max_new_tokens < 1 with "invalid".
+//  - Speculative decoding accepts draft tokens as a chain (EAGLE top-k 1): each draft is accepted
+//    with probability a until the first rejection, a chosen so the mean accepted count is
+//    spec_accept_mean. Draws hash (jitter_seed, prompt, output position): independent of batching.
+//  - Step jitter draws hash (jitter_seed, step index, the prompts submitted so far), and epoch jitter
+//    (one factor per cache flush) hashes the epoch number with the prompts, so repeated trials with
+//    fresh prompts see different noise while one call sequence always replays identically.
+//  - A Submit or Cancel at exactly the start time of the step in progress re-plans that step (no
+//    virtual time has passed), so a burst of arrivals at one instant is admitted together.
+//  - After Cancel no event is emitted for that id. A waiting request leaves the queue at once; a
+//    running one still costs the step in progress and is dropped at its end.
 #pragma once
 
 #include <cstdint>
@@ -51,7 +74,7 @@ struct EngineEvent {
   int64_t tokens = 0;          // kTokens: tokens emitted in this step for this request
   int64_t total_tokens = 0;    // kTokens/kFinished: output tokens so far
   int64_t cached_tokens = 0;   // kAdmitted
-  const char* finish_reason = nullptr;  // kFinished/kRejected: "length", "stop", "too_long"
+  const char* finish_reason = nullptr;  // kFinished/kRejected: "length", "stop", "too_long", "invalid"
 };
 
 struct EngineStats {
@@ -63,6 +86,12 @@ struct EngineStats {
   int64_t cached_tokens_total = 0;
   int64_t generated_tokens_total = 0;
   int64_t steps = 0;
+  // Added: prefix cache occupancy (pinned + evictable). pool_used_tokens counts reservations plus
+  // the pinned part only, since unpinned cache is evicted on demand.
+  int64_t cache_tokens = 0;
+  int64_t requests_finished = 0;
+  int64_t requests_rejected = 0;
+  int64_t requests_cancelled = 0;
 };
 
 class Engine {

@@ -37,6 +37,10 @@ struct EngineProfile {
   // Multiplicative run-to-run noise on every step time: uniform in [1 - jitter, 1 + jitter].
   double step_jitter = 0;
   uint64_t jitter_seed = 1;
+  // Multiplicative noise on every step of one cache epoch (the span between two flushes), uniform in
+  // [1 - epoch_jitter, 1 + epoch_jitter]. A capacity trial flushes first, so this is run-to-run noise
+  // that does not average out over a trial's thousands of steps the way step_jitter does.
+  double epoch_jitter = 0;
   // Tokens the chat template adds around the user message; the first `template_prefix_tokens` of them
   // are identical for every prompt (so even a cold cache reports them as cached after one request).
   int chat_template_tokens = 51;
@@ -46,7 +50,15 @@ struct EngineProfile {
 };
 
 // Reads a profile YAML file; every error names the file, line and key. Unknown keys are errors.
+// Keys are the field names above (flat mapping); `policy` is "prefill_first" or "decode_first".
+// Fields left out keep their defaults; `name` is required.
 Result<EngineProfile> LoadProfile(const std::string& path);
+// The same from YAML text; `source` names it in error messages (e.g. the path).
+Result<EngineProfile> ParseProfile(const std::string& yaml_text, const std::string& source);
+// Range checks shared by the loader and by code that builds profiles in memory.
+Status ValidateProfile(const EngineProfile& p);
+
+const char* SchedulePolicyName(SchedulePolicy policy);  // "prefill_first" | "decode_first"
 
 // Canonical JSON of every field (sorted keys), and "sha256:<hex>" of it: the simulator's identity
 // digest, so a changed profile fails a pinned row like a retagged image.

@@ -1,0 +1,400 @@
+#include "capq/sim/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+
+#include "engine_radix.h"
+
+namespace capq::sim {
+namespace {
+
+uint64_t Mix(uint64_t x) {  // splitmix64 finaliser: a cheap, well-spread counter-based draw
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+double Unit(uint64_t h) { return static_cast<double>(h >> 11) * 0x1.0p-53; }  // [0, 1)
+
+uint64_t HashTokens(const std::vector<uint32_t>& tokens) {
+  uint64_t h = 0x243f6a8885a308d3ULL ^ tokens.size();
+  for (uint32_t t : tokens) h = (h ^ t) * 0x100000001b3ULL;
+  return Mix(h);
+}
+
+int64_t RoundUp(int64_t v, int64_t page) { return (v + page - 1) / page * page; }
+
+// Per-draft acceptance probability a with sum_{i=1..k} a^i == tau (mean length of an accepted
+// chain that stops at the first rejection).
+double ChainAcceptProbability(int k, double tau) {
+  if (k <= 0 || tau <= 0) return 0;
+  if (tau >= k) return 1;
+  double lo = 0, hi = 1;
+  for (int iter = 0; iter < 80; ++iter) {
+    const double a = (lo + hi) / 2;
+    double sum = 0, p = 1;
+    for (int i = 0; i < k; ++i) sum += (p *= a);
+    (sum < tau ? lo : hi) = a;
+  }
+  return (lo + hi) / 2;
+}
+
+}  // namespace
+
+struct Engine::Impl {
+  struct Req {
+    uint64_t id = 0;
+    std::vector<uint32_t> prompt;
+    int64_t prompt_len = 0;
+    int64_t max_new = 0;
+    int64_t stop_at = 0;  // output length at which the request finishes
+    bool stop_is_eos = false;
+    uint64_t prompt_hash = 0;
+    int64_t cached = 0;
+    int64_t prefilled = 0;  // prompt tokens whose KV exists (cached + computed)
+    int64_t generated = 0;
+    int64_t reserved = 0;
+    internal::RadixCache::Node* pinned = nullptr;
+    bool cancelled = false;
+    // The plan of the step in progress.
+    int64_t chunk = 0;
+    bool decode = false;
+  };
+
+  explicit Impl(const EngineProfile& p)
+      : profile(p),
+        accept_p(ChainAcceptProbability(p.spec_draft_tokens, p.spec_accept_mean)),
+        accept_threshold(static_cast<uint32_t>(std::lround(accept_p * 65536.0))) {}
+
+  // --- admission -----------------------------------------------------------------------------
+  void Admit(VirtNs now) {
+    const int64_t total = profile.max_total_tokens;
+    const int64_t page = profile.page_size;
+    while (!waiting.empty() && static_cast<int>(running.size()) < profile.max_running_requests) {
+      Req& r = *waiting.front();
+      int64_t cached = 0;
+      internal::RadixCache::Node* node = nullptr;
+      if (profile.prefix_cache && r.prompt_len > 1) {
+        auto m = cache.Match(r.prompt.data(), r.prompt_len - 1);
+        node = m.first;
+        cached = m.second;
+      }
+      int64_t need = RoundUp(r.prompt_len - cached + r.max_new, page);
+      const int64_t pinned_base = reserved_tokens + cache.locked_tokens();
+      if (cached > 0 && pinned_base + need + cache.UnlockedTokensOnPath(node) > total) {
+        cached = 0;  // page rounding of a hit can need more than going cold; never stall on it
+        node = nullptr;
+        need = RoundUp(r.prompt_len + r.max_new, page);
+      }
+      if (pinned_base + need > total) break;  // FCFS: nobody overtakes the head
+      if (node != nullptr && cached > 0) {
+        cache.Lock(node);
+        r.pinned = node;
+      }
+      reserved_tokens += need;
+      cache.EvictDownTo(total - reserved_tokens);
+      r.reserved = need;
+      r.cached = cached;
+      r.prefilled = cached;
+      stats.prompt_tokens_total += r.prompt_len;
+      stats.cached_tokens_total += cached;
+      EngineEvent ev;
+      ev.kind = EngineEvent::Kind::kAdmitted;
+      ev.request_id = r.id;
+      ev.t = now;
+      ev.cached_tokens = cached;
+      pending.push_back(ev);
+      running.push_back(std::move(waiting.front()));
+      waiting.pop_front();
+    }
+  }
+
+  void Release(Req& r) {
+    reserved_tokens -= r.reserved;
+    r.reserved = 0;
+    if (r.pinned != nullptr) cache.Unlock(r.pinned);
+    r.pinned = nullptr;
+  }
+
+  // --- planning --------------------------------------------------------------------------------
+  // Admits, then plans the step that starts at `now`; leaves the engine idle when nothing runs.
+  void StartStep(VirtNs now) {
+    Admit(now);
+    if (running.empty()) {
+      step_active = false;
+      return;
+    }
+    step_active = true;
+    step_start = now;
+    Plan();
+  }
+
+  void Plan() {
+    const int64_t per_decode_row = 1 + profile.spec_draft_tokens;
+    int64_t n_decode = 0;
+    bool has_prefill = false;
+    for (auto& r : running) {
+      r->chunk = 0;
+      r->decode = false;
+      if (r->prefilled < r->prompt_len) {
+        has_prefill = true;
+      } else {
+        ++n_decode;
+      }
+    }
+    bool run_decode;
+    int64_t budget;
+    if (profile.policy == SchedulePolicy::kPrefillFirst) {
+      run_decode = !has_prefill || profile.mixed_chunks;
+      budget = profile.chunked_prefill_size;
+      // A mixed chunk spends part of the budget on the decode rows riding along; prefill still
+      // gets at least one token so prefill-first keeps its priority.
+      if (has_prefill && run_decode)
+        budget = std::max<int64_t>(1, budget - n_decode * per_decode_row);
+    } else {
+      run_decode = true;
+      budget = std::max<int64_t>(0, profile.chunked_prefill_size - n_decode * per_decode_row);
+    }
+    int64_t prefill_tokens = 0, decode_rows = 0, decode_kv = 0;
+    double chunk_sq = 0;
+    for (auto& r : running) {
+      if (r->prefilled < r->prompt_len) {
+        const int64_t c = std::min(budget, r->prompt_len - r->prefilled);
+        r->chunk = c;
+        budget -= c;
+        prefill_tokens += c;
+        chunk_sq += static_cast<double>(c) * static_cast<double>(c);
+      } else if (run_decode) {
+        r->decode = true;
+        ++decode_rows;
+        decode_kv += r->prompt_len + r->generated;
+      }
+    }
+    const EngineProfile& p = profile;
+    double secs = p.b0_s + p.b1_s_per_prefill_token * static_cast<double>(prefill_tokens) +
+                  p.b2_s_per_chunk_token_sq * chunk_sq +
+                  p.b3_s_per_decode_row * static_cast<double>(decode_rows) +
+                  p.b4_s_per_decode_kv_token * static_cast<double>(decode_kv) + p.overhead_s;
+    if (p.step_jitter > 0) {
+      const double u = Unit(Mix(p.jitter_seed ^ Mix(stats.steps ^ Mix(entropy))));
+      secs *= 1 + p.step_jitter * (2 * u - 1);
+    }
+    if (p.epoch_jitter > 0) {
+      if (!epoch_factor_set) {
+        const double u = Unit(Mix(Mix(p.jitter_seed + 0x5bd1e995) ^ Mix(epoch) ^ entropy));
+        epoch_factor = 1 + p.epoch_jitter * (2 * u - 1);
+        epoch_factor_set = true;
+      }
+      secs *= epoch_factor;
+    }
+    step_end = step_start + std::max<VirtNs>(1, std::llround(secs * 1e9));
+  }
+
+  // --- completing a step -----------------------------------------------------------------------
+  int64_t DraftsAccepted(const Req& r) const {
+    const int k = profile.spec_draft_tokens;
+    if (k <= 0 || accept_threshold == 0) return 0;
+    int64_t accepted = 0;
+    uint64_t h = 0;
+    for (int i = 0; i < k; ++i) {
+      if (i % 4 == 0) h = Mix(profile.jitter_seed ^ Mix(r.prompt_hash + (r.generated << 3) + i));
+      const uint32_t draw = static_cast<uint32_t>(h & 0xffff);
+      h >>= 16;
+      if (draw >= accept_threshold) break;
+      ++accepted;
+    }
+    return accepted;
+  }
+
+  void Finish(Req& r, VirtNs t) {
+    EngineEvent ev;
+    ev.kind = EngineEvent::Kind::kFinished;
+    ev.request_id = r.id;
+    ev.t = t;
+    ev.total_tokens = r.generated;
+    ev.finish_reason = r.stop_is_eos && r.generated >= r.stop_at ? "stop" : "length";
+    pending.push_back(ev);
+    Release(r);
+    if (profile.prefix_cache) {
+      cache.Insert(r.prompt.data(), r.prompt_len);
+      // Inserting cannot outgrow the pool: the request's reservation covered these tokens.
+      cache.EvictDownTo(profile.max_total_tokens - reserved_tokens);
+    }
+    ++stats.requests_finished;
+  }
+
+  void CompleteStep() {
+    const VirtNs t = step_end;
+    size_t keep = 0;
+    for (size_t i = 0; i < running.size(); ++i) {
+      Req& r = *running[i];
+      bool done = false;
+      if (r.cancelled) {
+        Release(r);
+        done = true;
+      } else {
+        int64_t emitted = 0;
+        if (r.chunk > 0) {
+          r.prefilled += r.chunk;
+          if (r.prefilled == r.prompt_len) emitted = 1;  // the step that ends prefill samples
+        } else if (r.decode) {
+          emitted = std::min<int64_t>(1 + DraftsAccepted(r), r.stop_at - r.generated);
+        }
+        if (emitted > 0) {
+          r.generated += emitted;
+          stats.generated_tokens_total += emitted;
+          EngineEvent ev;
+          ev.kind = EngineEvent::Kind::kTokens;
+          ev.request_id = r.id;
+          ev.t = t;
+          ev.tokens = emitted;
+          ev.total_tokens = r.generated;
+          pending.push_back(ev);
+          if (r.generated >= r.stop_at) {
+            Finish(r, t);
+            done = true;
+          }
+        }
+      }
+      if (!done) {
+        if (keep != i) running[keep] = std::move(running[i]);
+        ++keep;
+      }
+    }
+    running.resize(keep);
+    ++stats.steps;
+    step_active = false;
+  }
+
+  void Flush(std::vector<EngineEvent>* out) {
+    if (pending.empty()) return;
+    if (out != nullptr) out->insert(out->end(), pending.begin(), pending.end());
+    pending.clear();
+  }
+
+  EngineProfile profile;
+  double accept_p;
+  uint32_t accept_threshold;
+  std::deque<std::unique_ptr<Req>> waiting;
+  std::vector<std::unique_ptr<Req>> running;  // admission order
+  internal::RadixCache cache;
+  int64_t reserved_tokens = 0;
+  bool step_active = false;
+  VirtNs step_start = 0;
+  VirtNs step_end = 0;
+  std::vector<EngineEvent> pending;
+  EngineStats stats;
+  uint64_t entropy = 0;  // folds in every submitted prompt
+  uint64_t epoch = 0;
+  bool epoch_factor_set = false;
+  double epoch_factor = 1;
+};
+
+Engine::Engine(const EngineProfile& profile) : impl_(std::make_unique<Impl>(profile)) {}
+Engine::~Engine() = default;
+
+void Engine::Submit(EngineRequest request, VirtNs now) {
+  Impl& s = *impl_;
+  const EngineProfile& p = s.profile;
+  auto r = std::make_unique<Impl::Req>();
+  r->id = request.id;
+  r->prompt_len = static_cast<int64_t>(request.prompt_tokens.size());
+  r->max_new = request.max_new_tokens;
+  r->prompt = std::move(request.prompt_tokens);
+  const char* reject = nullptr;
+  if (r->prompt_len < 1 || r->max_new < 1) {
+    reject = "invalid";
+  } else if (r->prompt_len + r->max_new > p.context_length ||
+             RoundUp(r->prompt_len + r->max_new, p.page_size) > p.max_total_tokens) {
+    reject = "too_long";
+  }
+  if (reject != nullptr) {
+    EngineEvent ev;
+    ev.kind = EngineEvent::Kind::kRejected;
+    ev.request_id = r->id;
+    ev.t = now;
+    ev.finish_reason = reject;
+    s.pending.push_back(ev);
+    ++s.stats.requests_rejected;
+    return;
+  }
+  r->stop_at = r->max_new;
+  if (request.eos_at_tokens > 0 && request.eos_at_tokens <= r->max_new) {
+    r->stop_at = request.eos_at_tokens;
+    r->stop_is_eos = true;
+  }
+  r->prompt_hash = HashTokens(r->prompt);
+  s.entropy = Mix(s.entropy ^ r->prompt_hash);
+  s.waiting.push_back(std::move(r));
+  if (!s.step_active) {
+    s.StartStep(now);
+  } else if (s.step_start == now) {
+    s.StartStep(now);  // no virtual time has passed: the arrival joins the step being formed
+  }
+}
+
+void Engine::Cancel(uint64_t request_id, VirtNs now) {
+  Impl& s = *impl_;
+  for (auto it = s.waiting.begin(); it != s.waiting.end(); ++it) {
+    if ((*it)->id == request_id) {
+      s.waiting.erase(it);
+      ++s.stats.requests_cancelled;
+      return;
+    }
+  }
+  for (size_t i = 0; i < s.running.size(); ++i) {
+    Impl::Req& r = *s.running[i];
+    if (r.id != request_id || r.cancelled) continue;
+    ++s.stats.requests_cancelled;
+    if (s.step_active && s.step_start == now) {
+      // The step has not done any work yet: drop the row and form the step again.
+      s.Release(r);
+      s.running.erase(s.running.begin() + static_cast<std::ptrdiff_t>(i));
+      s.StartStep(now);
+    } else {
+      r.cancelled = true;
+    }
+    return;
+  }
+}
+
+std::optional<VirtNs> Engine::NextEventTime() const {
+  if (!impl_->step_active) return std::nullopt;
+  return impl_->step_end;
+}
+
+void Engine::AdvanceTo(VirtNs t, std::vector<EngineEvent>* out) {
+  Impl& s = *impl_;
+  while (s.step_active && s.step_end <= t) {
+    const VirtNs end = s.step_end;
+    s.CompleteStep();
+    s.StartStep(end);
+  }
+  s.Flush(out);
+}
+
+bool Engine::Idle() const { return impl_->waiting.empty() && impl_->running.empty(); }
+
+bool Engine::FlushCache() {
+  if (!Idle()) return false;
+  impl_->cache.Clear();
+  ++impl_->epoch;
+  impl_->epoch_factor_set = false;
+  return true;
+}
+
+EngineStats Engine::stats() const {
+  EngineStats st = impl_->stats;
+  st.running = static_cast<int>(impl_->running.size());
+  st.waiting = static_cast<int>(impl_->waiting.size());
+  st.pool_total_tokens = impl_->profile.max_total_tokens;
+  st.pool_used_tokens = impl_->reserved_tokens + impl_->cache.locked_tokens();
+  st.cache_tokens = impl_->cache.total_tokens();
+  return st;
+}
+
+const EngineProfile& Engine::profile() const { return impl_->profile; }
+
+}  // namespace capq::sim
