@@ -1,0 +1,295 @@
+#include "capq/measurement/decode.h"
+
+#include <openssl/evp.h>
+
+#include <cstdio>
+#include <string>
+
+namespace capq {
+namespace {
+
+// A short, printable, valid-UTF-8 rendering of server bytes for error messages.
+std::string Excerpt(std::string_view s, size_t max_bytes = 120) {
+  std::string out;
+  const size_t n = std::min(s.size(), max_bytes);
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  if (s.size() > max_bytes) out += "...";
+  return out;
+}
+
+std::string Ms(int64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f ms", static_cast<double>(ns) / 1e6);
+  return buf;
+}
+
+const nlohmann::json* Field(const nlohmann::json& j, const char* key) {
+  if (!j.is_object()) return nullptr;
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::optional<int64_t> IntField(const nlohmann::json& j, const char* key) {
+  const nlohmann::json* v = Field(j, key);
+  if (v == nullptr) return std::nullopt;
+  if (v->is_number_integer()) return v->get<int64_t>();
+  if (v->is_number_unsigned()) return static_cast<int64_t>(v->get<uint64_t>());
+  if (v->is_number_float()) return static_cast<int64_t>(v->get<double>());
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool IsValidUtf8(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = p[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len;
+    uint32_t cp;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > n) return false;
+    for (size_t k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000)) {
+      return false;  // overlong
+    }
+    if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += len;
+  }
+  return true;
+}
+
+std::string Sha256Hex(std::string_view bytes) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(bytes.data(), bytes.size(), md, &len, EVP_sha256(), nullptr) != 1) return "";
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * len);
+  for (unsigned int i = 0; i < len; ++i) {
+    out.push_back(kHex[md[i] >> 4]);
+    out.push_back(kHex[md[i] & 0xF]);
+  }
+  return out;
+}
+
+RequestResult DecodeRecord(const RawRecord& r) {
+  RequestResult out;
+  out.id = r.id;
+  out.phase = r.phase;
+  out.index = r.index;
+  out.http_status = r.http_status;
+  out.cancelled = r.cancelled;
+  out.timed_out = r.timed_out;
+  out.transport_error = r.transport_error;
+  out.start_ns = r.actual_send_ns;
+  out.end_ns = r.end_ns;
+  if (r.actual_send_ns == 0) {
+    out.errors.push_back("never sent: " + (r.transport_error.empty() ? std::string("no send time")
+                                                                     : Excerpt(r.transport_error)));
+    out.output_sha256 = Sha256Hex("");
+    return out;
+  }
+  out.scheduling_lag_ns = r.actual_send_ns - r.intended_send_ns;
+  const MonoNs start = r.actual_send_ns;
+  if (r.first_byte_ns > 0) out.ttfb_ns = r.first_byte_ns - start;
+  if (r.end_ns > 0) out.e2e_ns = r.end_ns - start;
+  if (!r.events.empty()) out.first_event_ns = r.events.front().arrival_ns - start;
+
+  if (!r.transport_error.empty()) {
+    out.errors.push_back((r.timed_out ? "timed out: " : "transport error: ") +
+                         Excerpt(r.transport_error, 300));
+  }
+  if (r.http_status != 200) {
+    std::string msg = "HTTP status " + std::to_string(r.http_status);
+    if (!r.body.empty()) msg += ": " + Excerpt(r.body, 300);
+    out.errors.push_back(msg);
+  }
+  const bool is_sse = r.content_type.rfind("text/event-stream", 0) == 0 ||
+                      r.content_type.rfind("Text/Event-Stream", 0) == 0 || !r.events.empty();
+  if (r.http_status == 200 && !is_sse) {
+    out.errors.push_back("response is not an SSE stream (content-type '" + Excerpt(r.content_type) +
+                         "', " + std::to_string(r.body_bytes) + " body bytes)");
+  }
+  if (r.sse_overflow) out.errors.push_back("an SSE event or line exceeded the framer's size cap");
+  if (r.sse_unterminated > 0) {
+    out.errors.push_back("the stream ended inside an SSE event (no blank line after it)");
+  }
+
+  std::string text;
+  bool usage_seen = false;
+  size_t event_no = 0;
+  for (const SseEvent& ev : r.events) {
+    ++event_no;
+    const std::string where =
+        "event #" + std::to_string(event_no) + " at +" + Ms(ev.arrival_ns - start);
+    if (out.saw_done) {
+      out.errors.push_back(where + ": data after [DONE]: " + Excerpt(ev.data));
+      continue;
+    }
+    if (ev.data == "[DONE]") {
+      out.saw_done = true;
+      continue;
+    }
+    if (ev.truncated) {
+      out.errors.push_back(where + ": truncated at " + std::to_string(ev.data.size()) + " bytes");
+      continue;
+    }
+    nlohmann::json j = nlohmann::json::parse(ev.data, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) {
+      out.errors.push_back(where + ": " +
+                           (j.is_discarded() ? "malformed JSON" : "not a JSON object") + " (" +
+                           std::to_string(ev.data.size()) + " bytes): " + Excerpt(ev.data));
+      continue;
+    }
+    if (const nlohmann::json* err = Field(j, "error")) {
+      std::string msg;
+      if (const nlohmann::json* m = Field(*err, "message"); m != nullptr && m->is_string()) {
+        msg = m->get<std::string>();
+      } else {
+        msg = err->dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+      }
+      out.errors.push_back(where + ": error frame: " + Excerpt(msg, 300));
+      continue;
+    }
+    ChunkInfo chunk;
+    chunk.arrival_ns = ev.arrival_ns;
+    const nlohmann::json* choices = Field(j, "choices");
+    if (choices != nullptr && !choices->is_array()) {
+      out.errors.push_back(where + ": 'choices' is not an array");
+      choices = nullptr;
+    }
+    if (choices != nullptr) {
+      for (const nlohmann::json& choice : *choices) {
+        const nlohmann::json* delta = Field(choice, "delta");
+        if (delta != nullptr && delta->is_object()) {
+          // reasoning_content (SGLang, older vLLM), reasoning (newer vLLM), then content.
+          for (const char* key : {"reasoning_content", "reasoning", "content"}) {
+            const nlohmann::json* v = Field(*delta, key);
+            if (v == nullptr) continue;
+            if (!v->is_string()) {
+              out.errors.push_back(where + ": delta." + key + " is not a string");
+              continue;
+            }
+            const std::string& s = v->get_ref<const std::string&>();
+            if (s.empty()) continue;
+            chunk.text_bytes += static_cast<int64_t>(s.size());
+            if (key[0] == 'c') {
+              out.content_bytes += static_cast<int64_t>(s.size());
+            } else {
+              out.reasoning_bytes += static_cast<int64_t>(s.size());
+            }
+            text += s;
+          }
+        }
+        if (const nlohmann::json* fr = Field(choice, "finish_reason")) {
+          if (fr->is_string()) {
+            out.finish_reason = fr->get<std::string>();
+          } else {
+            out.errors.push_back(where + ": finish_reason is not a string");
+          }
+        }
+      }
+    }
+    if (const nlohmann::json* usage = Field(j, "usage"); usage != nullptr && usage->is_object()) {
+      // With continuous usage stats every chunk carries usage: the last one is the total.
+      usage_seen = true;
+      if (auto v = IntField(*usage, "prompt_tokens")) out.prompt_tokens = v;
+      if (auto v = IntField(*usage, "completion_tokens")) out.completion_tokens = v;
+      if (const nlohmann::json* d = Field(*usage, "prompt_tokens_details")) {
+        if (auto v = IntField(*d, "cached_tokens")) out.cached_tokens = v;
+      }
+    }
+    if (const nlohmann::json* timings = Field(j, "timings"); timings != nullptr) {
+      // llama.cpp: prompt tokens served from the slot's cache.
+      if (auto v = IntField(*timings, "cache_n"); v && !out.cached_tokens) out.cached_tokens = v;
+    }
+    chunk.nonempty = chunk.text_bytes > 0;
+    if (chunk.nonempty) {
+      ++out.nonempty_chunks;
+      if (!out.ttft_ns) out.ttft_ns = ev.arrival_ns - start;
+    }
+    out.chunks.push_back(chunk);
+  }
+
+  if (r.http_status == 200 && is_sse) {
+    if (!out.saw_done) out.errors.push_back("the stream ended without data: [DONE]");
+    if (!usage_seen) {
+      out.errors.push_back("no usage object in the stream (server token counts unknown)");
+    } else if (!out.completion_tokens) {
+      out.errors.push_back("usage without completion_tokens");
+    }
+  }
+  out.output_utf8_bytes = static_cast<int64_t>(text.size());
+  out.output_valid_utf8 = IsValidUtf8(text);
+  if (!out.output_valid_utf8) out.errors.push_back("the streamed text is not valid UTF-8");
+  out.output_sha256 = Sha256Hex(text);
+  out.output_text = std::move(text);
+  return out;
+}
+
+nlohmann::json RequestResultToJson(const RequestResult& r) {
+  auto opt = [](const std::optional<int64_t>& v) -> nlohmann::json {
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+  };
+  nlohmann::json j;
+  j["id"] = r.id;
+  j["phase"] = PhaseName(r.phase);
+  j["index"] = r.index;
+  j["http_status"] = r.http_status;
+  j["cancelled"] = r.cancelled;
+  j["timed_out"] = r.timed_out;
+  j["transport_error"] = Excerpt(r.transport_error, 1000);
+  j["start_ns"] = r.start_ns;
+  j["end_ns"] = r.end_ns;
+  j["scheduling_lag_ns"] = r.scheduling_lag_ns;
+  j["ttft_ns"] = opt(r.ttft_ns);
+  j["ttfb_ns"] = opt(r.ttfb_ns);
+  j["first_event_ns"] = opt(r.first_event_ns);
+  j["e2e_ns"] = opt(r.e2e_ns);
+  j["prompt_tokens"] = opt(r.prompt_tokens);
+  j["completion_tokens"] = opt(r.completion_tokens);
+  j["cached_tokens"] = opt(r.cached_tokens);
+  j["finish_reason"] = Excerpt(r.finish_reason);
+  j["saw_done"] = r.saw_done;
+  j["chunks"] = r.chunks.size();
+  j["nonempty_chunks"] = r.nonempty_chunks;
+  j["output_utf8_bytes"] = r.output_utf8_bytes;
+  j["content_bytes"] = r.content_bytes;
+  j["reasoning_bytes"] = r.reasoning_bytes;
+  j["output_valid_utf8"] = r.output_valid_utf8;
+  j["output_sha256"] = r.output_sha256;
+  j["errors"] = r.errors;
+  return j;
+}
+
+}  // namespace capq

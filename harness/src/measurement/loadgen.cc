@@ -1,0 +1,501 @@
+#include "capq/measurement/loadgen.h"
+
+#include <curl/curl.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "capq/log.h"
+#include "capq/measurement/decode.h"
+
+namespace capq {
+
+const char* PhaseName(Phase p) { return p == Phase::kWarmup ? "warmup" : "measured"; }
+
+namespace {
+
+// ---- RAII holders -------------------------------------------------------------------------------
+
+struct EasyDeleter {
+  void operator()(CURL* e) const { curl_easy_cleanup(e); }
+};
+struct MultiDeleter {
+  void operator()(CURLM* m) const { curl_multi_cleanup(m); }
+};
+struct SlistDeleter {
+  void operator()(curl_slist* s) const { curl_slist_free_all(s); }
+};
+using EasyPtr = std::unique_ptr<CURL, EasyDeleter>;
+using MultiPtr = std::unique_ptr<CURLM, MultiDeleter>;
+using SlistPtr = std::unique_ptr<curl_slist, SlistDeleter>;
+
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  ~Fd() { Reset(); }
+  int get() const { return fd_; }
+
+ private:
+  void Reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  int fd_;
+};
+
+Status GlobalInit() {
+  static std::once_flag once;
+  static CURLcode rc = CURLE_OK;
+  std::call_once(once, [] { rc = curl_global_init(CURL_GLOBAL_DEFAULT); });
+  if (rc != CURLE_OK) {
+    return Status::Internal(std::string("curl_global_init failed: ") + curl_easy_strerror(rc));
+  }
+  return Status::Ok();
+}
+
+// ---- One transfer
+// ---------------------------------------------------------------------------------
+
+struct Transfer {
+  RawRecord* rec = nullptr;
+  size_t slot_index = 0;  // index in its phase's request list
+  EasyPtr easy;
+  SseFramer framer;
+  int sse = -1;  // -1 = not decided yet (decided at the first body byte from the headers)
+  size_t max_body_bytes = 0;
+  char errbuf[CURL_ERROR_SIZE] = {0};
+
+  explicit Transfer(size_t max_event_bytes) : framer(max_event_bytes) {}
+};
+
+bool StartsWithNoCase(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    char a = s[i];
+    if (a >= 'A' && a <= 'Z') a = static_cast<char>(a - 'A' + 'a');
+    if (a != prefix[i]) return false;
+  }
+  return true;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() &&
+         (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+size_t HeaderCb(char* data, size_t size, size_t nitems, void* userp) {
+  const MonoNs t = NowNs();
+  auto* tr = static_cast<Transfer*>(userp);
+  RawRecord* rec = tr->rec;
+  const size_t n = size * nitems;
+  if (rec->first_byte_ns == 0) rec->first_byte_ns = t;
+  std::string_view line = Trim(std::string_view(data, n));
+  if (StartsWithNoCase(line, "http/")) {
+    // A new response (e.g. after "100 Continue"): only the final one's headers are kept.
+    rec->response_headers.clear();
+    rec->content_type.clear();
+  }
+  if (line.empty()) return n;
+  if (StartsWithNoCase(line, "content-type:")) {
+    rec->content_type = std::string(Trim(line.substr(13)));
+  }
+  rec->response_headers.emplace_back(line);
+  return n;
+}
+
+size_t WriteCb(char* data, size_t size, size_t nmemb, void* userp) {
+  // Timestamp first: everything after this line is bookkeeping, not latency.
+  const MonoNs t = NowNs();
+  auto* tr = static_cast<Transfer*>(userp);
+  RawRecord* rec = tr->rec;
+  const size_t n = size * nmemb;
+  if (rec->first_body_ns == 0) {
+    rec->first_body_ns = t;
+    if (rec->first_byte_ns == 0) rec->first_byte_ns = t;
+  }
+  rec->body_bytes += static_cast<int64_t>(n);
+  if (tr->sse < 0) tr->sse = StartsWithNoCase(rec->content_type, "text/event-stream") ? 1 : 0;
+  if (tr->sse == 1) {
+    tr->framer.Feed(std::string_view(data, n), t, &rec->events);
+  } else {
+    const size_t room =
+        tr->max_body_bytes > rec->body.size() ? tr->max_body_bytes - rec->body.size() : 0;
+    const size_t take = std::min(room, n);
+    rec->body.append(data, take);
+    if (take < n) rec->body_truncated = true;
+  }
+  return n;
+}
+
+// ---- The event loop
+// ---------------------------------------------------------------------------------
+
+class Loop {
+ public:
+  Loop(const LoadSpec& spec, curl_slist* headers) : spec_(spec), headers_(headers) {}
+
+  Status Init() {
+    epfd_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
+    if (epfd_.get() < 0) return Status::Internal(std::string("epoll_create1: ") + strerror(errno));
+    multi_.reset(curl_multi_init());
+    if (!multi_) return Status::Internal("curl_multi_init failed");
+    curl_multi_setopt(multi_.get(), CURLMOPT_SOCKETFUNCTION, &Loop::SocketCb);
+    curl_multi_setopt(multi_.get(), CURLMOPT_SOCKETDATA, this);
+    curl_multi_setopt(multi_.get(), CURLMOPT_TIMERFUNCTION, &Loop::TimerCb);
+    curl_multi_setopt(multi_.get(), CURLMOPT_TIMERDATA, this);
+    const long max_c = std::max(spec_.concurrency, spec_.warmup_concurrency);
+    // Keep one idle connection per slot so the next request of a slot reuses a warm connection.
+    curl_multi_setopt(multi_.get(), CURLMOPT_MAXCONNECTS, max_c + 4);
+    return Status::Ok();
+  }
+
+  // Runs `reqs` (records already allocated at recs[0..]) as a closed loop of `concurrency` slots.
+  // Returns false when interrupted.
+  bool RunPhase(Phase phase, const std::vector<PlannedRequest>& reqs, RawRecord* recs,
+                int concurrency) {
+    phase_ = phase;
+    progress_ = LoadProgress{};
+    progress_.phase = phase;
+    progress_.total = static_cast<int>(reqs.size());
+    reqs_ = &reqs;
+    recs_ = recs;
+    next_ = 0;
+    live_.clear();
+    live_.resize(reqs.size());
+    const MonoNs burst_ns = NowNs();
+    const size_t first = std::min<size_t>(static_cast<size_t>(concurrency), reqs.size());
+    for (size_t i = 0; i < first; ++i) StartNext(burst_ns);
+    while (active_ > 0) {
+      if (Cancelled()) {
+        CancelAll();
+        return false;
+      }
+      Wait();
+      Drain();
+      MaybeProgress(false);
+    }
+    MaybeProgress(true);
+    return true;
+  }
+
+  bool Cancelled() const {
+    return spec_.cancel != nullptr && spec_.cancel->load(std::memory_order_relaxed);
+  }
+
+ private:
+  static int SocketCb(CURL*, curl_socket_t s, int what, void* userp, void*) {
+    auto* self = static_cast<Loop*>(userp);
+    if (what == CURL_POLL_REMOVE) {
+      epoll_ctl(self->epfd_.get(), EPOLL_CTL_DEL, s, nullptr);
+      return 0;
+    }
+    epoll_event ev{};
+    ev.data.fd = s;
+    if (what & CURL_POLL_IN) ev.events |= EPOLLIN;
+    if (what & CURL_POLL_OUT) ev.events |= EPOLLOUT;
+    if (epoll_ctl(self->epfd_.get(), EPOLL_CTL_MOD, s, &ev) != 0) {
+      if (errno != ENOENT || epoll_ctl(self->epfd_.get(), EPOLL_CTL_ADD, s, &ev) != 0) {
+        return -1;
+      }
+    }
+    return 0;
+  }
+
+  static int TimerCb(CURLM*, long timeout_ms, void* userp) {
+    auto* self = static_cast<Loop*>(userp);
+    self->timer_deadline_ns_ = timeout_ms < 0 ? -1 : NowNs() + timeout_ms * 1000000;
+    return 0;
+  }
+
+  void StartNext(MonoNs intended_ns) {
+    if (next_ >= reqs_->size()) return;
+    const PlannedRequest& req = (*reqs_)[next_];
+    RawRecord* rec = &recs_[next_];
+    ++next_;
+    auto tr = std::make_unique<Transfer>(spec_.max_event_bytes);
+    tr->rec = rec;
+    tr->slot_index = next_ - 1;
+    tr->max_body_bytes = spec_.max_body_bytes;
+    tr->easy.reset(curl_easy_init());
+    rec->intended_send_ns = intended_ns;
+    if (!tr->easy) {
+      rec->actual_send_ns = NowNs();
+      rec->end_ns = rec->actual_send_ns;
+      rec->transport_error = "curl_easy_init failed";
+      rec->cancelled = true;
+      ++progress_.started;
+      ++progress_.completed;
+      ++progress_.failed;
+      return;
+    }
+    CURL* e = tr->easy.get();
+    curl_easy_setopt(e, CURLOPT_URL, spec_.url.c_str());
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, req.body.data());
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers_);
+    // One stream per connection, as every OpenAI-compatible client does; HTTP/2 multiplexing would
+    // change what the server sees as concurrency.
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);  // the API key goes to `url` and nowhere else
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(spec_.request_timeout_s * 1000.0));
+    curl_easy_setopt(
+        e, CURLOPT_CONNECTTIMEOUT_MS,
+        static_cast<long>(std::min(spec_.connect_timeout_s, spec_.request_timeout_s) * 1000.0));
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, spec_.insecure_tls ? 0L : 1L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, spec_.insecure_tls ? 0L : 2L);
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &WriteCb);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, tr.get());
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &HeaderCb);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, tr.get());
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, tr->errbuf);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, tr.get());
+    rec->actual_send_ns = NowNs();
+    const CURLMcode mc = curl_multi_add_handle(multi_.get(), e);
+    ++progress_.started;
+    if (mc != CURLM_OK) {
+      rec->end_ns = NowNs();
+      rec->transport_error = std::string("curl_multi_add_handle: ") + curl_multi_strerror(mc);
+      rec->cancelled = true;
+      ++progress_.completed;
+      ++progress_.failed;
+      return;
+    }
+    ++active_;
+    ++progress_.in_flight;
+    live_[tr->slot_index] = std::move(tr);
+  }
+
+  void Wait() {
+    const MonoNs now = NowNs();
+    // Wake at least every 20 ms to see the cancel flag and report progress.
+    long wait_ms = 20;
+    if (timer_deadline_ns_ >= 0) {
+      const MonoNs left = timer_deadline_ns_ - now;
+      wait_ms =
+          left <= 0 ? 0 : std::min<long>(wait_ms, static_cast<long>((left + 999999) / 1000000));
+    }
+    epoll_event evs[256];
+    const int n = wait_ms == 0 ? 0 : epoll_wait(epfd_.get(), evs, 256, static_cast<int>(wait_ms));
+    int running = 0;
+    for (int i = 0; i < n; ++i) {
+      int flags = 0;
+      if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP)) flags |= CURL_CSELECT_IN;
+      if (evs[i].events & EPOLLOUT) flags |= CURL_CSELECT_OUT;
+      if (evs[i].events & EPOLLERR) flags |= CURL_CSELECT_ERR;
+      curl_multi_socket_action(multi_.get(), evs[i].data.fd, flags, &running);
+    }
+    if (timer_deadline_ns_ >= 0 && NowNs() >= timer_deadline_ns_) {
+      timer_deadline_ns_ = -1;
+      curl_multi_socket_action(multi_.get(), CURL_SOCKET_TIMEOUT, 0, &running);
+    }
+  }
+
+  void Drain() {
+    int queued = 0;
+    while (CURLMsg* m = curl_multi_info_read(multi_.get(), &queued)) {
+      if (m->msg != CURLMSG_DONE) continue;
+      const MonoNs done_ns = NowNs();
+      CURL* e = m->easy_handle;
+      const CURLcode rc = m->data.result;
+      Transfer* raw = nullptr;
+      curl_easy_getinfo(e, CURLINFO_PRIVATE, reinterpret_cast<char**>(&raw));
+      if (raw == nullptr) continue;
+      std::unique_ptr<Transfer> tr = std::move(live_[raw->slot_index]);
+      Complete(tr.get(), rc, done_ns);
+      curl_multi_remove_handle(multi_.get(), e);
+      tr.reset();
+      --active_;
+      --progress_.in_flight;
+      ++progress_.completed;
+      // Closed loop: the freed slot's next request was intended to start at this completion.
+      StartNext(done_ns);
+    }
+  }
+
+  void Complete(Transfer* tr, CURLcode rc, MonoNs done_ns) {
+    RawRecord* rec = tr->rec;
+    rec->end_ns = done_ns;
+    long code = 0;
+    curl_easy_getinfo(tr->easy.get(), CURLINFO_RESPONSE_CODE, &code);
+    rec->http_status = code;
+    long connects = 0;
+    curl_easy_getinfo(tr->easy.get(), CURLINFO_NUM_CONNECTS, &connects);
+    rec->reused_connection = connects == 0;
+    tr->framer.Finish(done_ns, &rec->events);
+    rec->sse_comments = tr->framer.comments();
+    rec->sse_overflow = tr->framer.overflowed();
+    rec->sse_unterminated = tr->framer.unterminated_events();
+    if (rc != CURLE_OK) {
+      rec->transport_error =
+          tr->errbuf[0] != '\0' ? std::string(tr->errbuf) : curl_easy_strerror(rc);
+      rec->cancelled = true;
+      if (rc == CURLE_OPERATION_TIMEDOUT) rec->timed_out = true;
+    }
+    if (rc != CURLE_OK || code != 200) ++progress_.failed;
+  }
+
+  // Cuts every in-flight transfer, keeping what it received. Records never started stay with
+  // actual_send_ns == 0 and are marked by RunLoad().
+  void CancelAll() {
+    for (auto& tr : live_) {
+      if (!tr) continue;
+      const MonoNs now = NowNs();
+      curl_multi_remove_handle(multi_.get(), tr->easy.get());
+      RawRecord* rec = tr->rec;
+      rec->end_ns = now;
+      long code = 0;
+      curl_easy_getinfo(tr->easy.get(), CURLINFO_RESPONSE_CODE, &code);
+      rec->http_status = code;
+      tr->framer.Finish(now, &rec->events);
+      rec->sse_comments = tr->framer.comments();
+      rec->sse_overflow = tr->framer.overflowed();
+      rec->sse_unterminated = tr->framer.unterminated_events();
+      rec->cancelled = true;
+      rec->transport_error = "cancelled: run interrupted";
+      tr.reset();
+      --active_;
+      --progress_.in_flight;
+      ++progress_.completed;
+      ++progress_.failed;
+    }
+    MaybeProgress(true);
+  }
+
+  void MaybeProgress(bool force) {
+    if (!spec_.on_progress) return;
+    const MonoNs now = NowNs();
+    if (!force && now - last_progress_ns_ < 250000000) return;
+    last_progress_ns_ = now;
+    progress_.now_ns = now;
+    spec_.on_progress(progress_);
+  }
+
+  const LoadSpec& spec_;
+  curl_slist* headers_;
+  Fd epfd_;
+  MultiPtr multi_;
+  MonoNs timer_deadline_ns_ = -1;
+  Phase phase_ = Phase::kWarmup;
+  const std::vector<PlannedRequest>* reqs_ = nullptr;
+  RawRecord* recs_ = nullptr;
+  size_t next_ = 0;
+  int active_ = 0;
+  LoadProgress progress_;
+  MonoNs last_progress_ns_ = 0;
+  // Transfers of the current phase by request index; null once done. Declared after multi_ so
+  // they are destroyed first, and ~Loop() removes any still attached.
+  std::vector<std::unique_ptr<Transfer>> live_;
+
+ public:
+  ~Loop() {
+    for (auto& tr : live_) {
+      if (tr) curl_multi_remove_handle(multi_.get(), tr->easy.get());
+    }
+  }
+};
+
+}  // namespace
+
+Result<LoadResult> RunLoad(const LoadSpec& spec) {
+  if (spec.url.empty()) return Status::InvalidArgument("load: empty URL");
+  if (!StartsWithNoCase(spec.url, "http://") && !StartsWithNoCase(spec.url, "https://")) {
+    return Status::InvalidArgument("load: URL must start with http:// or https://: " + spec.url);
+  }
+  if (spec.concurrency < 1) return Status::InvalidArgument("load: concurrency must be >= 1");
+  if (!spec.warmup.empty() && spec.warmup_concurrency < 1) {
+    return Status::InvalidArgument("load: warm-up concurrency must be >= 1");
+  }
+  if (!(spec.request_timeout_s > 0))
+    return Status::InvalidArgument("load: request timeout must be > 0");
+  CAPQ_RETURN_IF_ERROR(GlobalInit());
+
+  // Headers shared by every request; the slist outlives every easy handle (declared first).
+  curl_slist* raw = nullptr;
+  raw = curl_slist_append(raw, "Content-Type: application/json");
+  SlistPtr headers(raw);
+  if (raw == nullptr) return Status::Internal("curl_slist_append failed");
+  const char* extra[] = {"Accept: text/event-stream",
+                         // curl would otherwise wait up to 1 s for "100 Continue" on large prompts.
+                         "Expect:"};
+  for (const char* h : extra) {
+    curl_slist* next = curl_slist_append(headers.get(), h);
+    if (next == nullptr) return Status::Internal("curl_slist_append failed");
+  }
+  if (!spec.api_key.empty()) {
+    std::string auth = "Authorization: Bearer " + spec.api_key;
+    curl_slist* next = curl_slist_append(headers.get(), auth.c_str());
+    std::fill(auth.begin(), auth.end(), '\0');
+    if (next == nullptr) return Status::Internal("curl_slist_append failed");
+  }
+
+  LoadResult result;
+  result.records.resize(spec.warmup.size() + spec.measured.size());
+  for (size_t i = 0; i < spec.warmup.size(); ++i) {
+    RawRecord& r = result.records[i];
+    r.id = spec.warmup[i].id;
+    r.phase = Phase::kWarmup;
+    r.index = spec.warmup[i].index;
+  }
+  for (size_t i = 0; i < spec.measured.size(); ++i) {
+    RawRecord& r = result.records[spec.warmup.size() + i];
+    r.id = spec.measured[i].id;
+    r.phase = Phase::kMeasured;
+    r.index = spec.measured[i].index;
+  }
+
+  Loop loop(spec, headers.get());
+  CAPQ_RETURN_IF_ERROR(loop.Init());
+  result.anchor = RealtimeAnchor::Take();
+  result.start_ns = NowNs();
+  spdlog::debug("load: {} warm-up at C={}, {} measured at C={} to {}", spec.warmup.size(),
+                spec.warmup_concurrency, spec.measured.size(), spec.concurrency, spec.url);
+  bool ok = !loop.Cancelled();
+  if (ok && !spec.warmup.empty()) {
+    ok = loop.RunPhase(Phase::kWarmup, spec.warmup, result.records.data(), spec.warmup_concurrency);
+  }
+  if (ok && !loop.Cancelled()) {
+    result.measured_start_ns = NowNs();
+    if (spec.warmup.empty()) result.start_ns = result.measured_start_ns;
+    ok = loop.RunPhase(Phase::kMeasured, spec.measured, result.records.data() + spec.warmup.size(),
+                       spec.concurrency);
+  } else {
+    ok = false;
+  }
+  result.end_ns = NowNs();
+  result.interrupted = !ok;
+  if (!ok) {
+    for (RawRecord& r : result.records) {
+      if (r.actual_send_ns == 0) {
+        r.cancelled = true;
+        r.transport_error = "not sent: run interrupted";
+      }
+    }
+  }
+  return result;
+}
+
+}  // namespace capq

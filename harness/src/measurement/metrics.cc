@@ -1,0 +1,194 @@
+#include "capq/measurement/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace capq {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+nlohmann::json Num(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
+double Percentile(std::vector<double> values, double p, PercentileMethod m) {
+  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return std::isnan(v); }),
+               values.end());
+  if (values.empty() || std::isnan(p)) return kNaN;
+  p = std::clamp(p, 0.0, 100.0);
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  if (m == PercentileMethod::kNearestRank) {
+    // Rank ceil(p·n/100); the tolerance keeps 95·20/100 = 19 from becoming 20 through rounding.
+    const double x = p * static_cast<double>(n) / 100.0;
+    double k = std::ceil(x - 1e-9 * std::max(1.0, x));
+    if (k < 1) k = 1;
+    if (k > static_cast<double>(n)) k = static_cast<double>(n);
+    return values[static_cast<size_t>(k) - 1];
+  }
+  // numpy "linear": virtual index (n-1)·p/100 between the two neighbours.
+  const double rank = static_cast<double>(n - 1) * p / 100.0;
+  const size_t lo = static_cast<size_t>(std::floor(rank));
+  const size_t hi = std::min(lo + 1, n - 1);
+  const double frac = rank - static_cast<double>(lo);
+  return values[lo] + (values[hi] - values[lo]) * frac;
+}
+
+Distribution Summarize(const std::vector<double>& values, PercentileMethod m) {
+  std::vector<double> v;
+  v.reserve(values.size());
+  for (double x : values) {
+    if (!std::isnan(x)) v.push_back(x);
+  }
+  Distribution d;
+  d.n = v.size();
+  if (v.empty()) {
+    d.min = d.p50 = d.p90 = d.p95 = d.p99 = d.max = d.mean = kNaN;
+    return d;
+  }
+  std::sort(v.begin(), v.end());
+  d.min = v.front();
+  d.max = v.back();
+  d.mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+  d.p50 = Percentile(v, 50, m);
+  d.p90 = Percentile(v, 90, m);
+  d.p95 = Percentile(v, 95, m);
+  d.p99 = Percentile(v, 99, m);
+  return d;
+}
+
+TrialMetrics ComputeMetrics(const std::vector<RequestResult>& measured, int concurrency,
+                            double time_scale, PercentileMethod m) {
+  TrialMetrics t;
+  t.time_scale = time_scale;
+  t.method = m;
+  t.requests = measured.size();
+  std::vector<const RequestResult*> order;
+  order.reserve(measured.size());
+  for (const RequestResult& r : measured) order.push_back(&r);
+  // Send order; never-sent requests (start 0) go last, in their index order.
+  std::stable_sort(order.begin(), order.end(), [](const RequestResult* a, const RequestResult* b) {
+    const bool sa = a->start_ns != 0, sb = b->start_ns != 0;
+    if (sa != sb) return sa;
+    if (a->start_ns != b->start_ns) return a->start_ns < b->start_ns;
+    return a->index < b->index;
+  });
+  const double k = time_scale;
+  auto ms = [k](int64_t ns) { return static_cast<double>(ns) / 1e6 * k; };
+
+  std::vector<double> ttfb, first_event, gaps, lag;
+  int64_t chunks_total = 0, tokens_for_chunks = 0;
+  MonoNs first_start = 0, last_end = 0;
+  size_t completed = 0;
+  bool have_prompt = false;
+  for (const RequestResult* r : order) {
+    t.ttft_ms_by_arrival.push_back(r->ttft_ns ? ms(*r->ttft_ns) : kNaN);
+    if (r->start_ns == 0) continue;
+    if (first_start == 0 || r->start_ns < first_start) first_start = r->start_ns;
+    if (r->end_ns > last_end) last_end = r->end_ns;
+    lag.push_back(ms(r->scheduling_lag_ns));
+    if (r->ttft_ns) t.ttft_values_ms.push_back(ms(*r->ttft_ns));
+    if (r->ttfb_ns) ttfb.push_back(ms(*r->ttfb_ns));
+    if (r->first_event_ns) first_event.push_back(ms(*r->first_event_ns));
+    const bool complete = !r->cancelled && r->http_status == 200;
+    if (complete) ++completed;
+    if (complete && r->e2e_ns) t.e2e_values_ms.push_back(ms(*r->e2e_ns));
+    if (complete && r->e2e_ns && r->ttft_ns && r->completion_tokens && *r->completion_tokens > 1) {
+      t.itl_values_ms.push_back(ms(*r->e2e_ns - *r->ttft_ns) /
+                                static_cast<double>(*r->completion_tokens - 1));
+    }
+    MonoNs prev = 0;
+    for (const ChunkInfo& c : r->chunks) {
+      if (!c.nonempty) continue;
+      if (prev != 0) gaps.push_back(ms(c.arrival_ns - prev));
+      prev = c.arrival_ns;
+    }
+    if (r->completion_tokens) {
+      t.completion_tokens_total += *r->completion_tokens;
+      if (r->nonempty_chunks > 0) {
+        tokens_for_chunks += *r->completion_tokens;
+        chunks_total += r->nonempty_chunks;
+      }
+    }
+    if (r->prompt_tokens) {
+      if (!have_prompt || *r->prompt_tokens < t.prompt_tokens_min)
+        t.prompt_tokens_min = *r->prompt_tokens;
+      if (!have_prompt || *r->prompt_tokens > t.prompt_tokens_max)
+        t.prompt_tokens_max = *r->prompt_tokens;
+      have_prompt = true;
+    }
+  }
+  t.ttft_ms = Summarize(t.ttft_values_ms, m);
+  t.ttfb_ms = Summarize(ttfb, m);
+  t.first_event_ms = Summarize(first_event, m);
+  t.itl_ms = Summarize(t.itl_values_ms, m);
+  t.chunk_gap_ms = Summarize(gaps, m);
+  t.e2e_ms = Summarize(t.e2e_values_ms, m);
+  t.scheduling_lag_ms = Summarize(lag, m);
+  t.tokens_per_chunk_mean =
+      chunks_total > 0 ? static_cast<double>(tokens_for_chunks) / static_cast<double>(chunks_total)
+                       : kNaN;
+  t.duration_s = last_end > first_start ? ms(last_end - first_start) / 1e3 : 0;
+  t.output_tok_s =
+      t.duration_s > 0 ? static_cast<double>(t.completion_tokens_total) / t.duration_s : kNaN;
+  t.request_per_s = t.duration_s > 0 ? static_cast<double>(completed) / t.duration_s : kNaN;
+
+  std::vector<double> steady;
+  for (size_t i = static_cast<size_t>(std::max(concurrency, 0)); i < t.ttft_ms_by_arrival.size();
+       ++i) {
+    steady.push_back(t.ttft_ms_by_arrival[i]);
+  }
+  t.ttft_p95_steady_ms = Percentile(steady, 95, m);
+  return t;
+}
+
+double SloValueMs(const TrialMetrics& t, const SloGate& gate) {
+  switch (gate.metric) {
+    case SloMetric::kTtft:
+      return Percentile(t.ttft_values_ms, gate.percentile, t.method);
+    case SloMetric::kItl:
+      return Percentile(t.itl_values_ms, gate.percentile, t.method);
+    case SloMetric::kE2e:
+      return Percentile(t.e2e_values_ms, gate.percentile, t.method);
+  }
+  return kNaN;
+}
+
+nlohmann::json DistributionToJson(const Distribution& d) {
+  return nlohmann::json{{"n", d.n},          {"min", Num(d.min)},  {"p50", Num(d.p50)},
+                        {"p90", Num(d.p90)}, {"p95", Num(d.p95)},  {"p99", Num(d.p99)},
+                        {"max", Num(d.max)}, {"mean", Num(d.mean)}};
+}
+
+nlohmann::json MetricsToJson(const TrialMetrics& t) {
+  nlohmann::json j;
+  j["time_scale"] = t.time_scale;
+  j["percentile_method"] = PercentileMethodName(t.method);
+  j["requests"] = t.requests;
+  j["ttft_ms"] = DistributionToJson(t.ttft_ms);
+  j["ttfb_ms"] = DistributionToJson(t.ttfb_ms);
+  j["first_event_ms"] = DistributionToJson(t.first_event_ms);
+  j["itl_ms"] = DistributionToJson(t.itl_ms);
+  j["chunk_gap_ms"] = DistributionToJson(t.chunk_gap_ms);
+  j["e2e_ms"] = DistributionToJson(t.e2e_ms);
+  j["scheduling_lag_ms"] = DistributionToJson(t.scheduling_lag_ms);
+  j["tokens_per_chunk_mean"] = Num(t.tokens_per_chunk_mean);
+  j["output_tok_s"] = Num(t.output_tok_s);
+  j["request_per_s"] = Num(t.request_per_s);
+  j["duration_s"] = Num(t.duration_s);
+  j["completion_tokens_total"] = t.completion_tokens_total;
+  j["prompt_tokens_min"] = t.prompt_tokens_min;
+  j["prompt_tokens_max"] = t.prompt_tokens_max;
+  nlohmann::json arr = nlohmann::json::array();
+  for (double v : t.ttft_ms_by_arrival) arr.push_back(Num(v));
+  j["ttft_ms_by_arrival"] = std::move(arr);
+  j["ttft_p95_steady_ms"] = Num(t.ttft_p95_steady_ms);
+  return j;
+}
+
+}  // namespace capq

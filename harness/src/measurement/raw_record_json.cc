@@ -1,0 +1,175 @@
+// Raw records as JSON: every byte a server sent survives a round trip, including invalid UTF-8
+// (nlohmann::json refuses to dump such strings, and a crafted server must not be able to stop a
+// trial from being written).
+#include <openssl/evp.h>
+
+#include <string>
+
+#include "capq/measurement/decode.h"
+#include "capq/measurement/loadgen.h"
+
+namespace capq {
+namespace {
+
+std::string Base64(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(bytes.data()),
+                                static_cast<int>(bytes.size()));
+  out.resize(n < 0 ? 0 : static_cast<size_t>(n));
+  return out;
+}
+
+bool Unbase64(const std::string& text, std::string* out) {
+  if (text.size() % 4 != 0) return false;
+  out->assign(3 * (text.size() / 4), '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out->data()),
+                                reinterpret_cast<const unsigned char*>(text.data()),
+                                static_cast<int>(text.size()));
+  if (n < 0) return false;
+  size_t len = static_cast<size_t>(n);
+  // EVP_DecodeBlock counts the padding as decoded zero bytes.
+  if (!text.empty() && text.back() == '=') --len;
+  if (text.size() >= 2 && text[text.size() - 2] == '=') --len;
+  out->resize(len);
+  return true;
+}
+
+nlohmann::json Bytes(const std::string& s) {
+  if (IsValidUtf8(s)) return s;
+  return nlohmann::json{{"b64", Base64(s)}};
+}
+
+Status BytesFrom(const nlohmann::json& j, const char* key, std::string* out) {
+  if (j.is_string()) {
+    *out = j.get<std::string>();
+    return Status::Ok();
+  }
+  if (j.is_object() && j.contains("b64") && j["b64"].is_string()) {
+    if (Unbase64(j["b64"].get<std::string>(), out)) return Status::Ok();
+  }
+  return Status::InvalidArgument(std::string("raw record: key '") + key +
+                                 "' is neither a string nor {\"b64\": ...}");
+}
+
+template <typename T>
+Status Get(const nlohmann::json& j, const char* key, T* out) {
+  auto it = j.find(key);
+  if (it == j.end())
+    return Status::InvalidArgument(std::string("raw record: missing key '") + key + "'");
+  try {
+    *out = it->get<T>();
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(std::string("raw record: key '") + key + "': " + e.what());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+nlohmann::json RawRecordToJson(const RawRecord& r) {
+  nlohmann::json j;
+  j["id"] = r.id;
+  j["phase"] = PhaseName(r.phase);
+  j["index"] = r.index;
+  j["intended_send_ns"] = r.intended_send_ns;
+  j["actual_send_ns"] = r.actual_send_ns;
+  j["first_byte_ns"] = r.first_byte_ns;
+  j["first_body_ns"] = r.first_body_ns;
+  j["end_ns"] = r.end_ns;
+  j["http_status"] = r.http_status;
+  j["content_type"] = Bytes(r.content_type);
+  nlohmann::json headers = nlohmann::json::array();
+  for (const auto& h : r.response_headers) headers.push_back(Bytes(h));
+  j["response_headers"] = std::move(headers);
+  // [arrival_ns, data] or [arrival_ns, data, true] when the framer truncated the event.
+  nlohmann::json events = nlohmann::json::array();
+  for (const auto& e : r.events) {
+    nlohmann::json ev = nlohmann::json::array({e.arrival_ns, Bytes(e.data)});
+    if (e.truncated) ev.push_back(true);
+    events.push_back(std::move(ev));
+  }
+  j["events"] = std::move(events);
+  j["body"] = Bytes(r.body);
+  j["body_truncated"] = r.body_truncated;
+  j["body_bytes"] = r.body_bytes;
+  j["transport_error"] = Bytes(r.transport_error);
+  j["timed_out"] = r.timed_out;
+  j["cancelled"] = r.cancelled;
+  j["sse_comments"] = r.sse_comments;
+  j["sse_overflow"] = r.sse_overflow;
+  j["sse_unterminated"] = r.sse_unterminated;
+  j["reused_connection"] = r.reused_connection;
+  return j;
+}
+
+Result<RawRecord> RawRecordFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return Status::InvalidArgument("raw record: not a JSON object");
+  RawRecord r;
+  CAPQ_RETURN_IF_ERROR(Get(j, "id", &r.id));
+  std::string phase;
+  CAPQ_RETURN_IF_ERROR(Get(j, "phase", &phase));
+  if (phase == "warmup") {
+    r.phase = Phase::kWarmup;
+  } else if (phase == "measured") {
+    r.phase = Phase::kMeasured;
+  } else {
+    return Status::InvalidArgument("raw record " + r.id + ": phase '" + phase +
+                                   "' is not warmup or measured");
+  }
+  CAPQ_RETURN_IF_ERROR(Get(j, "index", &r.index));
+  CAPQ_RETURN_IF_ERROR(Get(j, "intended_send_ns", &r.intended_send_ns));
+  CAPQ_RETURN_IF_ERROR(Get(j, "actual_send_ns", &r.actual_send_ns));
+  CAPQ_RETURN_IF_ERROR(Get(j, "first_byte_ns", &r.first_byte_ns));
+  CAPQ_RETURN_IF_ERROR(Get(j, "first_body_ns", &r.first_body_ns));
+  CAPQ_RETURN_IF_ERROR(Get(j, "end_ns", &r.end_ns));
+  CAPQ_RETURN_IF_ERROR(Get(j, "http_status", &r.http_status));
+  const auto ctx = [&r](const Status& s) { return s.WithContext("raw record " + r.id); };
+  if (!j.contains("content_type"))
+    return Status::InvalidArgument("raw record: missing key 'content_type'");
+  if (Status s = BytesFrom(j["content_type"], "content_type", &r.content_type); !s.ok())
+    return ctx(s);
+  if (!j.contains("response_headers") || !j["response_headers"].is_array()) {
+    return Status::InvalidArgument("raw record " + r.id + ": 'response_headers' must be an array");
+  }
+  for (const auto& h : j["response_headers"]) {
+    std::string line;
+    if (Status s = BytesFrom(h, "response_headers", &line); !s.ok()) return ctx(s);
+    r.response_headers.push_back(std::move(line));
+  }
+  if (!j.contains("events") || !j["events"].is_array()) {
+    return Status::InvalidArgument("raw record " + r.id + ": 'events' must be an array");
+  }
+  r.events.reserve(j["events"].size());
+  for (const auto& ev : j["events"]) {
+    if (!ev.is_array() || ev.size() < 2 || !ev[0].is_number_integer()) {
+      return Status::InvalidArgument("raw record " + r.id +
+                                     ": each event must be [arrival_ns, data(, truncated)]");
+    }
+    SseEvent e;
+    e.arrival_ns = ev[0].get<int64_t>();
+    if (Status s = BytesFrom(ev[1], "events", &e.data); !s.ok()) return ctx(s);
+    e.truncated = ev.size() > 2 && ev[2].is_boolean() && ev[2].get<bool>();
+    r.events.push_back(std::move(e));
+  }
+  if (!j.contains("body"))
+    return Status::InvalidArgument("raw record " + r.id + ": missing key 'body'");
+  if (Status s = BytesFrom(j["body"], "body", &r.body); !s.ok()) return ctx(s);
+  if (!j.contains("transport_error")) {
+    return Status::InvalidArgument("raw record " + r.id + ": missing key 'transport_error'");
+  }
+  if (Status s = BytesFrom(j["transport_error"], "transport_error", &r.transport_error); !s.ok()) {
+    return ctx(s);
+  }
+  CAPQ_RETURN_IF_ERROR(Get(j, "body_truncated", &r.body_truncated));
+  CAPQ_RETURN_IF_ERROR(Get(j, "body_bytes", &r.body_bytes));
+  CAPQ_RETURN_IF_ERROR(Get(j, "timed_out", &r.timed_out));
+  CAPQ_RETURN_IF_ERROR(Get(j, "cancelled", &r.cancelled));
+  CAPQ_RETURN_IF_ERROR(Get(j, "sse_comments", &r.sse_comments));
+  CAPQ_RETURN_IF_ERROR(Get(j, "sse_overflow", &r.sse_overflow));
+  CAPQ_RETURN_IF_ERROR(Get(j, "sse_unterminated", &r.sse_unterminated));
+  CAPQ_RETURN_IF_ERROR(Get(j, "reused_connection", &r.reused_connection));
+  return r;
+}
+
+}  // namespace capq
