@@ -1,0 +1,150 @@
+// Engine adapters: what a trial needs from a server besides the measured traffic (issue 4,
+// server-apis.md). One interface; adapters for sglang, vllm, llamacpp and sim.
+//
+//  - Facts():       what the server says about itself, normalised under SGLang's names so a row's
+//                   server_expect compares the same way on every engine;
+//  - Probe():       readiness WITHOUT generating (SGLang's /health generates by default, so its
+//                   adapter uses GET /v1/models); the probe used is returned and recorded;
+//  - Flush():       the engine's own prefix-cache flush, retried while the server is busy;
+//  - CountTokens(): the server's tokenizer, for exact prompt lengths;
+//  - Metrics():     Prometheus text from /metrics (snapshots and samples during a trial).
+//
+// Thread safety: a Target is used by one thread at a time (it owns one HTTP connection).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capq/clock.h"
+#include "capq/model/row.h"
+#include "capq/status.h"
+
+namespace capq {
+
+class HttpClient;
+
+struct TargetOptions {
+  std::string base_url;  // "http://127.0.0.1:30000" (a trailing '/' is removed)
+  std::string api_key;
+  bool insecure_tls = false;
+  double control_timeout_s = 10;  // per control request, wall seconds
+};
+
+struct ServerFacts {
+  nlohmann::json documents = nlohmann::json::object();  // every info document read, by path
+  // Normalised values under SGLang's names (max_total_num_tokens, max_running_requests,
+  // context_length, chunked_prefill_size, speculative_*), as text.
+  std::map<std::string, std::string> values;
+  std::vector<std::string> served_models;  // /v1/models data[].id
+  std::string model_path;                  // as the server reports it ("" if it does not)
+  std::string version;
+  // Simulator only ("capq_sim" in /server_info).
+  std::optional<std::string> sim_identity_digest;  // "sha256:<hex>"
+  std::optional<double> sim_time_scale;
+  std::string sim_profile;
+};
+
+struct FlushResult {
+  std::string method;                  // "POST /flush_cache", ...
+  int attempts = 0;                    // requests sent (retries while busy included)
+  bool status_proves_nothing = false;  // vLLM: 200 even when the reset failed
+  std::string note;
+};
+
+struct ServerLoad {
+  std::optional<double> running, waiting;  // nullopt: the server does not report it
+};
+
+class Target {
+ public:
+  virtual ~Target() = default;
+  virtual Engine engine() const = 0;
+  const std::string& base_url() const { return options_.base_url; }
+  std::string ChatUrl() const { return options_.base_url + "/v1/chat/completions"; }
+
+  virtual Result<ServerFacts> Facts() = 0;
+  // Polls the engine's generation-free readiness probe until it answers 200 or `deadline_ns`.
+  // Returns the probe ("GET /v1/models"). Unavailable when the server never became ready.
+  Result<std::string> Probe(MonoNs deadline_ns, const std::atomic<bool>* cancel);
+  // Flushes the prefix cache, retrying while the server reports busy, until `deadline_ns`.
+  virtual Result<FlushResult> Flush(MonoNs deadline_ns, const std::atomic<bool>* cancel) = 0;
+  // Tokens of `text` alone (no template, no special tokens). Unimplemented when the server has
+  // no tokenize endpoint.
+  virtual Result<int64_t> CountTokens(const std::string& text) = 0;
+  Result<std::string> Metrics();  // GET /metrics body; error unless 200
+  // Running and queued requests from a /metrics text, under this engine's metric names.
+  virtual ServerLoad ParseLoad(const std::string& metrics_text) const = 0;
+  // Cumulative prefix-cache hit tokens from /metrics, when this engine counts them.
+  virtual std::optional<double> ParseCachedTokens(const std::string& metrics_text) const {
+    (void)metrics_text;
+    return std::nullopt;
+  }
+  // Waits until ParseLoad() says nothing runs or waits, or `deadline_ns`. Returns a note in words
+  // (also when the server has no load metrics: then the flush's busy retry is the only guard).
+  Result<std::string> WaitIdle(MonoNs deadline_ns, const std::atomic<bool>* cancel);
+
+ protected:
+  explicit Target(TargetOptions options);
+  virtual std::string ProbePath() const = 0;
+  Result<nlohmann::json> GetJson(const std::string& path);
+  HttpClient& client() { return *http_; }
+  TargetOptions options_;
+
+ private:
+  std::shared_ptr<HttpClient> http_;
+};
+
+Result<std::unique_ptr<Target>> MakeTarget(Engine engine, const TargetOptions& options);
+
+// Prometheus text -> sum of every sample of each metric name (labels ignored). Lines that do not
+// parse are skipped; comments are ignored.
+std::map<std::string, double> ParsePrometheus(const std::string& text);
+
+// ---- Identity ------------------------------------------------------------------------------
+
+struct IdentityField {
+  std::string name;       // "image", "served_model_name", "server_expect.max_running_requests", ...
+  std::string pinned;     // what the row says
+  std::string running;    // what the server (or docker) says; "" = not reported
+  bool verified = false;  // compared (false = could not be checked, see `note`)
+  bool match = false;
+  std::string note;
+};
+
+struct IdentityCheck {
+  std::vector<IdentityField> fields;
+  bool ok() const;  // every field that must match does
+  // "identity mismatch: server_expect.max_running_requests pinned 9, running 8; ..." or "".
+  std::string Summary() const;
+  nlohmann::json ToJson() const;
+};
+
+struct IdentityInputs {
+  // Real engines: the running image's digest ("sha256:<hex>" or "repo@sha256:<hex>"), or empty
+  // with `image_error` saying why it is unknown.
+  std::string running_image;
+  std::string image_source;  // "CAPQ_IMAGE_DIGEST", "docker inspect <container>"
+  std::string image_error;
+  // Simulator rows: the digest of the row's own profile, computed locally ("sha256:<hex>").
+  std::string sim_profile_digest;
+};
+
+// Compares a row's identity and server_expect with what the server says. Numbers compare
+// numerically ("262144" == "262144.0"); a pinned field the server does not report fails closed.
+IdentityCheck CheckIdentity(const Row& row, const ServerFacts& facts, const IdentityInputs& in);
+
+// The running image digest for a real engine: CAPQ_IMAGE_DIGEST if set, else `docker inspect`
+// of CAPQ_CONTAINER (run without a shell). Fills running_image/image_source or image_error.
+IdentityInputs ResolveRunningImage();
+
+// Runs argv[0] (looked up in PATH) with no shell; returns its stdout. Error on spawn failure,
+// non-zero exit or `timeout_s`.
+Result<std::string> RunCapture(const std::vector<std::string>& argv, double timeout_s);
+
+}  // namespace capq

@@ -1,0 +1,401 @@
+// The four adapters. Facts are from server-apis.md; each quirk is commented where it is handled.
+#include <cmath>
+#include <sstream>
+#include <thread>
+
+#include "capq/targets/http.h"
+#include "capq/targets/target.h"
+
+namespace capq {
+namespace {
+
+bool Cancelled(const std::atomic<bool>* cancel) { return cancel && cancel->load(); }
+
+void Nap(int ms, const std::atomic<bool>* cancel) {
+  for (int waited = 0; waited < ms && !Cancelled(cancel); waited += 10) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+std::string ScalarText(const nlohmann::json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+  if (v.is_number()) {
+    std::ostringstream o;
+    o.precision(12);
+    o << v.get<double>();
+    return o.str();
+  }
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  return "";
+}
+
+// Copies the keys a row can pin from a flat SGLang-style document.
+void TakeServerArgs(const nlohmann::json& doc, ServerFacts* f) {
+  static const char* kKeys[] = {"max_total_num_tokens",
+                                "max_running_requests",
+                                "context_length",
+                                "chunked_prefill_size",
+                                "speculative_algorithm",
+                                "speculative_num_steps",
+                                "speculative_eagle_topk",
+                                "speculative_num_draft_tokens",
+                                "page_size",
+                                "tp_size",
+                                "max_prefill_tokens",
+                                "schedule_policy"};
+  if (!doc.is_object()) return;
+  for (const char* k : kKeys) {
+    auto it = doc.find(k);
+    if (it != doc.end() && !it->is_null()) {
+      std::string s = ScalarText(*it);
+      if (!s.empty()) f->values[k] = s;
+    }
+  }
+}
+
+void TakeModels(const nlohmann::json& models, ServerFacts* f) {
+  if (!models.is_object() || !models.contains("data") || !models["data"].is_array()) return;
+  for (const auto& m : models["data"]) {
+    if (m.contains("id") && m["id"].is_string()) f->served_models.push_back(m["id"]);
+    if (f->values.count("context_length") == 0 && m.contains("max_model_len") &&
+        m["max_model_len"].is_number()) {
+      f->values["context_length"] = ScalarText(m["max_model_len"]);
+    }
+    if (f->model_path.empty() && m.contains("root") && m["root"].is_string()) {
+      f->model_path = m["root"];
+    }
+  }
+}
+
+std::optional<double> Metric(const std::map<std::string, double>& m, const char* name) {
+  auto it = m.find(name);
+  if (it == m.end()) return std::nullopt;
+  return it->second;
+}
+
+// ---- SGLang (and the simulator, which speaks SGLang's endpoints) ----------------------------
+
+class SglangTarget : public Target {
+ public:
+  explicit SglangTarget(TargetOptions o) : Target(std::move(o)) {}
+  Engine engine() const override { return Engine::kSglang; }
+
+  Result<ServerFacts> Facts() override {
+    ServerFacts f;
+    // Newer builds serve /server_info; older ones /get_server_info.
+    Result<nlohmann::json> info = GetJson("/server_info");
+    std::string info_path = "/server_info";
+    if (!info.ok()) {
+      Result<nlohmann::json> old = GetJson("/get_server_info");
+      if (!old.ok()) return info.status();
+      info = std::move(old);
+      info_path = "/get_server_info";
+    }
+    f.documents[info_path] = *info;
+    TakeServerArgs(*info, &f);
+    // server_args carries the REQUESTED max_running_requests; the allocator may cut it (the seed:
+    // 64 requested, 9 effective). The effective value is what a row pins.
+    if (info->contains("internal_states") && (*info)["internal_states"].is_array() &&
+        !(*info)["internal_states"].empty()) {
+      const auto& st = (*info)["internal_states"][0];
+      if (st.contains("effective_max_running_requests_per_dp") &&
+          st["effective_max_running_requests_per_dp"].is_number()) {
+        int64_t per_dp = st["effective_max_running_requests_per_dp"].get<int64_t>();
+        int64_t dp = info->value("dp_size", 1);
+        f.values["max_running_requests"] = std::to_string(per_dp * std::max<int64_t>(dp, 1));
+      }
+      if (st.contains("memory_usage") && st["memory_usage"].contains("token_capacity") &&
+          f.values.count("max_total_num_tokens") == 0) {
+        f.values["max_total_num_tokens"] = ScalarText(st["memory_usage"]["token_capacity"]);
+      }
+    }
+    if (info->contains("model_path") && (*info)["model_path"].is_string()) {
+      f.model_path = (*info)["model_path"];
+    }
+    if (info->contains("version")) f.version = ScalarText((*info)["version"]);
+    if (info->contains("capq_sim") && (*info)["capq_sim"].is_object()) {
+      const auto& s = (*info)["capq_sim"];
+      if (s.contains("identity_digest") && s["identity_digest"].is_string()) {
+        f.sim_identity_digest = s["identity_digest"].get<std::string>();
+      }
+      if (s.contains("time_scale") && s["time_scale"].is_number()) {
+        f.sim_time_scale = s["time_scale"].get<double>();
+      }
+      if (s.contains("profile")) f.sim_profile = ScalarText(s["profile"]);
+    }
+    Result<nlohmann::json> models = GetJson("/v1/models");
+    if (models.ok()) {
+      f.documents["/v1/models"] = *models;
+      TakeModels(*models, &f);
+    }
+    return f;
+  }
+
+  Result<FlushResult> Flush(MonoNs deadline_ns, const std::atomic<bool>* cancel) override {
+    FlushResult fr;
+    fr.method = "POST /flush_cache";
+    std::string last;
+    do {
+      if (Cancelled(cancel)) return Status::Cancelled("interrupted while flushing");
+      ++fr.attempts;
+      Result<HttpResponse> r = client().Post(base_url() + "/flush_cache", "", "text/plain");
+      if (!r.ok()) return r.status().WithContext("flush");
+      if (r->status == 200) {
+        fr.note = fr.attempts > 1
+                      ? "flushed after " + std::to_string(fr.attempts - 1) + " busy refusal(s)"
+                      : "flushed";
+        return fr;
+      }
+      // 400 = requests still pending: SGLang flushes only when fully idle.
+      if (r->status != 400) {
+        return Status::FailedPrecondition("flush failed: POST /flush_cache returned HTTP " +
+                                          std::to_string(r->status));
+      }
+      last = "HTTP 400 (busy)";
+      Nap(200, cancel);
+    } while (NowNs() < deadline_ns);
+    return Status::FailedPrecondition("flush failed: the server refused POST /flush_cache (" +
+                                      last + ") until the deadline, " +
+                                      std::to_string(fr.attempts) + " attempts");
+  }
+
+  Result<int64_t> CountTokens(const std::string& text) override {
+    nlohmann::json req = {{"prompt", text}, {"add_special_tokens", false}};
+    Result<HttpResponse> r = client().Post(base_url() + "/tokenize", req.dump());
+    if (!r.ok()) return r.status();
+    if (r->status == 404) return Status::Unimplemented("the server has no /tokenize");
+    if (r->status != 200) {
+      return Status::Unavailable("POST /tokenize returned HTTP " + std::to_string(r->status));
+    }
+    try {
+      auto j = nlohmann::json::parse(r->body);
+      if (j.contains("count") && j["count"].is_number()) return j["count"].get<int64_t>();
+      if (j.contains("tokens") && j["tokens"].is_array()) {
+        return static_cast<int64_t>(j["tokens"].size());
+      }
+    } catch (const nlohmann::json::exception&) {
+    }
+    return Status::InvalidArgument("POST /tokenize: no count or tokens in the answer");
+  }
+
+  ServerLoad ParseLoad(const std::string& text) const override {
+    auto m = ParsePrometheus(text);
+    return {Metric(m, "sglang:num_running_reqs"), Metric(m, "sglang:num_queue_reqs")};
+  }
+  std::optional<double> ParseCachedTokens(const std::string& text) const override {
+    auto m = ParsePrometheus(text);
+    // Counter names differ across versions; the gauge cache_hit_rate cannot be summed.
+    for (const char* n : {"sglang:cached_tokens_total", "sglang:cache_hit_tokens_total"}) {
+      if (auto v = Metric(m, n)) return v;
+    }
+    return std::nullopt;
+  }
+
+ protected:
+  // SGLang's /health and /health_generate both generate one token by default: a probe that
+  // generates is workload. /v1/models answers once the tokenizer manager is up, and generates none.
+  std::string ProbePath() const override { return "/v1/models"; }
+};
+
+class SimTarget : public SglangTarget {
+ public:
+  explicit SimTarget(TargetOptions o) : SglangTarget(std::move(o)) {}
+  Engine engine() const override { return Engine::kSim; }
+  ServerLoad ParseLoad(const std::string& text) const override {
+    auto m = ParsePrometheus(text);
+    ServerLoad l{Metric(m, "sglang:num_running_reqs"), Metric(m, "sglang:num_queue_reqs")};
+    if (!l.running) l.running = Metric(m, "capq_sim:running");
+    if (!l.waiting) l.waiting = Metric(m, "capq_sim:waiting");
+    return l;
+  }
+  std::optional<double> ParseCachedTokens(const std::string& text) const override {
+    auto m = ParsePrometheus(text);
+    for (const char* n : {"capq_sim:cached_tokens_total", "sglang:cached_tokens_total"}) {
+      if (auto v = Metric(m, n)) return v;
+    }
+    return std::nullopt;
+  }
+
+ protected:
+  // The simulator's /health never generates (that is its contract and it is tested there).
+  std::string ProbePath() const override { return "/health"; }
+};
+
+// ---- vLLM ----------------------------------------------------------------------------------
+
+class VllmTarget : public Target {
+ public:
+  explicit VllmTarget(TargetOptions o) : Target(std::move(o)) {}
+  Engine engine() const override { return Engine::kVllm; }
+
+  Result<ServerFacts> Facts() override {
+    ServerFacts f;
+    Result<nlohmann::json> models = GetJson("/v1/models");
+    if (!models.ok()) return models.status();
+    f.documents["/v1/models"] = *models;
+    TakeModels(*models, &f);
+    if (Result<nlohmann::json> v = GetJson("/version"); v.ok()) {
+      f.documents["/version"] = *v;
+      if (v->contains("version")) f.version = ScalarText((*v)["version"]);
+    }
+    return f;
+  }
+
+  Result<FlushResult> Flush(MonoNs, const std::atomic<bool>* cancel) override {
+    if (Cancelled(cancel)) return Status::Cancelled("interrupted while flushing");
+    FlushResult fr;
+    fr.method = "POST /reset_prefix_cache";
+    fr.attempts = 1;
+    Result<HttpResponse> r = client().Post(base_url() + "/reset_prefix_cache", "", "text/plain");
+    if (!r.ok()) return r.status().WithContext("flush");
+    if (r->status == 404) {
+      return Status::FailedPrecondition(
+          "flush failed: vLLM has no /reset_prefix_cache (start it with VLLM_SERVER_DEV_MODE=1)");
+    }
+    if (r->status != 200) {
+      return Status::FailedPrecondition("flush failed: POST /reset_prefix_cache returned HTTP " +
+                                        std::to_string(r->status));
+    }
+    // vLLM answers 200 even when the reset failed (it only logs it): coldness is proven on the
+    // measured requests by verify-cold, never by this status.
+    fr.status_proves_nothing = true;
+    fr.note = "requested; vLLM's 200 proves nothing, verify-cold decides";
+    return fr;
+  }
+
+  Result<int64_t> CountTokens(const std::string& text) override {
+    nlohmann::json req = {{"prompt", text}, {"add_special_tokens", false}};
+    Result<HttpResponse> r = client().Post(base_url() + "/tokenize", req.dump());
+    if (!r.ok()) return r.status();
+    if (r->status == 404) return Status::Unimplemented("the server has no /tokenize");
+    if (r->status != 200) {
+      return Status::Unavailable("POST /tokenize returned HTTP " + std::to_string(r->status));
+    }
+    try {
+      auto j = nlohmann::json::parse(r->body);
+      if (j.contains("count")) return j["count"].get<int64_t>();
+      if (j.contains("tokens")) return static_cast<int64_t>(j["tokens"].size());
+    } catch (const nlohmann::json::exception&) {
+    }
+    return Status::InvalidArgument("POST /tokenize: no count or tokens in the answer");
+  }
+
+  ServerLoad ParseLoad(const std::string& text) const override {
+    auto m = ParsePrometheus(text);
+    return {Metric(m, "vllm:num_requests_running"), Metric(m, "vllm:num_requests_waiting")};
+  }
+  std::optional<double> ParseCachedTokens(const std::string& text) const override {
+    return Metric(ParsePrometheus(text), "vllm:prefix_cache_hits_total");
+  }
+
+ protected:
+  std::string ProbePath() const override { return "/health"; }  // no generation in vLLM
+};
+
+// ---- llama.cpp -----------------------------------------------------------------------------
+
+class LlamacppTarget : public Target {
+ public:
+  explicit LlamacppTarget(TargetOptions o) : Target(std::move(o)) {}
+  Engine engine() const override { return Engine::kLlamacpp; }
+
+  Result<ServerFacts> Facts() override {
+    ServerFacts f;
+    Result<nlohmann::json> props = GetJson("/props");
+    if (!props.ok()) return props.status();
+    f.documents["/props"] = *props;
+    const auto& p = *props;
+    if (p.contains("total_slots")) f.values["max_running_requests"] = ScalarText(p["total_slots"]);
+    if (p.contains("default_generation_settings") &&
+        p["default_generation_settings"].contains("n_ctx")) {
+      f.values["context_length"] = ScalarText(p["default_generation_settings"]["n_ctx"]);
+    }
+    if (p.contains("model_path") && p["model_path"].is_string()) f.model_path = p["model_path"];
+    if (p.contains("build_info")) f.version = ScalarText(p["build_info"]);
+    if (Result<nlohmann::json> models = GetJson("/v1/models"); models.ok()) {
+      f.documents["/v1/models"] = *models;
+      TakeModels(*models, &f);
+    }
+    return f;
+  }
+
+  Result<FlushResult> Flush(MonoNs deadline_ns, const std::atomic<bool>* cancel) override {
+    FlushResult fr;
+    fr.method = "POST /slots/{id}?action=erase for every slot";
+    Result<nlohmann::json> props = GetJson("/props");
+    if (!props.ok()) return props.status().WithContext("flush");
+    int slots = props->value("total_slots", 0);
+    if (slots <= 0) return Status::FailedPrecondition("flush failed: /props reports no slots");
+    HttpClient& http = client();
+    for (int i = 0; i < slots; ++i) {
+      while (true) {
+        if (Cancelled(cancel)) return Status::Cancelled("interrupted while flushing");
+        ++fr.attempts;
+        Result<HttpResponse> r =
+            http.Post(base_url() + "/slots/" + std::to_string(i) + "?action=erase", "{}");
+        if (!r.ok()) return r.status().WithContext("flush");
+        if (r->status == 200) break;
+        if (r->status == 501) {
+          return Status::FailedPrecondition(
+              "flush failed: llama.cpp refused slot erase (HTTP 501: start the server with "
+              "--slot-save-path)");
+        }
+        if (NowNs() >= deadline_ns) {
+          return Status::FailedPrecondition("flush failed: slot " + std::to_string(i) +
+                                            " erase returned HTTP " + std::to_string(r->status) +
+                                            " until the deadline");
+        }
+        Nap(200, cancel);
+      }
+    }
+    fr.note = "erased " + std::to_string(slots) + " slot(s)";
+    return fr;
+  }
+
+  Result<int64_t> CountTokens(const std::string& text) override {
+    nlohmann::json req = {{"content", text}, {"add_special", false}};
+    Result<HttpResponse> r = client().Post(base_url() + "/tokenize", req.dump());
+    if (!r.ok()) return r.status();
+    if (r->status == 404) return Status::Unimplemented("the server has no /tokenize");
+    if (r->status != 200) {
+      return Status::Unavailable("POST /tokenize returned HTTP " + std::to_string(r->status));
+    }
+    try {
+      auto j = nlohmann::json::parse(r->body);
+      if (j.contains("tokens")) return static_cast<int64_t>(j["tokens"].size());
+    } catch (const nlohmann::json::exception&) {
+    }
+    return Status::InvalidArgument("POST /tokenize: no tokens in the answer");
+  }
+
+  ServerLoad ParseLoad(const std::string& text) const override {
+    auto m = ParsePrometheus(text);
+    return {Metric(m, "llamacpp:requests_processing"), Metric(m, "llamacpp:requests_deferred")};
+  }
+
+ protected:
+  std::string ProbePath() const override { return "/health"; }  // 503 while loading; no generation
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Target>> MakeTarget(Engine engine, const TargetOptions& options) {
+  if (options.base_url.rfind("http://", 0) != 0 && options.base_url.rfind("https://", 0) != 0) {
+    return Status::InvalidArgument("server URL must start with http:// or https://, got '" +
+                                   options.base_url + "'");
+  }
+  switch (engine) {
+    case Engine::kSglang:
+      return std::unique_ptr<Target>(new SglangTarget(options));
+    case Engine::kVllm:
+      return std::unique_ptr<Target>(new VllmTarget(options));
+    case Engine::kLlamacpp:
+      return std::unique_ptr<Target>(new LlamacppTarget(options));
+    case Engine::kSim:
+      return std::unique_ptr<Target>(new SimTarget(options));
+  }
+  return Status::InvalidArgument("unknown engine");
+}
+
+}  // namespace capq
