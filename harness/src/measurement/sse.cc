@@ -21,6 +21,12 @@ inline size_t FindEol(const char* p, size_t from, size_t end) {
 
 }  // namespace
 
+// A line may hold a field name and separator beyond the data it carries ("data: ").
+size_t SseFramer::LineRoom() const {
+  const size_t cap = max_event_bytes_ + 16;
+  return cap > line_.size() ? cap - line_.size() : 0;
+}
+
 void SseFramer::Feed(std::string_view bytes, MonoNs arrival_ns, std::vector<SseEvent>* out) {
   const char* p = bytes.data();
   const size_t n = bytes.size();
@@ -35,7 +41,7 @@ void SseFramer::Feed(std::string_view bytes, MonoNs arrival_ns, std::vector<SseE
     const size_t eol = FindEol(p, i, n);
     if (eol == n) {
       // Partial line: keep it for the next read, within the cap.
-      const size_t room = max_event_bytes_ > line_.size() ? max_event_bytes_ - line_.size() : 0;
+      const size_t room = LineRoom();
       const size_t take = std::min(room, n - i);
       line_.append(p + i, take);
       if (take < n - i) {
@@ -47,7 +53,7 @@ void SseFramer::Feed(std::string_view bytes, MonoNs arrival_ns, std::vector<SseE
     if (line_.empty() && !line_truncated_) {
       ProcessLine(std::string_view(p + i, eol - i), arrival_ns, out);
     } else {
-      const size_t room = max_event_bytes_ > line_.size() ? max_event_bytes_ - line_.size() : 0;
+      const size_t room = LineRoom();
       const size_t take = std::min(room, eol - i);
       line_.append(p + i, take);
       if (take < eol - i) {

@@ -54,6 +54,7 @@ class SseFramer {
 
  private:
   void ProcessLine(std::string_view line, MonoNs arrival_ns, std::vector<SseEvent>* out);
+  size_t LineRoom() const;
   void Dispatch(MonoNs arrival_ns, std::vector<SseEvent>* out);
 
   size_t max_event_bytes_;
