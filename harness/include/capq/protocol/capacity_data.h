@@ -1,0 +1,174 @@
+// Capacity data (schema capq/capacity/v1): everything a qualification measured, per row, with
+// enough per trial to rebuild every table of the seed's Part IV and every figure of the report
+// without the trial directories: latency percentiles, ITL, E2E, throughput, request rate, the
+// server's prompt range, correctness totals, the verdict, the command and the checksums.
+//
+// Pure data + JSON; the only I/O is reading a trial directory and the atomic file helpers.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capq/measurement/metrics.h"
+#include "capq/measurement/validator.h"
+#include "capq/model/row.h"
+#include "capq/status.h"
+
+namespace capq {
+
+inline constexpr const char* kCapacitySchema = "capq/capacity/v1";
+
+struct SloCheck {
+  std::string metric;  // "ttft" | "itl" | "e2e"
+  double percentile = 95;
+  double below_ms = 0;
+  double measured_ms = 0;  // NaN when nothing was measured
+  bool passed = false;
+};
+
+// One trial as the capacity data keeps it. Durations are in the row's time base (virtual ms on
+// simulator rows, as the trial reported them).
+struct TrialSummary {
+  std::string phase;  // "baseline" | "probe" | "confirm"
+  int concurrency = 0;
+  int trial = 1;
+  uint64_t seed = 0;
+  std::string move;  // probes: why the locator chose this C ("double", "bisect", ...)
+  std::string
+      outcome;  // "pass" | "slo_fail" | "correctness_fail" | "could_not_run" | "interrupted"
+  int exit_code = 3;
+  bool latency_pass = false;
+  bool correctness_pass = false;
+  bool complete = false;
+  std::vector<SloCheck> slo;
+  std::vector<std::string> reasons;
+  std::vector<std::string> failed_gates;  // "name: evidence" for each enabled gate that failed
+  double time_scale = 1;
+  std::string percentile_method;
+  bool has_metrics = false;
+  size_t requests = 0;
+  Distribution ttft_ms, itl_ms, e2e_ms;
+  double ttft_p95_steady_ms = 0;
+  std::vector<double> ttft_ms_by_arrival;  // measured requests in send order
+  double output_tok_s = 0;
+  double request_per_s = 0;
+  double duration_s = 0;
+  int64_t prompt_tokens_min = 0, prompt_tokens_max = 0;
+  CorrectnessTotals totals;
+  std::string dir;      // trial directory, relative to the capacity data's folder when inside it
+  std::string command;  // the exact command (command.txt)
+  std::string sha256sums;
+  std::string started_utc;
+  double start_offset_s = 0;  // wall seconds since the row's qualification started
+  double wall_s = 0;          // wall seconds the trial took (preparation included)
+
+  bool passed() const { return outcome == "pass"; }
+  // measured / below_ms of the gate nearest to failing (largest ratio); NaN when unknown.
+  double GateRatio() const;
+  // The first SLO gate's measured value (the one the summary line prints), NaN when absent.
+  double GatingMs() const;
+};
+
+// Reads verdict.json (required), metrics.json, command.txt and SHA256SUMS from a trial directory.
+// `phase`, `move` and the timing fields are left for the caller.
+Result<TrialSummary> ReadTrialDir(const std::string& dir);
+
+struct PhaseCost {
+  std::string name;  // "baseline" | "locate" | "confirm"
+  int trials = 0;
+  double wall_s = 0;
+  double start_offset_s = 0;
+};
+
+struct BaselineCheck {
+  bool checked = false;  // the row gives expect.baseline
+  bool within = true;
+  std::optional<double> ttft_p50_ms, expected_ttft_p50_ms;
+  std::optional<double> itl_p50_ms, expected_itl_p50_ms;
+  double tolerance_pct = 0;
+  std::string message;
+};
+
+// The row as the report needs it (a snapshot: the row file may change after qualification).
+struct RowInfo {
+  std::string id, title, family, source_path;
+  std::string engine, image, model, model_revision, served_model_name, hardware, driver;
+  std::string sim_profile;
+  double time_scale = 1;
+  int64_t input_tokens = 0, output_tokens = 0;
+  std::vector<SloGate> slo;
+  std::string percentile_method = "linear";
+  int warmup_requests = 0, warmup_concurrency = 1;
+  int min_requests = 0, per_concurrency = 0;
+  int trials_count = 0;
+  double quiet_period_s = 0;
+  std::optional<int> expected_cmax;  // the row's claim before this qualification
+};
+RowInfo RowInfoFromRow(const Row& row);
+
+// Outcome of one row's qualification.
+enum class QualifyStatus {
+  kProven,            // every Cmax trial passed, every Cmax+1 trial failed
+  kLowered,           // noisy boundary: an operating point below the overlap, not a proven Cmax
+  kNoFailUpToCap,     // every probe up to --max-concurrency passed: Cmax >= cap, not a claim
+  kFailsAtOne,        // C = 1 misses the SLO
+  kCorrectnessFail,   // a stream broke a correctness gate: named in `failed_gate`
+  kCouldNotRun,       // identity, server, row or setup problem
+  kBaselineMismatch,  // C = 1 outside expect.baseline's tolerance
+  kInterrupted,
+};
+const char* QualifyStatusName(QualifyStatus s);
+Result<QualifyStatus> ParseQualifyStatus(const std::string& name);
+// 0 proven; 1 no boundary proven (lowered, cap, fails at 1); 2 correctness; 3 could not run or
+// baseline mismatch; 130 interrupted.
+int QualifyExitCode(QualifyStatus s);
+
+struct RowQualification {
+  RowInfo row;
+  QualifyStatus status = QualifyStatus::kCouldNotRun;
+  std::optional<int> cmax;             // set when proven
+  std::optional<int> operating_point;  // proven: == cmax; lowered: the lower point that passed
+  std::string message;                 // in words, why the result is what it is
+  std::string failed_gate;             // correctness failures: the gate(s) named
+  std::string summary_line;            // "row: Cmax = 4 — C=4 p95 ... pass, C=5 ... fail"
+  int max_concurrency = 0;
+  int probes = 0;
+  int probe_budget = 0;  // ceil(log2 Cmax) + 2 when a Cmax was found
+  BaselineCheck baseline;
+  std::vector<PhaseCost> phases;
+  std::vector<TrialSummary> trials;  // in the order they ran
+  std::string started_utc, finished_utc;
+  double wall_s = 0;
+  bool complete = false;  // false when interrupted or stopped before the end
+  std::string url;        // the server measured (no credentials)
+
+  // Trials of one phase at one C, in order.
+  std::vector<const TrialSummary*> Trials(const std::string& phase, int concurrency) const;
+};
+
+struct CapacityData {
+  std::string schema = kCapacitySchema;
+  std::string generated_utc;
+  std::string command;
+  std::vector<RowQualification> rows;
+};
+
+nlohmann::json TrialSummaryToJson(const TrialSummary& t);
+nlohmann::json RowQualificationToJson(const RowQualification& q);
+nlohmann::json CapacityDataToJson(const CapacityData& d);
+// Strict about the schema string and the field types it reads; errors name the key.
+Result<CapacityData> CapacityDataFromJson(const nlohmann::json& j);
+
+Result<CapacityData> ReadCapacityData(const std::string& path);
+Status WriteCapacityData(const std::string& path, const CapacityData& d);
+
+namespace capdata {
+// Writes `content` to a temporary file beside `path`, fsyncs it and renames it over `path`.
+Status WriteFileAtomic(const std::string& path, const std::string& content);
+Result<std::string> ReadFileToString(const std::string& path);
+}  // namespace capdata
+
+}  // namespace capq

@@ -1,0 +1,62 @@
+// capq qualify as a program (seed, Part VI): freeze, C = 1 baseline, locate, confirm, and the row's
+// new expectation. The policy here is independent of how a trial runs: it takes a TrialRunner, so
+// tests drive it with a fake and the command drives it with one process per trial.
+//
+// Confirmation rule: trials.count independent trials at the candidate Cmax and at Cmax + 1 (run
+// alternately so slow drift hits both sides alike); every Cmax trial must pass and every Cmax + 1
+// trial must fail. If they overlap, both sides are extended up to `max_trials_per_side` to measure
+// the noise; then the result is the lower operating point (the largest C at or below the candidate
+// whose trials all passed), reported as "lowered" with the reason — never rounded toward more
+// traffic. A correctness failure anywhere stops the qualification with the gate named: a broken
+// stream is never counted as an SLO failure.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "capq/model/row.h"
+#include "capq/protocol/capacity_data.h"
+
+namespace capq {
+
+struct TrialRequest {
+  std::string phase;  // "baseline" | "probe" | "confirm"
+  int concurrency = 1;
+  int trial = 1;  // 1-based index within (phase, concurrency)
+  uint64_t seed = 0;
+};
+
+// Runs one trial and summarizes it. Must not throw; a trial that could not run returns outcome
+// "could_not_run" with reasons. Timing fields are filled in by Qualify().
+using TrialRunner = std::function<TrialSummary(const Row& row, const TrialRequest& request)>;
+
+struct QualifyOptions {
+  int max_concurrency = 256;
+  int trials = 0;               // per side; 0 = row.trials.count
+  int max_trials_per_side = 0;  // when the sides overlap; 0 = 2 x trials
+  int max_steps_down = 3;       // how far below the candidate to look for an operating point
+  std::string url;              // recorded
+  const std::atomic<bool>* cancel = nullptr;
+  std::function<void(const std::string&)> progress;  // one line per event, no newline
+};
+
+// The seed of a trial: confirm trial k uses row.trials.seeds[k-1] (the seeds the ctest suites use)
+// and a derived seed beyond them; baseline and probes get seeds derived from the row, phase and C,
+// so no two trials of a qualification share a prompt set by accident.
+uint64_t TrialSeed(const Row& row, const std::string& phase, int concurrency, int trial);
+
+RowQualification Qualify(const Row& row, const TrialRunner& runner, const QualifyOptions& options);
+
+// "sim_ref: Cmax = 4 — C=4 p95 1.71/1.72/1.70 s pass, C=5 2.41/2.40/2.43 s fail"
+std::string SummaryLine(const RowQualification& q);
+// "baseline 1 trial 2.1 s, locate 4 probes 9.8 s, confirm 6 trials 15.2 s; 11 trials, 27.1 s"
+std::string CostLine(const RowQualification& q);
+
+// The row with the new expectation: expect.cmax, provenance (qualified_on = `today`, source,
+// notes with the p95 margins on both sides). REQUIRES: q.status is kProven or kLowered.
+Row RowWithQualification(const Row& row, const RowQualification& q, const std::string& today,
+                         const std::string& capacity_data_path);
+
+}  // namespace capq

@@ -1,0 +1,629 @@
+#include "capq/protocol/capacity_data.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace capq {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+json Num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+// A number or NaN; throws json::type_error for a value of the wrong type (caught by the caller).
+double GetNum(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return NAN;
+  if (!it->is_number()) {
+    throw json::type_error::create(302, std::string("key '") + key + "' must be a number", &j);
+  }
+  return it->get<double>();
+}
+
+template <typename T>
+T Get(const json& j, const char* key, T fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  return it->get<T>();
+}
+
+json DistToJson(const Distribution& d) {
+  return json{{"n", d.n},          {"min", Num(d.min)}, {"p50", Num(d.p50)}, {"p90", Num(d.p90)},
+              {"p95", Num(d.p95)}, {"p99", Num(d.p99)}, {"max", Num(d.max)}, {"mean", Num(d.mean)}};
+}
+
+Distribution DistFromJson(const json& j) {
+  Distribution d;
+  if (!j.is_object()) {
+    d.min = d.p50 = d.p90 = d.p95 = d.p99 = d.max = d.mean = NAN;
+    return d;
+  }
+  d.n = Get<size_t>(j, "n", 0);
+  d.min = GetNum(j, "min");
+  d.p50 = GetNum(j, "p50");
+  d.p90 = GetNum(j, "p90");
+  d.p95 = GetNum(j, "p95");
+  d.p99 = GetNum(j, "p99");
+  d.max = GetNum(j, "max");
+  d.mean = GetNum(j, "mean");
+  return d;
+}
+
+json TotalsToJson(const CorrectnessTotals& t) {
+  return json{{"streams", t.streams},
+              {"completion_tokens", t.completion_tokens},
+              {"nonempty_chunks", t.nonempty_chunks},
+              {"utf8_bytes", t.utf8_bytes},
+              {"unique_output_hashes", t.unique_output_hashes},
+              {"warmup_prompts", t.warmup_prompts},
+              {"measured_prompts", t.measured_prompts}};
+}
+
+CorrectnessTotals TotalsFromJson(const json& j) {
+  CorrectnessTotals t;
+  if (!j.is_object()) return t;
+  t.streams = Get<int64_t>(j, "streams", 0);
+  t.completion_tokens = Get<int64_t>(j, "completion_tokens", 0);
+  t.nonempty_chunks = Get<int64_t>(j, "nonempty_chunks", 0);
+  t.utf8_bytes = Get<int64_t>(j, "utf8_bytes", 0);
+  t.unique_output_hashes = Get<int64_t>(j, "unique_output_hashes", 0);
+  t.warmup_prompts = Get<int64_t>(j, "warmup_prompts", 0);
+  t.measured_prompts = Get<int64_t>(j, "measured_prompts", 0);
+  return t;
+}
+
+Result<SloMetric> ParseSloMetric(const std::string& s) {
+  if (s == "ttft") return SloMetric::kTtft;
+  if (s == "itl") return SloMetric::kItl;
+  if (s == "e2e") return SloMetric::kE2e;
+  return Status::InvalidArgument("unknown SLO metric '" + s + "'");
+}
+
+json RowInfoToJson(const RowInfo& r) {
+  json slo = json::array();
+  for (const auto& g : r.slo) {
+    slo.push_back({{"metric", SloMetricName(g.metric)},
+                   {"percentile", g.percentile},
+                   {"below_ms", g.below_ms}});
+  }
+  return json{
+      {"id", r.id},
+      {"title", r.title},
+      {"family", r.family},
+      {"source_path", r.source_path},
+      {"identity",
+       {{"engine", r.engine},
+        {"image", r.image},
+        {"model", r.model},
+        {"model_revision", r.model_revision},
+        {"served_model_name", r.served_model_name},
+        {"hardware", r.hardware},
+        {"driver", r.driver},
+        {"sim_profile", r.sim_profile},
+        {"time_scale", r.time_scale}}},
+      {"workload", {{"input_tokens", r.input_tokens}, {"output_tokens", r.output_tokens}}},
+      {"slo", slo},
+      {"percentile_method", r.percentile_method},
+      {"warmup", {{"requests", r.warmup_requests}, {"concurrency", r.warmup_concurrency}}},
+      {"measured", {{"min_requests", r.min_requests}, {"per_concurrency", r.per_concurrency}}},
+      {"trials", {{"count", r.trials_count}, {"quiet_period_s", r.quiet_period_s}}},
+      {"expected_cmax", r.expected_cmax ? json(*r.expected_cmax) : json(nullptr)}};
+}
+
+Result<RowInfo> RowInfoFromJson(const json& j) {
+  RowInfo r;
+  r.id = j.at("id").get<std::string>();
+  r.title = Get<std::string>(j, "title", "");
+  r.family = Get<std::string>(j, "family", "");
+  r.source_path = Get<std::string>(j, "source_path", "");
+  const json& id = j.at("identity");
+  r.engine = Get<std::string>(id, "engine", "");
+  r.image = Get<std::string>(id, "image", "");
+  r.model = Get<std::string>(id, "model", "");
+  r.model_revision = Get<std::string>(id, "model_revision", "");
+  r.served_model_name = Get<std::string>(id, "served_model_name", "");
+  r.hardware = Get<std::string>(id, "hardware", "");
+  r.driver = Get<std::string>(id, "driver", "");
+  r.sim_profile = Get<std::string>(id, "sim_profile", "");
+  r.time_scale = Get<double>(id, "time_scale", 1.0);
+  const json& w = j.at("workload");
+  r.input_tokens = w.at("input_tokens").get<int64_t>();
+  r.output_tokens = w.at("output_tokens").get<int64_t>();
+  for (const auto& g : j.at("slo")) {
+    auto m = ParseSloMetric(g.at("metric").get<std::string>());
+    if (!m.ok()) return m.status().WithContext("slo");
+    r.slo.push_back(SloGate{*m, g.at("percentile").get<double>(), g.at("below_ms").get<double>()});
+  }
+  r.percentile_method = Get<std::string>(j, "percentile_method", "linear");
+  if (j.contains("warmup")) {
+    r.warmup_requests = Get<int>(j["warmup"], "requests", 0);
+    r.warmup_concurrency = Get<int>(j["warmup"], "concurrency", 1);
+  }
+  if (j.contains("measured")) {
+    r.min_requests = Get<int>(j["measured"], "min_requests", 0);
+    r.per_concurrency = Get<int>(j["measured"], "per_concurrency", 0);
+  }
+  if (j.contains("trials")) {
+    r.trials_count = Get<int>(j["trials"], "count", 0);
+    r.quiet_period_s = Get<double>(j["trials"], "quiet_period_s", 0);
+  }
+  if (j.contains("expected_cmax") && !j["expected_cmax"].is_null()) {
+    r.expected_cmax = j["expected_cmax"].get<int>();
+  }
+  return r;
+}
+
+TrialSummary TrialFromJson(const json& j) {
+  TrialSummary t;
+  t.phase = j.at("phase").get<std::string>();
+  t.concurrency = j.at("concurrency").get<int>();
+  t.trial = j.at("trial").get<int>();
+  t.seed = Get<uint64_t>(j, "seed", 0);
+  t.move = Get<std::string>(j, "move", "");
+  t.outcome = j.at("outcome").get<std::string>();
+  t.exit_code = Get<int>(j, "exit_code", 3);
+  t.latency_pass = Get<bool>(j, "latency_pass", false);
+  t.correctness_pass = Get<bool>(j, "correctness_pass", false);
+  t.complete = Get<bool>(j, "complete", false);
+  for (const auto& s : j.value("slo", json::array())) {
+    t.slo.push_back(SloCheck{s.at("metric").get<std::string>(), s.at("percentile").get<double>(),
+                             s.at("below_ms").get<double>(), GetNum(s, "measured_ms"),
+                             Get<bool>(s, "passed", false)});
+  }
+  t.reasons = j.value("reasons", std::vector<std::string>{});
+  t.failed_gates = j.value("failed_gates", std::vector<std::string>{});
+  t.time_scale = Get<double>(j, "time_scale", 1.0);
+  t.percentile_method = Get<std::string>(j, "percentile_method", "");
+  if (j.contains("latency") && j["latency"].is_object()) {
+    const json& l = j["latency"];
+    t.has_metrics = true;
+    t.requests = Get<size_t>(l, "requests", 0);
+    t.ttft_ms = DistFromJson(l.value("ttft_ms", json()));
+    t.itl_ms = DistFromJson(l.value("itl_ms", json()));
+    t.e2e_ms = DistFromJson(l.value("e2e_ms", json()));
+    t.ttft_p95_steady_ms = GetNum(l, "ttft_p95_steady_ms");
+    for (const auto& v : l.value("ttft_ms_by_arrival", json::array())) {
+      t.ttft_ms_by_arrival.push_back(v.is_number() ? v.get<double>() : NAN);
+    }
+    t.output_tok_s = GetNum(l, "output_tok_s");
+    t.request_per_s = GetNum(l, "request_per_s");
+    t.duration_s = GetNum(l, "duration_s");
+    t.prompt_tokens_min = Get<int64_t>(l, "prompt_tokens_min", 0);
+    t.prompt_tokens_max = Get<int64_t>(l, "prompt_tokens_max", 0);
+  }
+  t.totals = TotalsFromJson(j.value("correctness_totals", json()));
+  t.dir = Get<std::string>(j, "dir", "");
+  t.command = Get<std::string>(j, "command", "");
+  t.sha256sums = Get<std::string>(j, "sha256sums", "");
+  t.started_utc = Get<std::string>(j, "started_utc", "");
+  t.start_offset_s = Get<double>(j, "start_offset_s", 0);
+  t.wall_s = Get<double>(j, "wall_s", 0);
+  return t;
+}
+
+}  // namespace
+
+double TrialSummary::GateRatio() const {
+  double worst = NAN;
+  for (const auto& s : slo) {
+    if (!std::isfinite(s.measured_ms) || s.below_ms <= 0) continue;
+    double r = s.measured_ms / s.below_ms;
+    if (!std::isfinite(worst) || r > worst) worst = r;
+  }
+  return worst;
+}
+
+double TrialSummary::GatingMs() const { return slo.empty() ? NAN : slo.front().measured_ms; }
+
+RowInfo RowInfoFromRow(const Row& row) {
+  RowInfo r;
+  r.id = row.id;
+  r.title = row.title;
+  r.family = row.family;
+  r.source_path = row.source_path;
+  r.engine = EngineName(row.identity.engine);
+  r.image = row.identity.image;
+  r.model = row.identity.model;
+  r.model_revision = row.identity.model_revision;
+  r.served_model_name = row.identity.served_model_name;
+  r.hardware = row.identity.hardware;
+  r.driver = row.identity.driver;
+  r.sim_profile = row.identity.sim_profile;
+  r.time_scale = row.identity.time_scale;
+  r.input_tokens = row.workload.input_tokens;
+  r.output_tokens = row.workload.output_tokens;
+  r.slo = row.slo;
+  r.percentile_method = PercentileMethodName(row.percentile_method);
+  r.warmup_requests = row.warmup.requests;
+  r.warmup_concurrency = row.warmup.concurrency;
+  r.min_requests = row.measured.min_requests;
+  r.per_concurrency = row.measured.per_concurrency;
+  r.trials_count = row.trials.count;
+  r.quiet_period_s = row.trials.quiet_period_s;
+  r.expected_cmax = row.expect.cmax;
+  return r;
+}
+
+const char* QualifyStatusName(QualifyStatus s) {
+  switch (s) {
+    case QualifyStatus::kProven:
+      return "proven";
+    case QualifyStatus::kLowered:
+      return "lowered";
+    case QualifyStatus::kNoFailUpToCap:
+      return "no_fail_up_to_cap";
+    case QualifyStatus::kFailsAtOne:
+      return "fails_at_one";
+    case QualifyStatus::kCorrectnessFail:
+      return "correctness_fail";
+    case QualifyStatus::kCouldNotRun:
+      return "could_not_run";
+    case QualifyStatus::kBaselineMismatch:
+      return "baseline_mismatch";
+    case QualifyStatus::kInterrupted:
+      return "interrupted";
+  }
+  return "unknown";
+}
+
+Result<QualifyStatus> ParseQualifyStatus(const std::string& name) {
+  for (QualifyStatus s :
+       {QualifyStatus::kProven, QualifyStatus::kLowered, QualifyStatus::kNoFailUpToCap,
+        QualifyStatus::kFailsAtOne, QualifyStatus::kCorrectnessFail, QualifyStatus::kCouldNotRun,
+        QualifyStatus::kBaselineMismatch, QualifyStatus::kInterrupted}) {
+    if (name == QualifyStatusName(s)) return s;
+  }
+  return Status::InvalidArgument("unknown qualification status '" + name + "'");
+}
+
+int QualifyExitCode(QualifyStatus s) {
+  switch (s) {
+    case QualifyStatus::kProven:
+      return 0;
+    case QualifyStatus::kLowered:
+    case QualifyStatus::kNoFailUpToCap:
+    case QualifyStatus::kFailsAtOne:
+      return 1;
+    case QualifyStatus::kCorrectnessFail:
+      return 2;
+    case QualifyStatus::kCouldNotRun:
+    case QualifyStatus::kBaselineMismatch:
+      return 3;
+    case QualifyStatus::kInterrupted:
+      return 130;
+  }
+  return 3;
+}
+
+std::vector<const TrialSummary*> RowQualification::Trials(const std::string& phase,
+                                                          int concurrency) const {
+  std::vector<const TrialSummary*> out;
+  for (const auto& t : trials) {
+    if (t.phase == phase && t.concurrency == concurrency) out.push_back(&t);
+  }
+  return out;
+}
+
+json TrialSummaryToJson(const TrialSummary& t) {
+  json slo = json::array();
+  for (const auto& s : t.slo) {
+    slo.push_back({{"metric", s.metric},
+                   {"percentile", s.percentile},
+                   {"below_ms", s.below_ms},
+                   {"measured_ms", Num(s.measured_ms)},
+                   {"passed", s.passed}});
+  }
+  json j{{"phase", t.phase},
+         {"concurrency", t.concurrency},
+         {"trial", t.trial},
+         {"seed", t.seed},
+         {"move", t.move},
+         {"outcome", t.outcome},
+         {"exit_code", t.exit_code},
+         {"latency_pass", t.latency_pass},
+         {"correctness_pass", t.correctness_pass},
+         {"complete", t.complete},
+         {"slo", slo},
+         {"reasons", t.reasons},
+         {"failed_gates", t.failed_gates},
+         {"time_scale", t.time_scale},
+         {"percentile_method", t.percentile_method},
+         {"correctness_totals", TotalsToJson(t.totals)},
+         {"dir", t.dir},
+         {"command", t.command},
+         {"sha256sums", t.sha256sums},
+         {"started_utc", t.started_utc},
+         {"start_offset_s", t.start_offset_s},
+         {"wall_s", t.wall_s}};
+  if (t.has_metrics) {
+    json arrival = json::array();
+    for (double v : t.ttft_ms_by_arrival) arrival.push_back(Num(v));
+    j["latency"] = json{{"requests", t.requests},
+                        {"ttft_ms", DistToJson(t.ttft_ms)},
+                        {"ttft_p95_steady_ms", Num(t.ttft_p95_steady_ms)},
+                        {"itl_ms", DistToJson(t.itl_ms)},
+                        {"e2e_ms", DistToJson(t.e2e_ms)},
+                        {"output_tok_s", Num(t.output_tok_s)},
+                        {"request_per_s", Num(t.request_per_s)},
+                        {"duration_s", Num(t.duration_s)},
+                        {"prompt_tokens_min", t.prompt_tokens_min},
+                        {"prompt_tokens_max", t.prompt_tokens_max},
+                        {"ttft_ms_by_arrival", arrival}};
+  } else {
+    j["latency"] = nullptr;
+  }
+  return j;
+}
+
+json RowQualificationToJson(const RowQualification& q) {
+  json phases = json::array();
+  for (const auto& p : q.phases) {
+    phases.push_back({{"name", p.name},
+                      {"trials", p.trials},
+                      {"wall_s", p.wall_s},
+                      {"start_offset_s", p.start_offset_s}});
+  }
+  json trials = json::array();
+  for (const auto& t : q.trials) trials.push_back(TrialSummaryToJson(t));
+  auto opt = [](const std::optional<double>& v) { return v ? Num(*v) : json(nullptr); };
+  const BaselineCheck& b = q.baseline;
+  return json{{"row", RowInfoToJson(q.row)},
+              {"result",
+               {{"status", QualifyStatusName(q.status)},
+                {"cmax", q.cmax ? json(*q.cmax) : json(nullptr)},
+                {"operating_point", q.operating_point ? json(*q.operating_point) : json(nullptr)},
+                {"message", q.message},
+                {"failed_gate", q.failed_gate},
+                {"summary_line", q.summary_line}}},
+              {"locate",
+               {{"max_concurrency", q.max_concurrency},
+                {"probes", q.probes},
+                {"probe_budget", q.probe_budget}}},
+              {"baseline",
+               {{"checked", b.checked},
+                {"within", b.within},
+                {"ttft_p50_ms", opt(b.ttft_p50_ms)},
+                {"expected_ttft_p50_ms", opt(b.expected_ttft_p50_ms)},
+                {"itl_p50_ms", opt(b.itl_p50_ms)},
+                {"expected_itl_p50_ms", opt(b.expected_itl_p50_ms)},
+                {"tolerance_pct", b.tolerance_pct},
+                {"message", b.message}}},
+              {"phases", phases},
+              {"trials", trials},
+              {"started_utc", q.started_utc},
+              {"finished_utc", q.finished_utc},
+              {"wall_s", q.wall_s},
+              {"complete", q.complete},
+              {"url", q.url}};
+}
+
+json CapacityDataToJson(const CapacityData& d) {
+  json rows = json::array();
+  for (const auto& r : d.rows) rows.push_back(RowQualificationToJson(r));
+  return json{{"schema", d.schema},
+              {"generated_utc", d.generated_utc},
+              {"command", d.command},
+              {"rows", rows}};
+}
+
+Result<CapacityData> CapacityDataFromJson(const json& j) {
+  CapacityData d;
+  std::string where = "capacity data";
+  try {
+    if (!j.is_object()) return Status::InvalidArgument("capacity data: not a JSON object");
+    d.schema = j.at("schema").get<std::string>();
+    if (d.schema != kCapacitySchema) {
+      return Status::InvalidArgument("capacity data: schema '" + d.schema + "', expected '" +
+                                     kCapacitySchema + "'");
+    }
+    d.generated_utc = Get<std::string>(j, "generated_utc", "");
+    d.command = Get<std::string>(j, "command", "");
+    size_t ri = 0;
+    for (const auto& rj : j.at("rows")) {
+      where = "rows[" + std::to_string(ri++) + "]";
+      RowQualification q;
+      auto info = RowInfoFromJson(rj.at("row"));
+      if (!info.ok()) return info.status().WithContext("capacity data: " + where + ".row");
+      q.row = *info;
+      const json& res = rj.at("result");
+      auto st = ParseQualifyStatus(res.at("status").get<std::string>());
+      if (!st.ok()) return st.status().WithContext("capacity data: " + where + ".result.status");
+      q.status = *st;
+      if (!res.at("cmax").is_null()) q.cmax = res["cmax"].get<int>();
+      if (res.contains("operating_point") && !res["operating_point"].is_null()) {
+        q.operating_point = res["operating_point"].get<int>();
+      }
+      q.message = Get<std::string>(res, "message", "");
+      q.failed_gate = Get<std::string>(res, "failed_gate", "");
+      q.summary_line = Get<std::string>(res, "summary_line", "");
+      if (rj.contains("locate")) {
+        q.max_concurrency = Get<int>(rj["locate"], "max_concurrency", 0);
+        q.probes = Get<int>(rj["locate"], "probes", 0);
+        q.probe_budget = Get<int>(rj["locate"], "probe_budget", 0);
+      }
+      if (rj.contains("baseline")) {
+        const json& b = rj["baseline"];
+        auto opt = [&](const char* k) -> std::optional<double> {
+          double v = GetNum(b, k);
+          if (std::isnan(v)) return std::nullopt;
+          return v;
+        };
+        q.baseline.checked = Get<bool>(b, "checked", false);
+        q.baseline.within = Get<bool>(b, "within", true);
+        q.baseline.ttft_p50_ms = opt("ttft_p50_ms");
+        q.baseline.expected_ttft_p50_ms = opt("expected_ttft_p50_ms");
+        q.baseline.itl_p50_ms = opt("itl_p50_ms");
+        q.baseline.expected_itl_p50_ms = opt("expected_itl_p50_ms");
+        q.baseline.tolerance_pct = Get<double>(b, "tolerance_pct", 0);
+        q.baseline.message = Get<std::string>(b, "message", "");
+      }
+      for (const auto& p : rj.value("phases", json::array())) {
+        q.phases.push_back(PhaseCost{p.at("name").get<std::string>(), Get<int>(p, "trials", 0),
+                                     Get<double>(p, "wall_s", 0),
+                                     Get<double>(p, "start_offset_s", 0)});
+      }
+      size_t ti = 0;
+      for (const auto& tj : rj.at("trials")) {
+        where = "rows[" + std::to_string(ri - 1) + "].trials[" + std::to_string(ti++) + "]";
+        q.trials.push_back(TrialFromJson(tj));
+      }
+      q.started_utc = Get<std::string>(rj, "started_utc", "");
+      q.finished_utc = Get<std::string>(rj, "finished_utc", "");
+      q.wall_s = Get<double>(rj, "wall_s", 0);
+      q.complete = Get<bool>(rj, "complete", false);
+      q.url = Get<std::string>(rj, "url", "");
+      d.rows.push_back(std::move(q));
+    }
+  } catch (const json::exception& e) {
+    return Status::InvalidArgument("capacity data: " + where + ": " + e.what());
+  }
+  return d;
+}
+
+namespace capdata {
+
+Result<std::string> ReadFileToString(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::IoError(path + ": cannot open: " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return Status::IoError(path + ": read failed");
+  return ss.str();
+}
+
+Status WriteFileAtomic(const std::string& path, const std::string& content) {
+  fs::path target(path);
+  std::error_code ec;
+  if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::IoError(tmp + ": cannot create: " + std::strerror(errno));
+  size_t off = 0;
+  while (off < content.size()) {
+    ssize_t n = ::write(fd, content.data() + off, content.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      std::string err = std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return Status::IoError(tmp + ": write failed: " + err);
+    }
+    off += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return Status::IoError(tmp + ": fsync/close failed");
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string err = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return Status::IoError(path + ": rename failed: " + err);
+  }
+  return Status::Ok();
+}
+
+}  // namespace capdata
+
+Result<CapacityData> ReadCapacityData(const std::string& path) {
+  auto text = capdata::ReadFileToString(path);
+  if (!text.ok()) return text.status();
+  json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::InvalidArgument(path + ": not valid JSON");
+  auto d = CapacityDataFromJson(j);
+  if (!d.ok()) return d.status().WithContext(path);
+  return d;
+}
+
+Status WriteCapacityData(const std::string& path, const CapacityData& d) {
+  return capdata::WriteFileAtomic(path, CapacityDataToJson(d).dump(2) + "\n");
+}
+
+Result<TrialSummary> ReadTrialDir(const std::string& dir) {
+  TrialSummary t;
+  t.dir = dir;
+  auto vtext = capdata::ReadFileToString((fs::path(dir) / "verdict.json").string());
+  if (!vtext.ok()) return vtext.status();
+  json v = json::parse(*vtext, nullptr, false);
+  if (v.is_discarded() || !v.is_object()) {
+    return Status::InvalidArgument(dir + "/verdict.json: not a JSON object");
+  }
+  try {
+    t.concurrency = Get<int>(v, "concurrency", 0);
+    t.trial = Get<int>(v, "trial", 1);
+    t.seed = Get<uint64_t>(v, "seed", 0);
+    t.phase = Get<std::string>(v, "phase", "");
+    t.outcome = v.at("outcome").get<std::string>();
+    t.exit_code = Get<int>(v, "exit_code", 3);
+    t.latency_pass = Get<bool>(v, "latency_pass", false);
+    t.correctness_pass = Get<bool>(v, "correctness_pass", false);
+    t.complete = Get<bool>(v, "complete", false);
+    t.time_scale = Get<double>(v, "time_scale", 1.0);
+    t.started_utc = Get<std::string>(v, "started_utc", "");
+    for (const auto& s : v.value("slo", json::array())) {
+      t.slo.push_back(SloCheck{Get<std::string>(s, "metric", ""), Get<double>(s, "percentile", 0),
+                               Get<double>(s, "below_ms", 0), GetNum(s, "measured_ms"),
+                               Get<bool>(s, "passed", false)});
+    }
+    for (const auto& r : v.value("reasons", json::array())) {
+      if (r.is_string()) t.reasons.push_back(r.get<std::string>());
+    }
+    const json corr = v.value("correctness", json::object());
+    for (const auto& g : corr.value("gates", json::array())) {
+      if (Get<bool>(g, "enabled", true) && !Get<bool>(g, "passed", false)) {
+        t.failed_gates.push_back(Get<std::string>(g, "name", "?") + ": " +
+                                 Get<std::string>(g, "evidence", ""));
+      }
+    }
+    t.totals = TotalsFromJson(corr.value("totals", json()));
+  } catch (const json::exception& e) {
+    return Status::InvalidArgument(dir + "/verdict.json: " + e.what());
+  }
+
+  auto mtext = capdata::ReadFileToString((fs::path(dir) / "metrics.json").string());
+  if (mtext.ok()) {
+    json m = json::parse(*mtext, nullptr, false);
+    if (m.is_discarded() || !m.is_object()) {
+      return Status::InvalidArgument(dir + "/metrics.json: not a JSON object");
+    }
+    try {
+      t.has_metrics = true;
+      t.percentile_method = Get<std::string>(m, "percentile_method", "");
+      t.requests = Get<size_t>(m, "requests", 0);
+      t.ttft_ms = DistFromJson(m.value("ttft_ms", json()));
+      t.itl_ms = DistFromJson(m.value("itl_ms", json()));
+      t.e2e_ms = DistFromJson(m.value("e2e_ms", json()));
+      t.ttft_p95_steady_ms = GetNum(m, "ttft_p95_steady_ms");
+      for (const auto& x : m.value("ttft_ms_by_arrival", json::array())) {
+        t.ttft_ms_by_arrival.push_back(x.is_number() ? x.get<double>() : NAN);
+      }
+      t.output_tok_s = GetNum(m, "output_tok_s");
+      t.request_per_s = GetNum(m, "request_per_s");
+      t.duration_s = GetNum(m, "duration_s");
+      t.prompt_tokens_min = Get<int64_t>(m, "prompt_tokens_min", 0);
+      t.prompt_tokens_max = Get<int64_t>(m, "prompt_tokens_max", 0);
+    } catch (const json::exception& e) {
+      return Status::InvalidArgument(dir + "/metrics.json: " + e.what());
+    }
+  }
+  if (auto c = capdata::ReadFileToString((fs::path(dir) / "command.txt").string()); c.ok()) {
+    std::string s = *c;
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+    t.command = s;
+  }
+  if (auto c = capdata::ReadFileToString((fs::path(dir) / "SHA256SUMS").string()); c.ok()) {
+    t.sha256sums = *c;
+  }
+  return t;
+}
+
+}  // namespace capq

@@ -1,0 +1,516 @@
+#include "capq/protocol/qualify.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "capq/clock.h"
+#include "capq/protocol/locate.h"
+
+namespace capq {
+
+namespace {
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+uint64_t Fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+std::string Fmt(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+std::string Seconds(double ms) { return std::isfinite(ms) ? Fmt("%.2f", ms / 1000.0) : "n/a"; }
+
+// "p95" for TTFT gates, "itl p95" / "e2e p99" otherwise.
+std::string GateLabel(const RowInfo& row) {
+  if (row.slo.empty()) return "p95";
+  const SloGate& g = row.slo.front();
+  std::string p = "p" + Fmt("%g", g.percentile);
+  return g.metric == SloMetric::kTtft ? p : std::string(SloMetricName(g.metric)) + " " + p;
+}
+
+std::string JoinGating(const std::vector<const TrialSummary*>& ts) {
+  std::string out;
+  for (const auto* t : ts) {
+    if (!out.empty()) out += "/";
+    out += Seconds(t->GatingMs());
+  }
+  return out;
+}
+
+int CountPasses(const std::vector<const TrialSummary*>& ts) {
+  int n = 0;
+  for (const auto* t : ts) n += t->passed();
+  return n;
+}
+
+std::string SideWord(const std::vector<const TrialSummary*>& ts) {
+  size_t pass = 0;
+  for (const auto* t : ts) pass += t->passed();
+  if (pass == ts.size()) return "pass";
+  if (pass == 0) return "fail";
+  return std::to_string(pass) + "/" + std::to_string(ts.size()) + " pass";
+}
+
+std::string FirstFailedGate(const TrialSummary& t) {
+  if (!t.failed_gates.empty()) {
+    std::string g = t.failed_gates.front();
+    return g.substr(0, g.find(':'));
+  }
+  return "unnamed gate";
+}
+
+ProbeVerdict ToProbeVerdict(const std::string& outcome) {
+  if (outcome == "pass") return ProbeVerdict::kPass;
+  if (outcome == "slo_fail") return ProbeVerdict::kSloFail;
+  if (outcome == "correctness_fail") return ProbeVerdict::kCorrectnessFail;
+  if (outcome == "interrupted") return ProbeVerdict::kInterrupted;
+  return ProbeVerdict::kCouldNotRun;
+}
+
+std::string Reasons(const TrialSummary& t) {
+  std::string out;
+  for (const auto& r : t.reasons) {
+    if (!out.empty()) out += "; ";
+    out += r;
+  }
+  return out.empty() ? t.outcome : out;
+}
+
+class Run {
+ public:
+  Run(const Row& row, const TrialRunner& runner, const QualifyOptions& opt)
+      : row_(row), runner_(runner), opt_(opt), t0_(NowNs()) {
+    trials_ = opt.trials > 0 ? opt.trials : std::max(1, row.trials.count);
+    max_per_side_ = opt.max_trials_per_side > 0 ? opt.max_trials_per_side : 2 * trials_;
+    if (max_per_side_ < trials_) max_per_side_ = trials_;
+    q_.row = RowInfoFromRow(row);
+    q_.max_concurrency = opt.max_concurrency;
+    q_.url = opt.url;
+    q_.started_utc = FormatUtc(RealtimeAnchor::Take().unix_ns);
+  }
+
+  RowQualification Go() {
+    Execute();
+    q_.finished_utc = FormatUtc(RealtimeAnchor::Take().unix_ns);
+    q_.wall_s = NsToS(NowNs() - t0_);
+    for (const auto& t : q_.trials) q_.probes += t.phase == "probe";
+    if (q_.cmax) q_.probe_budget = LocateProbeBudget(*q_.cmax);
+    q_.summary_line = SummaryLine(q_);
+    return std::move(q_);
+  }
+
+ private:
+  bool Cancelled() const { return opt_.cancel && opt_.cancel->load(); }
+
+  void Say(const std::string& line) const {
+    if (opt_.progress) opt_.progress(q_.row.id + ": " + line);
+  }
+
+  double MeanTrialWall() const {
+    double sum = 0;
+    int n = 0;
+    for (const auto& t : q_.trials) {
+      sum += t.wall_s;
+      ++n;
+    }
+    return n ? sum / n : NAN;
+  }
+
+  std::string Eta(int remaining) const {
+    double mean = MeanTrialWall();
+    if (!std::isfinite(mean) || remaining <= 0) return "";
+    return ", ETA " + Fmt("%.0f", std::ceil(mean * remaining)) + " s";
+  }
+
+  void BeginPhase(const std::string& name) {
+    phase_start_ns_ = NowNs();
+    q_.phases.push_back(PhaseCost{name, 0, 0, NsToS(phase_start_ns_ - t0_)});
+  }
+  void EndPhase() {
+    if (q_.phases.empty()) return;
+    q_.phases.back().wall_s = NsToS(NowNs() - phase_start_ns_);
+  }
+
+  const TrialSummary& RunOne(const std::string& phase, int c, int k, const std::string& move) {
+    TrialRequest req{phase, c, k, TrialSeed(row_, phase, c, k)};
+    MonoNs start = NowNs();
+    TrialSummary t = runner_(row_, req);
+    t.phase = phase;
+    t.concurrency = c;
+    t.trial = k;
+    t.seed = req.seed;
+    t.move = move;
+    t.start_offset_s = NsToS(start - t0_);
+    t.wall_s = NsToS(NowNs() - start);
+    if (!q_.phases.empty()) q_.phases.back().trials += 1;
+    q_.trials.push_back(std::move(t));
+    return q_.trials.back();
+  }
+
+  // Stops the qualification when a trial is not navigation or evidence (correctness, setup,
+  // interruption). Returns true when it stopped.
+  bool StopOn(const TrialSummary& t) {
+    if (t.outcome == "correctness_fail") {
+      q_.status = QualifyStatus::kCorrectnessFail;
+      std::string gates;
+      for (const auto& g : t.failed_gates) {
+        if (!gates.empty()) gates += ", ";
+        gates += g.substr(0, g.find(':'));
+      }
+      q_.failed_gate = gates.empty() ? FirstFailedGate(t) : gates;
+      q_.message = "correctness gate " + q_.failed_gate +
+                   " failed at C=" + std::to_string(t.concurrency) + " (" + t.phase + " trial " +
+                   std::to_string(t.trial) + "): " + Reasons(t) +
+                   " — a broken stream is not an SLO result; fix the server before qualifying";
+      return true;
+    }
+    if (t.outcome == "interrupted" || Cancelled()) {
+      q_.status = QualifyStatus::kInterrupted;
+      q_.message = "interrupted during " + t.phase + " at C=" + std::to_string(t.concurrency);
+      return true;
+    }
+    if (t.outcome != "pass" && t.outcome != "slo_fail") {
+      q_.status = QualifyStatus::kCouldNotRun;
+      q_.message = t.phase + " trial at C=" + std::to_string(t.concurrency) +
+                   " could not run: " + Reasons(t);
+      return true;
+    }
+    return false;
+  }
+
+  std::string Brief(const TrialSummary& t) const {
+    return t.outcome + " " + GateLabel(q_.row) + " " + Seconds(t.GatingMs()) + " s";
+  }
+
+  void Execute() {
+    // 1. Freeze. The loader refuses incomplete rows; the trial path checks identity and
+    // server_expect against the running server before any load (a mismatch = could not run).
+    if (row_.slo.empty()) {
+      q_.status = QualifyStatus::kCouldNotRun;
+      q_.message = "row has no SLO gate: nothing to qualify against";
+      return;
+    }
+
+    // 2. Baseline at C = 1 with the row's warm-ups.
+    BeginPhase("baseline");
+    Say("baseline: C=1 with " + std::to_string(row_.warmup.requests) + " warm-ups, " +
+        std::to_string(row_.measured.RequestsAt(1)) + " measured requests");
+    const TrialSummary& base = RunOne("baseline", 1, 1, "baseline");
+    EndPhase();
+    Say("baseline: " + Brief(base) + Fmt(" (%.1f s)", base.wall_s));
+    if (StopOn(base)) return;
+    if (!CheckBaseline(base)) return;
+    if (Cancelled()) return Interrupt("baseline");
+
+    // 3. Locate.
+    Locator loc(Locator::Options{opt_.max_concurrency, true});
+    loc.AddKnown(ProbePoint{1, ToProbeVerdict(base.outcome), base.GateRatio(), ""});
+    BeginPhase("locate");
+    int probe_no = 0;
+    while (auto next = loc.Next()) {
+      if (Cancelled()) {
+        EndPhase();
+        return Interrupt("locate");
+      }
+      ++probe_no;
+      int lo = loc.last_pass(), hi = loc.first_fail();
+      int left = hi ? static_cast<int>(std::ceil(std::log2(std::max(2, hi - lo)))) : 2;
+      // The locator's reason for this C, taken before recording.
+      Locator probe_view = loc;
+      probe_view.Record(ProbePoint{*next, ProbeVerdict::kPass, NAN, ""});
+      std::string move = probe_view.moves().back();
+      Say("locate: probe " + std::to_string(probe_no) + " at C=" + std::to_string(*next) + " (" +
+          move + ")" + Eta(left));
+      const TrialSummary& t = RunOne("probe", *next, 1, move);
+      Say("locate: C=" + std::to_string(*next) + " " + Brief(t) + Fmt(" (%.1f s)", t.wall_s));
+      if (StopOn(t)) {
+        EndPhase();
+        return;
+      }
+      loc.Record(ProbePoint{*next, ToProbeVerdict(t.outcome), t.GateRatio(), ""});
+    }
+    EndPhase();
+    switch (loc.state()) {
+      case Locator::State::kFailsAtOne:
+        q_.status = QualifyStatus::kFailsAtOne;
+        q_.message = "C=1 misses the SLO (" + GateLabel(q_.row) + " " + Seconds(base.GatingMs()) +
+                     " s): no concurrency meets it on this row";
+        return;
+      case Locator::State::kNoFailUpToCap:
+        q_.status = QualifyStatus::kNoFailUpToCap;
+        q_.operating_point = loc.last_pass();
+        q_.message = "every probe up to C=" + std::to_string(opt_.max_concurrency) +
+                     " passed: Cmax >= " + std::to_string(opt_.max_concurrency) +
+                     " (not a claim; raise --max-concurrency to find the boundary)";
+        return;
+      case Locator::State::kBoundary:
+        break;
+      default:
+        q_.status = QualifyStatus::kCouldNotRun;
+        q_.message = "locator stopped: " + loc.stop_reason();
+        return;
+    }
+    Say("locate: adjacent pair C=" + std::to_string(loc.last_pass()) +
+        " pass, C=" + std::to_string(loc.first_fail()) + " fail after " +
+        std::to_string(loc.probes_used()) + " probes");
+
+    // 4. Confirm.
+    BeginPhase("confirm");
+    Confirm(loc.last_pass());
+    EndPhase();
+  }
+
+  void Interrupt(const std::string& phase) {
+    q_.status = QualifyStatus::kInterrupted;
+    q_.message = "interrupted during " + phase;
+  }
+
+  bool CheckBaseline(const TrialSummary& base) {
+    BaselineCheck& b = q_.baseline;
+    b.ttft_p50_ms = base.ttft_ms.p50;
+    b.itl_p50_ms = base.itl_ms.p50;
+    if (!row_.expect.baseline) return true;
+    const Baseline& e = *row_.expect.baseline;
+    b.checked = true;
+    b.tolerance_pct = e.tolerance_pct;
+    b.expected_ttft_p50_ms = e.ttft_p50_ms;
+    b.expected_itl_p50_ms = e.itl_p50_ms;
+    std::vector<std::string> off;
+    auto check = [&](const char* name, const std::optional<double>& want, double got) {
+      if (!want) return;
+      double dev = *want != 0 ? 100.0 * (got - *want) / *want : NAN;
+      std::string line = std::string(name) + " " + Fmt("%.3f", got) + " ms vs expected " +
+                         Fmt("%.3f", *want) + " ms (" + Fmt("%+.1f", dev) + "%, tolerance ±" +
+                         Fmt("%g", e.tolerance_pct) + "%)";
+      if (!std::isfinite(dev) || std::fabs(dev) > e.tolerance_pct) off.push_back(line);
+      if (!b.message.empty()) b.message += "; ";
+      b.message += line;
+    };
+    check("TTFT p50", e.ttft_p50_ms, base.ttft_ms.p50);
+    check("ITL p50", e.itl_p50_ms, base.itl_ms.p50);
+    b.within = off.empty();
+    if (b.within) {
+      Say("baseline: within tolerance — " + b.message);
+      return true;
+    }
+    q_.status = QualifyStatus::kBaselineMismatch;
+    std::string what;
+    for (const auto& o : off) what += (what.empty() ? "" : "; ") + o;
+    q_.message = "C=1 baseline outside expect.baseline: " + what +
+                 " — check the image, checkpoint, attention backend, graph path and speculative "
+                 "settings before searching";
+    return false;
+  }
+
+  // Runs trials at `c` until it has `n`, alternating with `c_up` when given.
+  bool FillTo(int c, int n, int c_up, int n_up) {
+    int total = 0;
+    auto count = [&](int cc) { return static_cast<int>(q_.Trials("confirm", cc).size()); };
+    total = std::max(0, n - count(c)) + (c_up ? std::max(0, n_up - count(c_up)) : 0);
+    int done = 0;
+    while (count(c) < n || (c_up && count(c_up) < n_up)) {
+      for (int side : {c, c_up}) {
+        if (!side) continue;
+        int want = side == c ? n : n_up;
+        if (count(side) >= want) continue;
+        if (Cancelled()) {
+          Interrupt("confirm");
+          return false;
+        }
+        int k = count(side) + 1;
+        ++done;
+        Say("confirm " + std::to_string(done) + "/" + std::to_string(total) +
+            ": C=" + std::to_string(side) + " trial " + std::to_string(k) + Eta(total - done + 1));
+        const TrialSummary& t = RunOne("confirm", side, k, "");
+        Say("confirm: C=" + std::to_string(side) + " trial " + std::to_string(k) + " " + Brief(t) +
+            Fmt(" (%.1f s)", t.wall_s));
+        if (StopOn(t)) return false;
+      }
+    }
+    return true;
+  }
+
+  static int Passes(const std::vector<const TrialSummary*>& ts) { return CountPasses(ts); }
+
+  void Confirm(int c) {
+    if (!FillTo(c, trials_, c + 1, trials_)) return;
+    auto low = q_.Trials("confirm", c);
+    auto high = q_.Trials("confirm", c + 1);
+    if (Passes(low) == static_cast<int>(low.size()) && Passes(high) == 0) {
+      q_.status = QualifyStatus::kProven;
+      q_.cmax = c;
+      q_.operating_point = c;
+      q_.message = "every C=" + std::to_string(c) +
+                   " trial passed and every C=" + std::to_string(c + 1) + " trial failed";
+      return;
+    }
+    // Overlap: measure the noise with more trials on both sides, then never round upward.
+    Say("confirm: sides overlap (C=" + std::to_string(c) + " " + SideWord(low) +
+        ", C=" + std::to_string(c + 1) + " " + SideWord(high) + "); extending to " +
+        std::to_string(max_per_side_) + " trials per side");
+    if (!FillTo(c, max_per_side_, c + 1, max_per_side_)) return;
+    low = q_.Trials("confirm", c);
+    high = q_.Trials("confirm", c + 1);
+    std::string noise = "C=" + std::to_string(c) + " passed " + std::to_string(Passes(low)) +
+                        " of " + std::to_string(low.size()) +
+                        " trials, C=" + std::to_string(c + 1) + " passed " +
+                        std::to_string(Passes(high)) + " of " + std::to_string(high.size());
+    int candidate = c;
+    int steps = 0;
+    while (true) {
+      auto at = q_.Trials("confirm", candidate);
+      if (!at.empty() && Passes(at) == static_cast<int>(at.size())) break;
+      if (candidate <= 1 || steps >= opt_.max_steps_down) {
+        q_.status = QualifyStatus::kLowered;
+        q_.operating_point.reset();
+        q_.message = "noisy boundary (" + noise + ") and no C down to " +
+                     std::to_string(candidate) + " passed every trial: no operating point";
+        return;
+      }
+      --candidate;
+      ++steps;
+      Say("confirm: moving down to C=" + std::to_string(candidate));
+      if (!FillTo(candidate, trials_, 0, 0)) return;
+    }
+    q_.status = QualifyStatus::kLowered;
+    q_.operating_point = candidate;
+    q_.message = "noisy boundary: " + noise + ". Operating point C=" + std::to_string(candidate) +
+                 " (every trial passed); it is not a proven Cmax because C=" +
+                 std::to_string(candidate + 1) + " did not fail every trial";
+  }
+
+  const Row& row_;
+  const TrialRunner& runner_;
+  QualifyOptions opt_;
+  MonoNs t0_;
+  MonoNs phase_start_ns_ = 0;
+  int trials_ = 3;
+  int max_per_side_ = 6;
+  RowQualification q_;
+};
+
+}  // namespace
+
+uint64_t TrialSeed(const Row& row, const std::string& phase, int concurrency, int trial) {
+  if (phase == "confirm" && trial >= 1 && static_cast<size_t>(trial) <= row.trials.seeds.size()) {
+    return row.trials.seeds[trial - 1];
+  }
+  uint64_t base = Fnv1a(row.id) ^ (row.trials.seeds.empty() ? 0 : row.trials.seeds.front());
+  uint64_t x = SplitMix64(base ^ Fnv1a(phase));
+  x = SplitMix64(x ^ static_cast<uint64_t>(concurrency));
+  x = SplitMix64(x ^ static_cast<uint64_t>(trial));
+  // Small positive numbers read well in file names and commands.
+  return x % 1000000000ULL + 1;
+}
+
+RowQualification Qualify(const Row& row, const TrialRunner& runner, const QualifyOptions& options) {
+  return Run(row, runner, options).Go();
+}
+
+std::string SummaryLine(const RowQualification& q) {
+  const std::string& id = q.row.id;
+  std::string label = GateLabel(q.row);
+  auto sides = [&](int c) {
+    auto low = q.Trials("confirm", c);
+    auto high = q.Trials("confirm", c + 1);
+    std::string s =
+        "C=" + std::to_string(c) + " " + label + " " + JoinGating(low) + " s " + SideWord(low);
+    if (!high.empty()) {
+      s += ", C=" + std::to_string(c + 1) + " " + JoinGating(high) + " s " +
+           (CountPasses(high) == 0 ? std::string("fail") : SideWord(high));
+    }
+    return s;
+  };
+  switch (q.status) {
+    case QualifyStatus::kProven:
+      return id + ": Cmax = " + std::to_string(*q.cmax) + " — " + sides(*q.cmax);
+    case QualifyStatus::kLowered:
+      if (q.operating_point) {
+        return id + ": noisy boundary, operating point C = " + std::to_string(*q.operating_point) +
+               " (not a proven Cmax) — " + sides(*q.operating_point);
+      }
+      return id + ": noisy boundary, no operating point — " + q.message;
+    case QualifyStatus::kNoFailUpToCap:
+      return id + ": no failure up to C = " + std::to_string(q.max_concurrency) +
+             " — Cmax >= " + std::to_string(q.max_concurrency) + ", not a claim";
+    case QualifyStatus::kFailsAtOne:
+      return id + ": C=1 misses the SLO — " + q.message;
+    case QualifyStatus::kCorrectnessFail:
+      return id + ": qualification failed — " + q.message;
+    case QualifyStatus::kCouldNotRun:
+      return id + ": could not run — " + q.message;
+    case QualifyStatus::kBaselineMismatch:
+      return id + ": baseline outside tolerance — " + q.message;
+    case QualifyStatus::kInterrupted:
+      return id + ": interrupted — " + q.message;
+  }
+  return id + ": " + q.message;
+}
+
+std::string CostLine(const RowQualification& q) {
+  std::string out;
+  int total = 0;
+  for (const auto& p : q.phases) {
+    if (!out.empty()) out += ", ";
+    std::string unit = p.name == "locate" ? (p.trials == 1 ? "probe" : "probes")
+                                          : (p.trials == 1 ? "trial" : "trials");
+    out +=
+        p.name + " " + std::to_string(p.trials) + " " + unit + " " + Fmt("%.1f", p.wall_s) + " s";
+    total += p.trials;
+  }
+  out += "; " + std::to_string(total) + " trials, " + Fmt("%.1f", q.wall_s) + " s";
+  if (q.cmax && q.probe_budget) {
+    out += " (locate budget ceil(log2 Cmax)+2 = " + std::to_string(q.probe_budget) + ")";
+  }
+  return out;
+}
+
+Row RowWithQualification(const Row& row, const RowQualification& q, const std::string& today,
+                         const std::string& capacity_data_path) {
+  Row out = row;
+  int c = q.operating_point.value_or(q.cmax.value_or(0));
+  out.expect.cmax = c;
+  out.provenance.qualified_on = today;
+  out.provenance.source = "capq qualify" + std::string(q.url.empty() ? "" : " against " + q.url);
+  std::string label = GateLabel(q.row);
+  double below = q.row.slo.empty() ? NAN : q.row.slo.front().below_ms;
+  auto margin = [&](int cc) {
+    auto ts = q.Trials("confirm", cc);
+    if (ts.empty()) return std::string();
+    double lo = INFINITY, hi = -INFINITY;
+    for (const auto* t : ts) {
+      lo = std::min(lo, t->GatingMs());
+      hi = std::max(hi, t->GatingMs());
+    }
+    return "C=" + std::to_string(cc) + " " + label + " " + Seconds(lo) + "-" + Seconds(hi) +
+           " s over " + std::to_string(ts.size()) + " trials (" +
+           Fmt("%+.1f", 100.0 * (lo - below) / below) + "% to " +
+           Fmt("%+.1f", 100.0 * (hi - below) / below) + "% of the " + Seconds(below) + " s SLO)";
+  };
+  std::string notes = q.status == QualifyStatus::kProven ? "proven boundary. " : q.message + ". ";
+  notes += "Margins: " + margin(c);
+  std::string up = margin(c + 1);
+  if (!up.empty()) notes += "; " + up;
+  notes += ". Capacity data: " + capacity_data_path;
+  out.provenance.notes = notes;
+  return out;
+}
+
+}  // namespace capq
