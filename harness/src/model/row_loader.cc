@@ -44,7 +44,7 @@ std::string Describe(const YAML::Node& n) {
     case YAML::NodeType::Null:
       return "null";
     case YAML::NodeType::Sequence:
-      return "a sequence";
+      return n.size() == 0 ? "an empty list" : "a sequence";
     case YAML::NodeType::Map:
       return "a mapping";
     case YAML::NodeType::Scalar:
@@ -100,8 +100,9 @@ struct Entry {
 // A YAML mapping with its entries in file order, so that duplicate keys (which yaml-cpp keeps
 // silently) and unknown keys can be refused with their own positions.
 struct MapView {
-  std::string path;  // key path of the mapping itself ("" for the document)
-  YAML::Mark mark;
+  std::string path;       // key path of the mapping itself ("" for the document)
+  YAML::Mark mark;        // where the mapping's content starts
+  YAML::Mark missing_at;  // where a missing key is reported: the mapping's own key, if it has one
   std::vector<Entry> entries;
 
   const Entry* Find(const std::string& key) const {
@@ -142,7 +143,9 @@ class RowParser {
   bool OpenMap(const YAML::Node& node, const YAML::Mark& at, const std::string& path,
                const std::string& what, MapView* out);
   bool OpenMap(const Entry& e, const std::string& path, const std::string& what, MapView* out) {
-    return OpenMap(e.value, ValueMark(e), path, what, out);
+    if (!OpenMap(e.value, ValueMark(e), path, what, out)) return false;
+    out->missing_at = e.key_mark;
+    return true;
   }
   bool CheckKeys(const MapView& m, const std::vector<std::string>& allowed);
   bool Required(const MapView& m, const std::string& key, const std::string& what,
@@ -159,10 +162,10 @@ class RowParser {
 
   bool ParseIdentity(const Entry& e, Identity* id);
   bool ParseServerExpect(const Entry& e, std::map<std::string, std::string>* out);
-  bool ParseWorkload(const Entry& e, Workload* w, const Entry** ignore_eos_entry);
+  bool ParseWorkload(const Entry& e, Workload* w, YAML::Mark* ignore_eos_at);
   bool ParseCache(const Entry& e, CachePolicy* c);
   bool ParseWarmup(const Entry& e, Warmup* w);
-  bool ParseMeasured(const Entry& e, Measured* m, const Entry** min_requests_entry);
+  bool ParseMeasured(const Entry& e, Measured* m, YAML::Mark* min_requests_at);
   bool ParseSlo(const Entry& e, std::vector<SloGate>* slo);
   bool ParseCorrectness(const Entry& e, Correctness* c);
   bool ParseGate(const Entry& e, const std::string& path, Gate* gate, std::string* finish_value);
@@ -182,6 +185,7 @@ bool RowParser::OpenMap(const YAML::Node& node, const YAML::Mark& at, const std:
   }
   out->path = path;
   out->mark = node.Mark().is_null() ? at : node.Mark();
+  out->missing_at = out->mark;
   out->entries.clear();
   std::set<std::string> seen;
   for (auto it = node.begin(); it != node.end(); ++it) {
@@ -213,7 +217,7 @@ bool RowParser::Required(const MapView& m, const std::string& key, const std::st
                          const Entry** out) {
   *out = m.Find(key);
   if (*out) return true;
-  return Fail(m.mark, Join(m.path, key),
+  return Fail(m.missing_at, Join(m.path, key),
               "missing required key " + Shown(key) + " (" + what + ")" +
                   (m.path.empty() ? "" : " in " + m.path));
 }
@@ -348,17 +352,17 @@ bool RowParser::Parse(const std::string& text, Row* row) {
     if (!Required(top, "identity", "engine, image or sim_profile, model, ...", &e)) return false;
     if (!ParseIdentity(*e, &row->identity)) return false;
 
-    const Entry* ignore_eos_entry = nullptr;
+    YAML::Mark ignore_eos_at;
     if (!Required(top, "workload", "input_tokens, output_tokens, sampling, arrival", &e))
       return false;
-    if (!ParseWorkload(*e, &row->workload, &ignore_eos_entry)) return false;
+    if (!ParseWorkload(*e, &row->workload, &ignore_eos_at)) return false;
     if (!Required(top, "cache", "prefix_cache, flush_before_trial", &e)) return false;
     if (!ParseCache(*e, &row->cache)) return false;
     if (!Required(top, "warmup", "requests, concurrency", &e)) return false;
     if (!ParseWarmup(*e, &row->warmup)) return false;
-    const Entry* min_requests_entry = nullptr;
+    YAML::Mark min_requests_at;
     if (!Required(top, "measured", "min_requests, per_concurrency", &e)) return false;
-    if (!ParseMeasured(*e, &row->measured, &min_requests_entry)) return false;
+    if (!ParseMeasured(*e, &row->measured, &min_requests_at)) return false;
     if (!Required(top, "slo", "a list of {metric, percentile, below_ms}", &e)) return false;
     if (!ParseSlo(*e, &row->slo)) return false;
     if ((e = top.Find("percentile_method"))) {
@@ -386,14 +390,14 @@ bool RowParser::Parse(const std::string& text, Row* row) {
         msg << "slo[" << i << "] gates p" << row->slo[i].percentile << ", which needs at least "
             << need << " measured requests (ceil(100 / (100 - p)), so that one request lies above"
             << " the percentile); got " << row->measured.min_requests;
-        return Fail(ValueMark(*min_requests_entry), "measured.min_requests", msg.str());
+        return Fail(min_requests_at, "measured.min_requests", msg.str());
       }
     }
     if (!row->workload.sampling.ignore_eos) {
       const Correctness& c = row->correctness;
       if (c.exact_completion_tokens.enabled ||
           (c.finish_reason.enabled && c.finish_reason_value == "length")) {
-        return Fail(ValueMark(*ignore_eos_entry), "workload.sampling.ignore_eos",
+        return Fail(ignore_eos_at, "workload.sampling.ignore_eos",
                     "ignore_eos: false lets a stream stop early, so exact_completion_tokens and "
                     "finish_reason: length cannot hold; expected ignore_eos: true, or switch "
                     "those gates off with a reason");
@@ -531,7 +535,7 @@ bool RowParser::ParseServerExpect(const Entry& entry, std::map<std::string, std:
   return true;
 }
 
-bool RowParser::ParseWorkload(const Entry& entry, Workload* w, const Entry** ignore_eos_entry) {
+bool RowParser::ParseWorkload(const Entry& entry, Workload* w, YAML::Mark* ignore_eos_at) {
   MapView m;
   if (!OpenMap(entry, "workload", "the workload shape", &m)) return false;
   if (!CheckKeys(m, {"input_tokens", "input_stddev_tokens", "output_tokens", "output_stddev_tokens",
@@ -562,7 +566,7 @@ bool RowParser::ParseWorkload(const Entry& entry, Workload* w, const Entry** ign
     return false;
   }
   if (!Required(s, "ignore_eos", "true or false", &e)) return false;
-  *ignore_eos_entry = e;
+  *ignore_eos_at = ValueMark(*e);
   if (!GetBool(*e, "workload.sampling.ignore_eos", &w->sampling.ignore_eos)) return false;
   if ((e = s.Find("top_p"))) {
     double top_p = 0;
@@ -622,14 +626,14 @@ bool RowParser::ParseWarmup(const Entry& entry, Warmup* w) {
   return true;
 }
 
-bool RowParser::ParseMeasured(const Entry& entry, Measured* out, const Entry** min_requests_entry) {
+bool RowParser::ParseMeasured(const Entry& entry, Measured* out, YAML::Mark* min_requests_at) {
   MapView m;
   if (!OpenMap(entry, "measured", "the measured sample size", &m)) return false;
   if (!CheckKeys(m, {"min_requests", "per_concurrency"})) return false;
   const Entry* e = nullptr;
   int64_t v = 0;
   if (!Required(m, "min_requests", "an integer >= 1", &e)) return false;
-  *min_requests_entry = e;
+  *min_requests_at = ValueMark(*e);
   if (!GetInt(*e, "measured.min_requests", 1, kMaxRequests, &v)) return false;
   out->min_requests = static_cast<int>(v);
   if (!Required(m, "per_concurrency",
@@ -733,7 +737,7 @@ bool RowParser::ParseGate(const Entry& e, const std::string& path, Gate* gate,
                   "a reason is given only for a gate switched off (enabled: false)");
     }
   } else {
-    if (!reason) return Fail(m.mark, path + ".reason", how_off);
+    if (!reason) return Fail(m.missing_at, path + ".reason", how_off);
     if (!GetString(*reason, path + ".reason", &gate->reason_off)) return false;
   }
   if (finish_value && (x = m.Find("value")) &&
@@ -852,7 +856,7 @@ bool RowParser::ParseExpect(const Entry& entry, Expect* x) {
       base.itl_p50_ms = v;
     }
     if (!base.ttft_p50_ms && !base.itl_p50_ms) {
-      return Fail(b.mark, "expect.baseline",
+      return Fail(b.missing_at, "expect.baseline",
                   "expected at least one of ttft_p50_ms, itl_p50_ms in a baseline");
     }
     if ((e = b.Find("tolerance_pct")) &&
