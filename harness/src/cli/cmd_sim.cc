@@ -1,12 +1,90 @@
+// capq sim: the embedded simulated engine as a process. Runs until SIGINT or SIGTERM.
+#include <pthread.h>
+
+#include <csignal>
 #include <cstdio>
 
+#include "capq/cli/args.h"
 #include "capq/cli/commands.h"
+#include "capq/sim/server.h"
 
 namespace capq::cli {
+namespace {
 
-int RunSim(const Args&) {
-  std::fprintf(stderr, "capq sim: not implemented yet\n");
-  return 3;
+constexpr const char* kSimUsage =
+    "usage: capq sim --profile FILE [--port N] [--host H] [--time-scale K] [--truth-log FILE]\n"
+    "                [--faults FILE] [--dialect sglang|vllm|llamacpp]\n";
+
+}  // namespace
+
+int RunSim(const Args& args) {
+  ArgParser parser({"profile", "port", "host", "time-scale", "truth-log", "faults", "dialect"},
+                   {"help"});
+  Status st = parser.Parse(args);
+  if (!st.ok()) {
+    std::fprintf(stderr, "capq sim: %s\n%s", st.message().c_str(), kSimUsage);
+    return 2;
+  }
+  if (parser.Has("help")) {
+    std::fputs(kSimUsage, stdout);
+    return 0;
+  }
+  if (!parser.positionals().empty()) {
+    std::fprintf(stderr, "capq sim: unexpected argument '%s'\n%s", parser.positionals()[0].c_str(),
+                 kSimUsage);
+    return 2;
+  }
+  sim::ServerOptions opts;
+  auto profile = parser.Get("profile");
+  if (!profile) {
+    std::fprintf(stderr, "capq sim: --profile is required\n%s", kSimUsage);
+    return 2;
+  }
+  opts.profile_path = *profile;
+  opts.host = parser.GetOr("host", opts.host);
+  Result<long long> port = parser.GetInt("port", 0);
+  Result<double> scale = parser.GetDouble("time-scale", 1.0);
+  if (!port.ok() || !scale.ok()) {
+    std::fprintf(stderr, "capq sim: %s\n",
+                 (!port.ok() ? port.status() : scale.status()).message().c_str());
+    return 2;
+  }
+  opts.port = static_cast<int>(*port);
+  opts.time_scale = *scale;
+  opts.truth_log_path = parser.GetOr("truth-log", "");
+  opts.faults_path = parser.GetOr("faults", "");
+  Result<sim::Dialect> dialect = sim::ParseDialect(parser.GetOr("dialect", "sglang"));
+  if (!dialect.ok()) {
+    std::fprintf(stderr, "capq sim: %s\n", dialect.status().message().c_str());
+    return 2;
+  }
+  opts.dialect = *dialect;
+
+  // Block the stop signals before the loop thread starts so it inherits the mask and only this
+  // thread receives them, through sigwait.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  auto server = sim::SimServer::Start(opts);
+  if (!server.ok()) {
+    std::fprintf(stderr, "capq sim: %s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("capq sim: listening on %s (profile %s, digest %s, time scale %g, dialect %s)\n",
+              (*server)->url().c_str(), (*server)->profile().name.c_str(),
+              (*server)->identity_digest().c_str(), opts.time_scale,
+              sim::DialectName(opts.dialect));
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  (*server)->Stop();
+  std::printf("capq sim: stopped (%s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  std::fflush(stdout);
+  return 0;
 }
 
 }  // namespace capq::cli

@@ -1,0 +1,65 @@
+// Every difference between the simulated server's dialects, in one table (server-apis.md): endpoint
+// names, health and flush answers, chunk shapes, error bodies, metric names. The server has one
+// handler per endpoint role and reads this table; nothing else in it branches on the dialect.
+#pragma once
+
+#include <string>
+
+#include "capq/sim/server.h"
+
+namespace capq::sim {
+
+enum class FlushStyle {
+  kSglangFlushCache,   // GET|POST /flush_cache: 200 text when idle, 400 same text when busy
+  kVllmResetPrefix,    // POST /reset_prefix_cache: always 200 empty, even when busy (nothing reset)
+  kLlamacppSlotErase,  // POST /slots/{id}?action=erase: 200 {"id_slot","n_erased"}; deferred if
+                       // busy
+};
+
+enum class ErrorStyle {
+  kSglang,    // {"object":"error","message","type","param":null,"code"}
+  kVllm,      // {"error":{"message","type","param":null,"code"}}
+  kLlamacpp,  // {"error":{"code","message","type"}}
+};
+
+struct DialectSpec {
+  Dialect dialect;
+  const char* name;
+  const char* owned_by;  // /v1/models data[].owned_by
+  // Health: body and content type of the 200 answer.
+  const char* health_ok_body;
+  const char* health_content_type;
+  const char* health_loading_body;  // body of the 503 answer (health_503_for_s fault)
+  FlushStyle flush;
+  ErrorStyle errors;
+  // /tokenize: the request key carrying raw text, and whether the answer has count/max_model_len.
+  const char* tokenize_text_key;
+  bool tokenize_has_count;
+  // Chunk shapes.
+  bool null_keys;               // SGLang writes unset fields as null; vLLM/llama.cpp leave them out
+  bool logprobs_key;            // choices[] carry "logprobs":null (SGLang, vLLM; not llama.cpp)
+  const char* reasoning_key;    // delta key for reasoning text written as null (nullptr: none)
+  bool role_content_null;       // first chunk delta {"role":"assistant","content":null} (llama.cpp)
+  bool headers_at_first_token;  // llama.cpp flushes headers, role chunk and first token together
+  bool usage_default_with_stream_options;  // vLLM: include_usage defaults true with stream_options
+  bool usage_timings;                      // llama.cpp: "timings" beside "usage" in the usage chunk
+  const char* finish_extra;  // extra keys in every chunk's choice, e.g. ,"matched_stop":null
+  // Requests.
+  int invalid_json_status;         // llama.cpp answers a body that is not JSON with 500, others 400
+  bool cap_max_tokens_to_context;  // llama.cpp silently caps max_tokens; others answer 400
+  // Metrics: Prometheus names.
+  const char* m_running;
+  const char* m_waiting;
+  const char* m_kv_usage;           // nullptr: not exported
+  const char* m_cache_hit_rate;     // gauge (nullptr: not exported)
+  const char* m_prefix_hits_total;  // counter (nullptr: not exported)
+  const char* m_prefix_queries_total;
+  const char* m_ttft;  // histogram (nullptr: not exported)
+  const char* m_prompt_tokens_total;
+  const char* m_generation_tokens_total;
+  const char* m_labels;  // label set for every sample, e.g. {model_name="..."} (%s = model)
+};
+
+const DialectSpec& SpecFor(Dialect d);
+
+}  // namespace capq::sim

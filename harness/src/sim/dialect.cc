@@ -1,0 +1,128 @@
+#include "capq/sim/dialect.h"
+
+#include <cstring>
+
+namespace capq::sim {
+namespace {
+
+// Sources: server-apis.md sections 1, 2, 4, 5, 6 (read from each server's code, late 2026).
+constexpr DialectSpec kSpecs[] = {
+    {
+        Dialect::kSglang,
+        "sglang",
+        "sglang",
+        /*health_ok_body=*/"",
+        "text/plain",
+        /*health_loading_body=*/"",
+        FlushStyle::kSglangFlushCache,
+        ErrorStyle::kSglang,
+        /*tokenize_text_key=*/"prompt",
+        /*tokenize_has_count=*/true,
+        /*null_keys=*/true,
+        /*logprobs_key=*/true,
+        /*reasoning_key=*/"reasoning_content",
+        /*role_content_null=*/false,
+        /*headers_at_first_token=*/false,
+        /*usage_default_with_stream_options=*/false,
+        /*usage_timings=*/false,
+        /*finish_extra=*/",\"matched_stop\":null",
+        /*invalid_json_status=*/400,
+        /*cap_max_tokens_to_context=*/false,
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+        "sglang:token_usage",
+        "sglang:cache_hit_rate",
+        nullptr,
+        nullptr,
+        "sglang:time_to_first_token_seconds",
+        "sglang:prompt_tokens_total",
+        "sglang:generation_tokens_total",
+        "{model_name=\"%s\"}",
+    },
+    {
+        Dialect::kVllm,
+        "vllm",
+        "vllm",
+        /*health_ok_body=*/"",
+        "text/plain",
+        /*health_loading_body=*/"",
+        FlushStyle::kVllmResetPrefix,
+        ErrorStyle::kVllm,
+        /*tokenize_text_key=*/"prompt",
+        /*tokenize_has_count=*/true,
+        /*null_keys=*/false,
+        /*logprobs_key=*/true,
+        /*reasoning_key=*/nullptr,
+        /*role_content_null=*/false,
+        /*headers_at_first_token=*/false,
+        /*usage_default_with_stream_options=*/true,
+        /*usage_timings=*/false,
+        /*finish_extra=*/",\"stop_reason\":null",
+        /*invalid_json_status=*/400,
+        /*cap_max_tokens_to_context=*/false,
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        nullptr,
+        "vllm:prefix_cache_hits_total",
+        "vllm:prefix_cache_queries_total",
+        "vllm:time_to_first_token_seconds",
+        "vllm:prompt_tokens_total",
+        "vllm:generation_tokens_total",
+        "{model_name=\"%s\",engine=\"0\"}",
+    },
+    {
+        Dialect::kLlamacpp,
+        "llamacpp",
+        "llamacpp",
+        /*health_ok_body=*/"{\"status\":\"ok\"}",
+        "application/json",
+        /*health_loading_body=*/
+        "{\"error\":{\"code\":503,\"message\":\"Loading model\",\"type\":\"unavailable_error\"}}",
+        FlushStyle::kLlamacppSlotErase,
+        ErrorStyle::kLlamacpp,
+        /*tokenize_text_key=*/"content",
+        /*tokenize_has_count=*/false,
+        /*null_keys=*/false,
+        /*logprobs_key=*/false,
+        /*reasoning_key=*/nullptr,
+        /*role_content_null=*/true,
+        /*headers_at_first_token=*/true,
+        /*usage_default_with_stream_options=*/false,
+        /*usage_timings=*/true,
+        /*finish_extra=*/"",
+        /*invalid_json_status=*/500,
+        /*cap_max_tokens_to_context=*/true,
+        "llamacpp:requests_processing",
+        "llamacpp:requests_deferred",
+        nullptr,
+        nullptr,
+        nullptr,
+        nullptr,
+        nullptr,
+        "llamacpp:prompt_tokens_total",
+        "llamacpp:tokens_predicted_total",
+        "",
+    },
+};
+
+}  // namespace
+
+const DialectSpec& SpecFor(Dialect d) {
+  for (const auto& s : kSpecs) {
+    if (s.dialect == d) return s;
+  }
+  return kSpecs[0];
+}
+
+Result<Dialect> ParseDialect(const std::string& name) {
+  for (const auto& s : kSpecs) {
+    if (name == s.name) return s.dialect;
+  }
+  return Status::InvalidArgument("unknown dialect '" + name +
+                                 "' (expected sglang, vllm or llamacpp)");
+}
+
+const char* DialectName(Dialect d) { return SpecFor(d).name; }
+
+}  // namespace capq::sim

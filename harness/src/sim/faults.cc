@@ -1,0 +1,271 @@
+#include "capq/sim/faults.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "capq/sim/tokenizer.h"
+
+namespace capq::sim {
+namespace {
+
+struct KindName {
+  FaultKind kind;
+  const char* name;
+};
+constexpr KindName kKindNames[] = {
+    {FaultKind::kHttpStatus, "http_status"},
+    {FaultKind::kErrorFrame, "error_frame"},
+    {FaultKind::kCutConnection, "cut_connection"},
+    {FaultKind::kMissingDone, "missing_done"},
+    {FaultKind::kMalformedJson, "malformed_json"},
+    {FaultKind::kUsageOffBy, "usage_off_by"},
+    {FaultKind::kEarlyStop, "early_stop"},
+    {FaultKind::kEmptyDeltas, "empty_deltas"},
+    {FaultKind::kDuplicateOutput, "duplicate_output"},
+    {FaultKind::kSlowFirstByte, "slow_first_byte"},
+    {FaultKind::kStall, "stall"},
+    {FaultKind::kLyingFlush, "lying_flush"},
+    {FaultKind::kHealth503ForS, "health_503_for_s"},
+};
+
+constexpr const char* kDefaultDuplicateText = "capq simulator duplicate output";
+
+std::string Where(const std::string& source, const YAML::Node& node) {
+  const YAML::Mark m = node.Mark();
+  if (m.is_null()) return source;
+  return source + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+}
+
+// Reads a scalar as T, turning yaml-cpp's exception into a Status naming where and which key.
+template <typename T>
+Status ReadScalar(const YAML::Node& node, const std::string& where, const std::string& key,
+                  T* out) {
+  if (!node.IsScalar())
+    return Status::InvalidArgument(where + ": key '" + key + "' must be a scalar");
+  try {
+    *out = node.as<T>();
+  } catch (const YAML::Exception&) {
+    return Status::InvalidArgument(where + ": key '" + key + "' has a value of the wrong type ('" +
+                                   node.Scalar() + "')");
+  }
+  return Status::Ok();
+}
+
+Status ParseRule(const YAML::Node& node, const std::string& source, size_t index, FaultRule* rule) {
+  const std::string rule_where = Where(source, node) + ": faults[" + std::to_string(index) + "]";
+  if (!node.IsMap()) return Status::InvalidArgument(rule_where + ": a rule must be a mapping");
+  static const std::set<std::string> kKeys = {
+      "kind",         "requests", "prompt_contains", "probability", "from_request", "status",
+      "after_tokens", "n",        "same_as",         "delay_ms",    "seconds"};
+  bool has_kind = false;
+  for (const auto& kv : node) {
+    std::string key = kv.first.Scalar();
+    const std::string where = Where(source, kv.second) + ": faults[" + std::to_string(index) + "]";
+    if (!kKeys.count(key)) return Status::InvalidArgument(where + ": unknown key '" + key + "'");
+    const YAML::Node& v = kv.second;
+    if (key == "kind") {
+      std::string name;
+      CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &name));
+      bool found = false;
+      for (const auto& kn : kKindNames) {
+        if (name == kn.name) {
+          rule->kind = kn.kind;
+          found = true;
+        }
+      }
+      if (!found) return Status::InvalidArgument(where + ": unknown fault kind '" + name + "'");
+      has_kind = true;
+    } else if (key == "requests") {
+      if (v.IsSequence()) {
+        for (const auto& item : v) {
+          int64_t i = 0;
+          CAPQ_RETURN_IF_ERROR(ReadScalar(item, where, key, &i));
+          if (i < 0) return Status::InvalidArgument(where + ": key 'requests': negative index");
+          rule->requests.push_back(i);
+        }
+      } else {
+        int64_t i = 0;
+        CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &i));
+        if (i < 0) return Status::InvalidArgument(where + ": key 'requests': negative index");
+        rule->requests.push_back(i);
+      }
+    } else if (key == "prompt_contains") {
+      CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &rule->prompt_contains));
+      if (rule->prompt_contains.empty()) {
+        return Status::InvalidArgument(where + ": key 'prompt_contains' must not be empty");
+      }
+    } else if (key == "probability") {
+      double p = 0;
+      CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &p));
+      if (!(p >= 0 && p <= 1)) {
+        return Status::InvalidArgument(where + ": key 'probability' must be in [0, 1]");
+      }
+      rule->probability = p;
+    } else if (key == "from_request") {
+      CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &rule->from_request));
+    } else if (key == "status") {
+      CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &rule->status));
+      if (rule->status != 500 && rule->status != 429 && rule->status != 503) {
+        return Status::InvalidArgument(where + ": key 'status' must be 500, 429 or 503");
+      }
+    } else if (key == "after_tokens") {
+      CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &rule->after_tokens));
+      if (rule->after_tokens < 0) {
+        return Status::InvalidArgument(where + ": key 'after_tokens' must be >= 0");
+      }
+    } else if (key == "n") {
+      CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &rule->n));
+    } else if (key == "same_as") {
+      std::string s;
+      CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &s));
+      rule->same_as = s;
+    } else if (key == "delay_ms") {
+      CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &rule->delay_ms));
+      if (!(rule->delay_ms >= 0))
+        return Status::InvalidArgument(where + ": key 'delay_ms' must be >= 0");
+    } else if (key == "seconds") {
+      CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &rule->seconds));
+      if (!(rule->seconds >= 0))
+        return Status::InvalidArgument(where + ": key 'seconds' must be >= 0");
+    }
+  }
+  if (!has_kind) return Status::InvalidArgument(rule_where + ": missing key 'kind'");
+  return Status::Ok();
+}
+
+bool Matches(const FaultRule& r, uint64_t seed, size_t rule_index, int64_t request_index,
+             const std::string& prompt_text) {
+  if (request_index < r.from_request) return false;
+  if (!r.requests.empty()) {
+    bool hit = false;
+    for (int64_t i : r.requests) hit = hit || i == request_index;
+    if (!hit) return false;
+  }
+  if (!r.prompt_contains.empty() && prompt_text.find(r.prompt_contains) == std::string::npos) {
+    return false;
+  }
+  if (r.probability) {
+    uint64_t h = Mix64(Mix64(seed, rule_index), static_cast<uint64_t>(request_index));
+    double u = static_cast<double>(h >> 11) * (1.0 / 9007199254740992.0);  // [0, 1)
+    if (!(u < *r.probability)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+const char* FaultKindName(FaultKind kind) {
+  for (const auto& kn : kKindNames) {
+    if (kn.kind == kind) return kn.name;
+  }
+  return "unknown";
+}
+
+bool RequestFaults::any() const {
+  return http_status || error_frame_after || cut_after || missing_done || malformed_after ||
+         usage_off_by != 0 || early_stop_after || empty_deltas || duplicate_of ||
+         slow_first_byte_ms > 0 || stall_after;
+}
+
+Result<FaultPlan> FaultPlan::Load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::IoError("cannot read faults file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return Parse(ss.str(), path);
+}
+
+Result<FaultPlan> FaultPlan::Parse(const std::string& text, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) + ":" +
+                                   std::to_string(e.mark.column + 1) + ": " + e.msg);
+  }
+  FaultPlan plan;
+  if (root.IsNull()) return plan;
+  if (!root.IsMap()) return Status::InvalidArgument(source + ": the faults file must be a mapping");
+  for (const auto& kv : root) {
+    const std::string key = kv.first.Scalar();
+    const std::string where = Where(source, kv.second);
+    if (key == "seed") {
+      CAPQ_RETURN_IF_ERROR(ReadScalar(kv.second, where, key, &plan.seed_));
+    } else if (key == "faults") {
+      if (kv.second.IsNull()) continue;
+      if (!kv.second.IsSequence()) {
+        return Status::InvalidArgument(where + ": key 'faults' must be a list of rules");
+      }
+      size_t i = 0;
+      for (const auto& item : kv.second) {
+        FaultRule rule;
+        CAPQ_RETURN_IF_ERROR(ParseRule(item, source, i, &rule));
+        if (rule.kind == FaultKind::kLyingFlush) plan.lying_flush_ = true;
+        if (rule.kind == FaultKind::kHealth503ForS && plan.health_503_for_s_ == 0) {
+          plan.health_503_for_s_ = rule.seconds;
+        }
+        plan.rules_.push_back(std::move(rule));
+        ++i;
+      }
+    } else {
+      return Status::InvalidArgument(where + ": unknown key '" + key + "' (expected seed, faults)");
+    }
+  }
+  return plan;
+}
+
+RequestFaults FaultPlan::ForRequest(int64_t request_index, const std::string& prompt_text) const {
+  RequestFaults f;
+  std::set<FaultKind> seen;
+  for (size_t i = 0; i < rules_.size(); ++i) {
+    const FaultRule& r = rules_[i];
+    if (r.kind == FaultKind::kLyingFlush || r.kind == FaultKind::kHealth503ForS) continue;
+    if (seen.count(r.kind)) continue;
+    if (!Matches(r, seed_, i, request_index, prompt_text)) continue;
+    seen.insert(r.kind);
+    switch (r.kind) {
+      case FaultKind::kHttpStatus:
+        f.http_status = r.status;
+        break;
+      case FaultKind::kErrorFrame:
+        f.error_frame_after = r.after_tokens;
+        break;
+      case FaultKind::kCutConnection:
+        f.cut_after = r.after_tokens;
+        break;
+      case FaultKind::kMissingDone:
+        f.missing_done = true;
+        break;
+      case FaultKind::kMalformedJson:
+        f.malformed_after = r.after_tokens;
+        break;
+      case FaultKind::kUsageOffBy:
+        f.usage_off_by = r.n;
+        break;
+      case FaultKind::kEarlyStop:
+        f.early_stop_after = r.after_tokens;
+        break;
+      case FaultKind::kEmptyDeltas:
+        f.empty_deltas = true;
+        break;
+      case FaultKind::kDuplicateOutput:
+        f.duplicate_of = r.same_as ? *r.same_as : std::string(kDefaultDuplicateText);
+        break;
+      case FaultKind::kSlowFirstByte:
+        f.slow_first_byte_ms = r.delay_ms;
+        break;
+      case FaultKind::kStall:
+        f.stall_after = r.after_tokens;
+        break;
+      case FaultKind::kLyingFlush:
+      case FaultKind::kHealth503ForS:
+        break;
+    }
+  }
+  return f;
+}
+
+}  // namespace capq::sim

@@ -1,0 +1,1383 @@
+// The simulated server: one libevent loop thread owns the engine, every connection and two timers.
+//
+// Virtual time: virtual_ns = (mono_ns - t0) * time_scale. The engine timer is armed at the wall
+// instant of Engine::NextEventTime(); when it fires the loop advances the engine to
+// max(now, that instant) and writes each event's chunks right away, so a chunk's lateness is the
+// timer's wake-up error plus the time spent writing the chunks before it in the same step.
+// Arrivals first advance the engine to "now" and then submit, so a request never joins a step that
+// started before it arrived.
+//
+// Connection lifetime: evhttp disables reading while a request is being answered, so a client that
+// goes away would only be noticed at the next write. A stream may go quiet for a long time (queued,
+// prefilling, stalled), so every open stream also watches its socket for EOF with MSG_PEEK and
+// frees the connection itself; the connection's close callback cancels the engine request.
+#include "capq/sim/server.h"
+
+#include <arpa/inet.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+#include <event2/thread.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include "capq/clock.h"
+#include "capq/log.h"
+#include "capq/sim/dialect.h"
+#include "capq/sim/faults.h"
+#include "capq/sim/tokenizer.h"
+#include "capq/sim/truth_log.h"
+
+namespace capq::sim {
+namespace {
+
+using json = nlohmann::json;
+
+// Without max_tokens a request gets SGLang's default max_new_tokens; capq always sends it.
+constexpr int64_t kDefaultMaxTokens = 128;
+// SGLang's answer to /flush_cache, both when it flushed (200) and when it refused (400).
+constexpr const char* kFlushText =
+    "Cache flushed.\nPlease check backend logs for more details. (When there are running or "
+    "waiting requests, the operation will not be performed.)\n";
+// Uvicorn (SGLang, vLLM) closes idle keep-alive connections after 5 s; clients must reconnect.
+constexpr int kIdleTimeoutS = 5;
+
+constexpr double kTtftBucketsS[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08,  0.1,  0.25, 0.5,
+                                    0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 15.0,  20.0, 30.0, 40.0,
+                                    50.0,  60.0,  120., 240., 480., 960., 1920., 7680.};
+constexpr size_t kTtftBuckets = sizeof(kTtftBucketsS) / sizeof(kTtftBucketsS[0]);
+
+std::once_flag g_threads_once;
+
+const char* ErrorType(int status, ErrorStyle style) {
+  const bool lc = style == ErrorStyle::kLlamacpp;
+  switch (status) {
+    case 400:
+      return lc ? "invalid_request_error" : "BadRequestError";
+    case 404:
+      return lc ? "not_found_error" : "NotFoundError";
+    case 429:
+      return lc ? "rate_limit_error" : "RateLimitError";
+    case 501:
+      return lc ? "not_supported_error" : "NotImplementedError";
+    case 503:
+      return lc ? "unavailable_error" : "ServiceUnavailableError";
+    default:
+      return lc ? "server_error" : "InternalServerError";
+  }
+}
+
+// The error object itself (what a stream's error frame wraps in {"error": ...}).
+json ErrorInner(ErrorStyle style, int status, const std::string& message) {
+  json e;
+  switch (style) {
+    case ErrorStyle::kSglang:
+      e = {{"object", "error"},
+           {"message", message},
+           {"type", ErrorType(status, style)},
+           {"param", nullptr},
+           {"code", status}};
+      break;
+    case ErrorStyle::kVllm:
+      e = {{"message", message},
+           {"type", ErrorType(status, style)},
+           {"param", nullptr},
+           {"code", status}};
+      break;
+    case ErrorStyle::kLlamacpp:
+      e = {{"code", status}, {"message", message}, {"type", ErrorType(status, style)}};
+      break;
+  }
+  return e;
+}
+
+// The body of an HTTP error answer: SGLang's is the bare object, the others wrap it.
+std::string ErrorBody(ErrorStyle style, int status, const std::string& message) {
+  json inner = ErrorInner(style, status, message);
+  if (style == ErrorStyle::kSglang) return inner.dump();
+  return json{{"error", inner}}.dump();
+}
+
+const char* ReasonPhrase(int status) {
+  switch (status) {
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 429:
+      return "Too Many Requests";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Error";
+  }
+}
+
+std::string BodyOf(evhttp_request* req) {
+  evbuffer* in = evhttp_request_get_input_buffer(req);
+  size_t n = evbuffer_get_length(in);
+  std::string body(n, '\0');
+  if (n) evbuffer_copyout(in, body.data(), n);
+  return body;
+}
+
+void AppendInt(std::string* out, int64_t v) {
+  char buf[24];
+  int n = std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(v));
+  out->append(buf, static_cast<size_t>(n));
+}
+
+}  // namespace
+
+// One chat completion request, from arrival to the end of its answer.
+struct Stream {
+  SimServer::Impl* impl = nullptr;
+  evhttp_request* req = nullptr;  // null once the connection is gone
+  evhttp_connection* conn = nullptr;
+  event* eof_watch = nullptr;
+  event* delay_timer = nullptr;  // slow_first_byte
+  uint64_t engine_id = 0;
+  int64_t index = 0;
+  std::string id;    // "chatcmpl-..."
+  std::string head;  // every chunk's JSON up to the choices array
+  bool streaming = false;
+  bool include_usage = false;
+  int64_t prompt_tokens = 0;
+  int64_t max_tokens = 0;
+  uint64_t out_hash = 0;  // output text key: prompt hash (or the duplicated prompt's)
+  uint64_t out_seed = 0;
+  RequestFaults faults;
+  EngineRequest pending;  // the engine request, until submitted
+  // Progress.
+  bool submitted = false;
+  bool in_engine = false;  // submitted and not finished/rejected/cancelled
+  bool headers_sent = false;
+  bool role_sent = false;
+  bool stalled = false;  // stall fault: the connection stays open, silent
+  bool malformed_sent = false;
+  int64_t cached_tokens = 0;
+  int64_t emitted = 0;  // output tokens the engine produced so far
+  int64_t frame_index = 0;
+  VirtNs arrival_v = 0;
+  VirtNs first_token_v = -1;
+  std::string content;  // non-streaming: the whole text
+};
+
+struct SimServer::Impl {
+  ServerOptions opts;
+  EngineProfile profile;
+  std::string digest;
+  const DialectSpec* spec = nullptr;
+  FaultPlan faults;
+  TruthLog truth;
+  std::string model_json;  // served_model_name as a JSON string literal
+  std::string metric_labels;
+
+  event_base* base = nullptr;
+  evhttp* http = nullptr;
+  evconnlistener* listener = nullptr;
+  event* engine_timer = nullptr;
+  event* stop_event = nullptr;
+  evbuffer* scratch = nullptr;
+  std::thread thread;
+  int port = 0;
+  MonoNs t0 = 0;
+  int64_t start_unix_ns = 0;
+  double scale = 1.0;
+  std::atomic<bool> stopped{false};
+  std::mutex stop_mu;
+
+  std::unique_ptr<Engine> engine;
+  std::vector<EngineEvent> events;
+  VirtNs last_v = 0;
+  std::optional<VirtNs> timer_at;
+  std::unordered_map<uint64_t, std::unique_ptr<Stream>> streams;
+  int64_t next_index = 0;
+  uint64_t next_engine_id = 1;
+  int delayed = 0;  // slow_first_byte requests not yet submitted: they make the server busy
+  bool erase_pending = false;  // llama.cpp: an erase asked while busy, done once idle
+  int64_t flush_base_prompt = 0;
+  int64_t flush_base_cached = 0;
+
+  // Metrics (virtual seconds).
+  int64_t ttft_counts[kTtftBuckets + 1] = {};
+  double ttft_sum_s = 0;
+  int64_t ttft_count = 0;
+
+  mutable std::mutex snap_mu;
+  EngineStats snapshot;
+  std::atomic<int64_t> requests_received{0};
+
+  std::string frame;  // reused frame buffer
+
+  ~Impl();
+
+  VirtNs VirtNow() const { return static_cast<VirtNs>(static_cast<double>(NowNs() - t0) * scale); }
+  MonoNs DueMono(VirtNs v) const {
+    return t0 + static_cast<MonoNs>(static_cast<double>(v) / scale);
+  }
+  bool Busy() const { return !engine->Idle() || delayed > 0; }
+
+  // Engine driving.
+  void Pump(VirtNs now);
+  void Rearm();
+  void Dispatch(const EngineEvent& e);
+  void Snapshot();
+  void SubmitStream(Stream* s);
+
+  // Streams.
+  void OnTokens(Stream* s, const EngineEvent& e);
+  void OnFinished(Stream* s, const EngineEvent& e);
+  void OnRejected(Stream* s, const EngineEvent& e);
+  void StartReply(Stream* s);
+  void WriteFrame(Stream* s, std::string_view payload, VirtNs v,
+                  void (*done_cb)(evhttp_connection*, void*) = nullptr);
+  void EndReply(Stream* s);
+  void CutNow(Stream* s);
+  void SendErrorFrameAndEnd(Stream* s, int status, const std::string& message, VirtNs v);
+  bool WriteAndApplyFaults(Stream* s, std::string_view payload, int64_t count, VirtNs v);
+  void Forget(Stream* s);
+  void ClientGone(Stream* s);
+  std::string ChoiceTail(const char* finish_reason) const;
+  std::string UsageJson(const Stream* s, VirtNs finish_v) const;
+  std::string NonStreamBody(const Stream* s, const char* finish_reason, VirtNs finish_v) const;
+
+  // HTTP handlers.
+  void Handle(evhttp_request* req);
+  void HandleChat(evhttp_request* req);
+  void HandleHealth(evhttp_request* req);
+  void HandleModels(evhttp_request* req);
+  void HandleServerInfo(evhttp_request* req);
+  void HandleVersion(evhttp_request* req);
+  void HandleProps(evhttp_request* req);
+  void HandleSlots(evhttp_request* req);
+  void HandleSlotAction(evhttp_request* req, const std::string& path);
+  void HandleFlush(evhttp_request* req);
+  void HandleTokenize(evhttp_request* req);
+  void HandleMetrics(evhttp_request* req);
+  void Reply(evhttp_request* req, int status, const std::string& body, const char* content_type);
+  void ReplyError(evhttp_request* req, int status, const std::string& message);
+  json CapqSimInfo() const;
+  bool DoFlush();
+};
+
+namespace {
+
+void OnEngineTimer(evutil_socket_t, short, void* arg) {
+  auto* impl = static_cast<SimServer::Impl*>(arg);
+  VirtNs target = impl->timer_at ? *impl->timer_at : 0;
+  impl->timer_at.reset();
+  impl->Pump(std::max(impl->VirtNow(), target));
+}
+
+void OnRequest(evhttp_request* req, void* arg) { static_cast<SimServer::Impl*>(arg)->Handle(req); }
+
+void OnConnectionClosed(evhttp_connection*, void* arg) {
+  auto* s = static_cast<Stream*>(arg);
+  s->impl->ClientGone(s);
+}
+
+void OnEofWatch(evutil_socket_t fd, short, void* arg) {
+  auto* s = static_cast<Stream*>(arg);
+  char c;
+  ssize_t r = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    // Frees the connection; its close callback (OnConnectionClosed) cleans the stream up.
+    evhttp_connection_free(s->conn);
+    return;
+  }
+  if (r < 0) event_add(s->eof_watch, nullptr);  // spurious wake-up: keep watching
+  // r > 0: the client sent more bytes (a pipelined request); stop watching, evhttp reads it later.
+}
+
+void OnCutWritten(evhttp_connection* conn, void*) {
+  // The last chunk before the cut is on the wire: close without the terminating chunk.
+  evhttp_connection_free(conn);
+}
+
+void OnDelayDone(evutil_socket_t, short, void* arg) {
+  auto* s = static_cast<Stream*>(arg);
+  SimServer::Impl* impl = s->impl;
+  event_free(s->delay_timer);
+  s->delay_timer = nullptr;
+  --impl->delayed;
+  impl->SubmitStream(s);
+}
+
+void OnStop(evutil_socket_t, short, void* arg) {
+  auto* impl = static_cast<SimServer::Impl*>(arg);
+  // Cuts every connection; their close callbacks cancel and forget the streams.
+  if (impl->http) {
+    evhttp_free(impl->http);
+    impl->http = nullptr;
+    impl->listener = nullptr;  // owned and freed by evhttp
+  }
+  std::vector<Stream*> left;
+  for (auto& [id, s] : impl->streams) left.push_back(s.get());
+  for (Stream* s : left) {
+    s->conn = nullptr;  // freed with the server
+    impl->Forget(s);
+  }
+  event_base_loopbreak(impl->base);
+}
+
+}  // namespace
+
+SimServer::Impl::~Impl() {
+  for (auto& [id, s] : streams) {
+    if (s->delay_timer) event_free(s->delay_timer);
+    if (s->eof_watch) event_free(s->eof_watch);
+  }
+  streams.clear();
+  if (http) evhttp_free(http);
+  if (engine_timer) event_free(engine_timer);
+  if (stop_event) event_free(stop_event);
+  if (scratch) evbuffer_free(scratch);
+  if (base) event_base_free(base);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Engine driving
+
+void SimServer::Impl::Pump(VirtNs now) {
+  if (now < last_v) now = last_v;
+  last_v = now;
+  events.clear();
+  engine->AdvanceTo(now, &events);
+  for (const EngineEvent& e : events) Dispatch(e);
+  if (erase_pending && !Busy()) {
+    erase_pending = false;
+    DoFlush();
+  }
+  Rearm();
+  Snapshot();
+}
+
+void SimServer::Impl::Rearm() {
+  std::optional<VirtNs> next = engine->NextEventTime();
+  if (!next) {
+    if (timer_at) evtimer_del(engine_timer);
+    timer_at.reset();
+    return;
+  }
+  if (timer_at && *timer_at == *next) return;
+  // libevent measures timeouts from the time it cached when this loop iteration began; refresh it,
+  // or the timer fires early by however long this iteration has run.
+  event_base_update_cache_time(base);
+  int64_t delta_ns = std::max<int64_t>(0, DueMono(*next) - NowNs());
+  timeval tv;
+  tv.tv_sec = static_cast<time_t>(delta_ns / 1000000000);
+  tv.tv_usec = static_cast<suseconds_t>((delta_ns % 1000000000) / 1000);
+  evtimer_add(engine_timer, &tv);
+  timer_at = *next;
+}
+
+void SimServer::Impl::Snapshot() {
+  EngineStats st = engine->stats();
+  std::lock_guard<std::mutex> lock(snap_mu);
+  snapshot = st;
+}
+
+void SimServer::Impl::Dispatch(const EngineEvent& e) {
+  auto it = streams.find(e.request_id);
+  if (it == streams.end()) return;  // cancelled: the client went away
+  Stream* s = it->second.get();
+  switch (e.kind) {
+    case EngineEvent::Kind::kAdmitted:
+      s->cached_tokens = e.cached_tokens;
+      break;
+    case EngineEvent::Kind::kTokens:
+      OnTokens(s, e);
+      break;
+    case EngineEvent::Kind::kFinished:
+      s->in_engine = false;
+      OnFinished(s, e);
+      break;
+    case EngineEvent::Kind::kRejected:
+      s->in_engine = false;
+      OnRejected(s, e);
+      break;
+  }
+}
+
+void SimServer::Impl::SubmitStream(Stream* s) {
+  VirtNs now = VirtNow();
+  // Collect every step that ended before this arrival first (Engine::Submit's contract).
+  Pump(now);
+  s->arrival_v = last_v;
+  s->submitted = true;
+  s->in_engine = true;
+  if (s->streaming && !spec->headers_at_first_token) StartReply(s);
+  engine->Submit(std::move(s->pending), last_v);
+  // A rejection (or an admission into the step being formed) is reported at once: collect it.
+  Pump(last_v);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streams
+
+std::string SimServer::Impl::ChoiceTail(const char* finish_reason) const {
+  std::string t;
+  if (spec->logprobs_key) t += ",\"logprobs\":null";
+  t += ",\"finish_reason\":";
+  if (finish_reason) {
+    t += '"';
+    t += finish_reason;
+    t += '"';
+  } else {
+    t += "null";
+  }
+  t += spec->finish_extra;
+  t += '}';
+  return t;
+}
+
+std::string SimServer::Impl::UsageJson(const Stream* s, VirtNs finish_v) const {
+  const int64_t completion = s->emitted + s->faults.usage_off_by;
+  std::string u = "{\"prompt_tokens\":";
+  AppendInt(&u, s->prompt_tokens);
+  u += ",\"total_tokens\":";
+  AppendInt(&u, s->prompt_tokens + completion);
+  u += ",\"completion_tokens\":";
+  AppendInt(&u, completion);
+  u += ",\"prompt_tokens_details\":{\"cached_tokens\":";
+  AppendInt(&u, s->cached_tokens);
+  u += '}';
+  if (spec->null_keys) u += ",\"reasoning_tokens\":0";
+  u += '}';
+  if (spec->usage_timings) {
+    // llama.cpp's per-request timings, in virtual milliseconds.
+    const double prompt_ms =
+        s->first_token_v >= 0 ? static_cast<double>(s->first_token_v - s->arrival_v) / 1e6 : 0;
+    const double predicted_ms =
+        s->first_token_v >= 0 ? static_cast<double>(finish_v - s->first_token_v) / 1e6 : 0;
+    const int64_t prompt_n = s->prompt_tokens - s->cached_tokens;
+    json t = {
+        {"cache_n", s->cached_tokens},
+        {"prompt_n", prompt_n},
+        {"prompt_ms", prompt_ms},
+        {"prompt_per_token_ms", prompt_n > 0 ? prompt_ms / prompt_n : 0.0},
+        {"prompt_per_second", prompt_ms > 0 ? prompt_n * 1000.0 / prompt_ms : 0.0},
+        {"predicted_n", s->emitted},
+        {"predicted_ms", predicted_ms},
+        {"predicted_per_token_ms", s->emitted > 0 ? predicted_ms / s->emitted : 0.0},
+        {"predicted_per_second", predicted_ms > 0 ? s->emitted * 1000.0 / predicted_ms : 0.0}};
+    u += ",\"timings\":";
+    u += t.dump();
+  }
+  return u;
+}
+
+void SimServer::Impl::StartReply(Stream* s) {
+  if (s->headers_sent || !s->req) return;
+  evkeyvalq* h = evhttp_request_get_output_headers(s->req);
+  evhttp_add_header(h, "Content-Type", "text/event-stream; charset=utf-8");
+  evhttp_add_header(h, "Cache-Control", "no-cache");
+  evhttp_send_reply_start(s->req, 200, "OK");
+  s->headers_sent = true;
+}
+
+void SimServer::Impl::WriteFrame(Stream* s, std::string_view payload, VirtNs v,
+                                 void (*done_cb)(evhttp_connection*, void*)) {
+  if (!s->req) return;
+  frame.clear();
+  frame += "data: ";
+  frame.append(payload);
+  frame += "\n\n";
+  if (truth.is_open()) truth.Append(s->id, s->frame_index, v, NowNs(), DueMono(v));
+  ++s->frame_index;
+  evbuffer_add(scratch, frame.data(), frame.size());
+  evhttp_send_reply_chunk_with_cb(s->req, scratch, done_cb, nullptr);
+  evbuffer_drain(scratch, evbuffer_get_length(scratch));
+}
+
+// Drops the stream: cancels its engine request if it still runs and stops watching its connection.
+// Whatever happens to the connection afterwards is libevent's business. Destroys `s`.
+void SimServer::Impl::Forget(Stream* s) {
+  if (s->in_engine) {
+    engine->Cancel(s->engine_id, last_v);
+    s->in_engine = false;
+  }
+  if (s->delay_timer) {
+    event_free(s->delay_timer);
+    s->delay_timer = nullptr;
+    --delayed;
+  }
+  if (s->eof_watch) {
+    event_free(s->eof_watch);
+    s->eof_watch = nullptr;
+  }
+  if (s->conn) evhttp_connection_set_closecb(s->conn, nullptr, nullptr);
+  streams.erase(s->engine_id);
+}
+
+void SimServer::Impl::EndReply(Stream* s) {
+  evhttp_request* req = s->req;
+  Forget(s);
+  if (req) evhttp_send_reply_end(req);
+}
+
+// Closes the connection now, with nothing more written (no terminating chunk, no answer).
+void SimServer::Impl::CutNow(Stream* s) {
+  evhttp_connection* conn = s->conn;
+  Forget(s);
+  if (conn) evhttp_connection_free(conn);
+}
+
+void SimServer::Impl::SendErrorFrameAndEnd(Stream* s, int status, const std::string& message,
+                                           VirtNs v) {
+  std::string payload = json{{"error", ErrorInner(spec->errors, status, message)}}.dump();
+  WriteFrame(s, payload, v);
+  WriteFrame(s, "[DONE]", v);
+  EndReply(s);
+}
+
+// Writes one chunk of a stream whose `count` output tokens are now out, and then acts on the
+// mid-stream faults whose threshold `count` reached. Returns false if the stream is gone or silent.
+bool SimServer::Impl::WriteAndApplyFaults(Stream* s, std::string_view payload, int64_t count,
+                                          VirtNs v) {
+  const RequestFaults& f = s->faults;
+  const bool error_now = f.error_frame_after && count >= *f.error_frame_after;
+  const bool cut_now = !error_now && f.cut_after && count >= *f.cut_after;
+  // The cut waits until this chunk is on the wire, so the client sees exactly what came before.
+  WriteFrame(s, payload, v, cut_now ? OnCutWritten : nullptr);
+  if (error_now) {
+    SendErrorFrameAndEnd(s, 500, "simulated mid-stream error (capq sim fault error_frame)", v);
+    return false;
+  }
+  if (cut_now) {
+    Forget(s);
+    return false;
+  }
+  if (f.stall_after && count >= *f.stall_after) {
+    s->stalled = true;
+    return false;
+  }
+  if (f.malformed_after && !s->malformed_sent && count >= *f.malformed_after) {
+    s->malformed_sent = true;
+    WriteFrame(s, s->head + "{\"index\":0,\"delta\":{\"content\":\"trunc", v);
+  }
+  return true;
+}
+
+void SimServer::Impl::OnTokens(Stream* s, const EngineEvent& e) {
+  const int64_t first = s->emitted;
+  const int64_t n = e.tokens;
+  s->emitted = first + n;
+  if (s->first_token_v < 0) {
+    s->first_token_v = e.t;
+    const double ttft_s = static_cast<double>(e.t - s->arrival_v) / 1e9;
+    size_t b = 0;
+    while (b < kTtftBuckets && ttft_s > kTtftBucketsS[b]) ++b;
+    ++ttft_counts[b];
+    ttft_sum_s += ttft_s;
+    ++ttft_count;
+  }
+  if (s->stalled || !s->req) return;
+  if (!s->streaming) {
+    if (!s->faults.empty_deltas) AppendOutputWords(s->out_hash, s->out_seed, first, n, &s->content);
+    return;
+  }
+  if (!s->headers_sent) StartReply(s);
+  if (!s->role_sent) {
+    s->role_sent = true;
+    std::string role = s->head + "{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":";
+    role += spec->role_content_null ? "null" : "\"\"";
+    if (spec->null_keys) role += ",\"reasoning_content\":null,\"tool_calls\":null";
+    role += '}';
+    role += ChoiceTail(nullptr);
+    role += spec->null_keys ? "],\"usage\":null}" : "]}";
+    // A fault with after_tokens 0 acts right after the role chunk, before any content.
+    if (!WriteAndApplyFaults(s, role, first, e.t)) return;
+  }
+  std::string chunk = s->head;
+  chunk += "{\"index\":0,\"delta\":{";
+  if (spec->null_keys) chunk += "\"role\":null,";
+  chunk += "\"content\":\"";
+  if (!s->faults.empty_deltas) AppendOutputWords(s->out_hash, s->out_seed, first, n, &chunk);
+  chunk += '"';
+  if (spec->null_keys) chunk += ",\"reasoning_content\":null,\"tool_calls\":null";
+  chunk += '}';
+  chunk += ChoiceTail(nullptr);
+  chunk += spec->null_keys ? "],\"usage\":null}" : "]}";
+  WriteAndApplyFaults(s, chunk, s->emitted, e.t);
+}
+
+std::string SimServer::Impl::NonStreamBody(const Stream* s, const char* finish_reason,
+                                           VirtNs finish_v) const {
+  json msg = {{"role", "assistant"}, {"content", s->content}};
+  if (spec->null_keys) {
+    msg["reasoning_content"] = nullptr;
+    msg["tool_calls"] = nullptr;
+  }
+  json choice = {{"index", 0}, {"message", msg}, {"finish_reason", finish_reason}};
+  if (spec->logprobs_key) choice["logprobs"] = nullptr;
+  if (spec->null_keys) choice["matched_stop"] = nullptr;
+  json body = {{"id", s->id},
+               {"object", "chat.completion"},
+               {"created", start_unix_ns / 1000000000 + s->arrival_v / 1000000000},
+               {"model", profile.served_model_name},
+               {"choices", json::array({choice})}};
+  // UsageJson is `{usage}` optionally followed by `,"timings":{...}` (llama.cpp): splice it in.
+  std::string out = body.dump();
+  out.pop_back();
+  out += ",\"usage\":";
+  out += UsageJson(s, finish_v);
+  out += '}';
+  return out;
+}
+
+void SimServer::Impl::OnFinished(Stream* s, const EngineEvent& e) {
+  const char* reason = e.finish_reason ? e.finish_reason : "length";
+  if (s->stalled) return;  // stays open and silent until the client leaves or the server stops
+  if (!s->req) {
+    Forget(s);
+    return;
+  }
+  const RequestFaults& f = s->faults;
+  if (!s->streaming) {
+    if (f.cut_after) {
+      CutNow(s);
+      return;
+    }
+    if (f.stall_after) {
+      s->stalled = true;
+      return;
+    }
+    evhttp_request* req = s->req;
+    if (f.error_frame_after) {
+      Forget(s);
+      Reply(req, 500, ErrorBody(spec->errors, 500, "simulated error (capq sim fault error_frame)"),
+            "application/json");
+      return;
+    }
+    std::string body = NonStreamBody(s, reason, e.t);
+    if (f.malformed_after) body.resize(body.size() / 2);
+    if (truth.is_open()) truth.Append(s->id, s->frame_index, e.t, NowNs(), DueMono(e.t));
+    Forget(s);
+    Reply(req, 200, body, "application/json");
+    return;
+  }
+  if (!s->headers_sent) StartReply(s);
+  std::string fin = s->head + "{\"index\":0,\"delta\":{}" + ChoiceTail(reason);
+  fin += spec->null_keys ? "],\"usage\":null}" : "]}";
+  WriteFrame(s, fin, e.t);
+  if (s->include_usage) WriteFrame(s, s->head + "],\"usage\":" + UsageJson(s, e.t) + "}", e.t);
+  if (!f.missing_done) WriteFrame(s, "[DONE]", e.t);
+  EndReply(s);
+}
+
+void SimServer::Impl::OnRejected(Stream* s, const EngineEvent& e) {
+  const std::string message = std::string("request can never be scheduled: ") +
+                              (e.finish_reason ? e.finish_reason : "too_long") + " (prompt " +
+                              std::to_string(s->prompt_tokens) + " + max_tokens " +
+                              std::to_string(s->max_tokens) + " tokens; token pool " +
+                              std::to_string(profile.max_total_tokens) + ", context " +
+                              std::to_string(profile.context_length) + ")";
+  if (!s->req || s->stalled) {
+    Forget(s);
+    return;
+  }
+  if (s->headers_sent) {
+    SendErrorFrameAndEnd(s, 400, message, e.t);
+    return;
+  }
+  evhttp_request* req = s->req;
+  Forget(s);
+  ReplyError(req, 400, message);
+}
+
+void SimServer::Impl::ClientGone(Stream* s) {
+  // Called from evhttp_connection_free. A failed write first detaches the request from its
+  // connection (libevent then leaves it to us to free); otherwise libevent frees it after this.
+  evhttp_request* req = s->req;
+  const bool detached = req && evhttp_request_get_connection(req) == nullptr;
+  s->req = nullptr;
+  s->conn = nullptr;
+  Forget(s);
+  if (detached) evhttp_request_free(req);
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP
+
+void SimServer::Impl::Reply(evhttp_request* req, int status, const std::string& body,
+                            const char* content_type) {
+  evkeyvalq* h = evhttp_request_get_output_headers(req);
+  if (content_type) evhttp_add_header(h, "Content-Type", content_type);
+  evbuffer* b = evbuffer_new();
+  evbuffer_add(b, body.data(), body.size());
+  evhttp_send_reply(req, status, ReasonPhrase(status), b);
+  evbuffer_free(b);
+}
+
+void SimServer::Impl::ReplyError(evhttp_request* req, int status, const std::string& message) {
+  Reply(req, status, ErrorBody(spec->errors, status, message), "application/json");
+}
+
+void SimServer::Impl::Handle(evhttp_request* req) {
+  const char* uri_s = evhttp_request_get_uri(req);
+  evhttp_uri* uri = evhttp_uri_parse(uri_s ? uri_s : "/");
+  std::string path = uri && evhttp_uri_get_path(uri) ? evhttp_uri_get_path(uri) : "/";
+  if (uri) evhttp_uri_free(uri);
+  const evhttp_cmd_type method = evhttp_request_get_command(req);
+  const bool get = method == EVHTTP_REQ_GET || method == EVHTTP_REQ_HEAD;
+  const bool post = method == EVHTTP_REQ_POST;
+  const Dialect d = spec->dialect;
+
+  auto only = [&](bool ok) {
+    if (!ok) ReplyError(req, 405, "Method Not Allowed");
+    return ok;
+  };
+  if (path == "/v1/chat/completions") {
+    if (only(post)) HandleChat(req);
+  } else if (path == "/health" || (d == Dialect::kLlamacpp && path == "/v1/health")) {
+    if (only(get)) HandleHealth(req);
+  } else if (path == "/v1/models" || (d == Dialect::kLlamacpp && path == "/models")) {
+    if (only(get)) HandleModels(req);
+  } else if (path == "/metrics") {
+    if (only(get)) HandleMetrics(req);
+  } else if ((path == "/tokenize" || (d == Dialect::kSglang && path == "/v1/tokenize"))) {
+    if (only(post)) HandleTokenize(req);
+  } else if (d == Dialect::kSglang && (path == "/server_info" || path == "/get_server_info" ||
+                                       path == "/model_info" || path == "/get_model_info")) {
+    if (only(get)) HandleServerInfo(req);
+  } else if (d == Dialect::kSglang && path == "/flush_cache") {
+    if (only(get || post)) HandleFlush(req);
+  } else if (d == Dialect::kVllm && path == "/version") {
+    if (only(get)) HandleVersion(req);
+  } else if (d == Dialect::kVllm && path == "/reset_prefix_cache") {
+    if (only(post)) HandleFlush(req);
+  } else if (d == Dialect::kLlamacpp && path == "/props") {
+    if (only(get)) HandleProps(req);
+  } else if (d == Dialect::kLlamacpp && path == "/slots") {
+    if (only(get)) HandleSlots(req);
+  } else if (d == Dialect::kLlamacpp && path.rfind("/slots/", 0) == 0) {
+    if (only(post)) HandleSlotAction(req, path);
+  } else {
+    ReplyError(req, 404, "Not Found: " + path);
+  }
+  Snapshot();
+}
+
+json SimServer::Impl::CapqSimInfo() const {
+  return {{"profile", profile.name},
+          {"identity_digest", digest},
+          {"time_scale", scale},
+          {"dialect", spec->name}};
+}
+
+void SimServer::Impl::HandleHealth(evhttp_request* req) {
+  const double uptime_s = static_cast<double>(VirtNow()) / 1e9;
+  if (uptime_s < faults.health_503_for_s()) {
+    Reply(req, 503, spec->health_loading_body,
+          *spec->health_loading_body ? "application/json" : "text/plain");
+    return;
+  }
+  Reply(req, 200, spec->health_ok_body, spec->health_content_type);
+}
+
+void SimServer::Impl::HandleModels(evhttp_request* req) {
+  json m = {{"id", profile.served_model_name},
+            {"object", "model"},
+            {"created", start_unix_ns / 1000000000},
+            {"owned_by", spec->owned_by},
+            {"root", profile.model_path},
+            {"max_model_len", profile.context_length}};
+  if (!spec->null_keys) m["parent"] = nullptr;
+  json body = {{"object", "list"}, {"data", json::array({m})}};
+  Reply(req, 200, body.dump(), "application/json");
+}
+
+void SimServer::Impl::HandleServerInfo(evhttp_request* req) {
+  const bool spec_on = profile.spec_draft_tokens > 0;
+  json info = {
+      {"model_path", profile.model_path},
+      {"tokenizer_path", profile.model_path},
+      {"served_model_name", profile.served_model_name},
+      {"max_total_num_tokens", profile.max_total_tokens},
+      {"max_running_requests", profile.max_running_requests},
+      {"context_length", profile.context_length},
+      {"max_req_input_len", profile.context_length - 1},
+      {"chunked_prefill_size", profile.chunked_prefill_size},
+      {"max_prefill_tokens", profile.chunked_prefill_size},
+      {"page_size", profile.page_size},
+      {"schedule_policy", "fcfs"},
+      {"disable_radix_cache", !profile.prefix_cache},
+      {"enable_mixed_chunk", profile.mixed_chunks},
+      {"speculative_algorithm", spec_on ? json("EAGLE") : json(nullptr)},
+      {"speculative_num_steps", spec_on ? json(profile.spec_draft_tokens) : json(nullptr)},
+      {"speculative_eagle_topk", spec_on ? json(1) : json(nullptr)},
+      {"speculative_num_draft_tokens",
+       spec_on ? json(profile.spec_draft_tokens + 1) : json(nullptr)},
+      {"version", "capq-sim"},
+      {"internal_states",
+       json::array({{{"memory_usage", {{"token_capacity", profile.max_total_tokens}}},
+                     {"effective_max_running_requests_per_dp", profile.max_running_requests}}})},
+      {"capq_sim", CapqSimInfo()},
+  };
+  Reply(req, 200, info.dump(), "application/json");
+}
+
+void SimServer::Impl::HandleVersion(evhttp_request* req) {
+  json v = {{"version", "capq-sim"}, {"capq_sim", CapqSimInfo()}};
+  Reply(req, 200, v.dump(), "application/json");
+}
+
+void SimServer::Impl::HandleProps(evhttp_request* req) {
+  json props = {
+      {"default_generation_settings",
+       {{"n_ctx", profile.context_length}, {"params", {{"n_predict", -1}, {"seed", -1}}}}},
+      {"total_slots", profile.max_running_requests},
+      {"model_path", profile.model_path},
+      {"build_info", "capq-sim"},
+      {"capq_sim", CapqSimInfo()},
+  };
+  Reply(req, 200, props.dump(), "application/json");
+}
+
+void SimServer::Impl::HandleSlots(evhttp_request* req) {
+  EngineStats st = engine->stats();
+  json slots = json::array();
+  for (int i = 0; i < profile.max_running_requests; ++i) {
+    slots.push_back({{"id", i},
+                     {"id_task", -1},
+                     {"n_ctx", profile.context_length},
+                     {"is_processing", i < st.running}});
+  }
+  Reply(req, 200, slots.dump(), "application/json");
+}
+
+bool SimServer::Impl::DoFlush() {
+  if (Busy()) return false;
+  if (faults.lying_flush()) return true;  // says yes, keeps the cache
+  if (!engine->FlushCache()) return false;
+  EngineStats st = engine->stats();
+  flush_base_prompt = st.prompt_tokens_total;
+  flush_base_cached = st.cached_tokens_total;
+  return true;
+}
+
+void SimServer::Impl::HandleFlush(evhttp_request* req) {
+  switch (spec->flush) {
+    case FlushStyle::kSglangFlushCache: {
+      const bool ok = DoFlush();
+      Reply(req, ok ? 200 : 400, kFlushText, "text/plain; charset=utf-8");
+      return;
+    }
+    case FlushStyle::kVllmResetPrefix:
+      // vLLM answers 200 even when the engine refused (it only logs the failure).
+      (void)DoFlush();
+      Reply(req, 200, "", nullptr);
+      return;
+    case FlushStyle::kLlamacppSlotErase:
+      ReplyError(req, 404, "Not Found");
+      return;
+  }
+}
+
+void SimServer::Impl::HandleSlotAction(evhttp_request* req, const std::string& path) {
+  const std::string id_s = path.substr(std::strlen("/slots/"));
+  char* end = nullptr;
+  long id = std::strtol(id_s.c_str(), &end, 10);
+  if (id_s.empty() || *end != '\0' || id < 0 || id >= profile.max_running_requests) {
+    ReplyError(req, 400, "Invalid slot ID");
+    return;
+  }
+  const char* uri_s = evhttp_request_get_uri(req);
+  evkeyvalq q{};
+  q.tqh_first = nullptr;
+  q.tqh_last = &q.tqh_first;
+  const char* query = std::strchr(uri_s, '?');
+  std::string action;
+  if (query && evhttp_parse_query_str(query + 1, &q) == 0) {
+    const char* a = evhttp_find_header(&q, "action");
+    if (a) action = a;
+  }
+  evhttp_clear_headers(&q);
+  if (action != "erase") {
+    ReplyError(req, 400, "Invalid action");
+    return;
+  }
+  // One shared prefix cache models every slot's KV: erasing any slot clears it. llama.cpp defers
+  // the erase of a busy slot; so do we.
+  const int64_t n_erased = engine->stats().cache_tokens;
+  if (!DoFlush()) erase_pending = true;
+  json body = {{"id_slot", id}, {"n_erased", n_erased}};
+  Reply(req, 200, body.dump(), "application/json");
+}
+
+void SimServer::Impl::HandleTokenize(evhttp_request* req) {
+  json body;
+  try {
+    body = json::parse(BodyOf(req));
+  } catch (const json::exception& e) {
+    ReplyError(req, spec->invalid_json_status, std::string("invalid JSON body: ") + e.what());
+    return;
+  }
+  if (!body.is_object()) {
+    ReplyError(req, 400, "the body must be a JSON object");
+    return;
+  }
+  std::vector<uint32_t> ids;
+  const char* key = spec->tokenize_text_key;
+  if (body.contains(key) && body[key].is_string()) {
+    TokenizeWords(body[key].get<std::string>(), &ids);
+  } else if (spec->tokenize_has_count && body.contains("messages") && body["messages"].is_array()) {
+    std::string text;
+    for (const auto& m : body["messages"]) {
+      if (!m.is_object() || !m.contains("content")) continue;
+      const json& c = m["content"];
+      if (c.is_string()) {
+        text += c.get<std::string>();
+        text += '\n';
+      } else if (c.is_array()) {
+        for (const auto& part : c) {
+          if (part.is_object() && part.contains("text") && part["text"].is_string()) {
+            text += part["text"].get<std::string>();
+            text += '\n';
+          }
+        }
+      }
+    }
+    ids = ApplyChatTemplate(text, profile.chat_template_tokens, profile.template_prefix_tokens);
+  } else {
+    ReplyError(req, 400, std::string("missing string field '") + key + "'");
+    return;
+  }
+  json out = {{"tokens", ids}};
+  if (spec->tokenize_has_count) {
+    out["count"] = ids.size();
+    out["max_model_len"] = profile.context_length;
+    if (!spec->null_keys) out["token_strs"] = nullptr;
+  }
+  Reply(req, 200, out.dump(), "application/json");
+}
+
+void SimServer::Impl::HandleMetrics(evhttp_request* req) {
+  EngineStats st = engine->stats();
+  char labels[256];
+  std::snprintf(labels, sizeof(labels), spec->m_labels, profile.served_model_name.c_str());
+  std::string out;
+  auto sample = [&](const char* name, const char* type, double v) {
+    if (!name) return;
+    out += "# TYPE ";
+    out += name;
+    out += ' ';
+    out += type;
+    out += '\n';
+    out += name;
+    out += labels;
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), " %.17g\n", v);
+    out += buf;
+  };
+  sample(spec->m_running, "gauge", st.running);
+  sample(spec->m_waiting, "gauge", st.waiting + delayed);
+  if (spec->m_kv_usage) {
+    sample(spec->m_kv_usage, "gauge",
+           st.pool_total_tokens > 0 ? static_cast<double>(st.pool_used_tokens) /
+                                          static_cast<double>(st.pool_total_tokens)
+                                    : 0.0);
+  }
+  const int64_t prompt = st.prompt_tokens_total - flush_base_prompt;
+  const int64_t cached = st.cached_tokens_total - flush_base_cached;
+  sample(spec->m_cache_hit_rate, "gauge",
+         prompt > 0 ? static_cast<double>(cached) / static_cast<double>(prompt) : 0.0);
+  sample(spec->m_prefix_hits_total, "counter", static_cast<double>(st.cached_tokens_total));
+  sample(spec->m_prefix_queries_total, "counter", static_cast<double>(st.prompt_tokens_total));
+  sample(spec->m_prompt_tokens_total, "counter", static_cast<double>(st.prompt_tokens_total));
+  sample(spec->m_generation_tokens_total, "counter",
+         static_cast<double>(st.generated_tokens_total));
+  if (spec->m_ttft) {
+    const std::string name = spec->m_ttft;
+    std::string lab = labels;  // "{...}" or ""
+    std::string inner = lab.size() > 2 ? lab.substr(1, lab.size() - 2) + "," : "";
+    out += "# TYPE " + name + " histogram\n";
+    int64_t cum = 0;
+    char buf[128];
+    for (size_t b = 0; b < kTtftBuckets; ++b) {
+      cum += ttft_counts[b];
+      std::snprintf(buf, sizeof(buf), "_bucket{%sle=\"%g\"} %lld\n", inner.c_str(),
+                    kTtftBucketsS[b], static_cast<long long>(cum));
+      out += name + buf;
+    }
+    cum += ttft_counts[kTtftBuckets];
+    std::snprintf(buf, sizeof(buf), "_bucket{%sle=\"+Inf\"} %lld\n", inner.c_str(),
+                  static_cast<long long>(cum));
+    out += name + buf;
+    std::snprintf(buf, sizeof(buf), " %.17g\n", ttft_sum_s);
+    out += name + "_sum" + lab + buf;
+    std::snprintf(buf, sizeof(buf), " %lld\n", static_cast<long long>(ttft_count));
+    out += name + "_count" + lab + buf;
+  }
+  Reply(req, 200, out, "text/plain; version=0.0.4; charset=utf-8");
+}
+
+void SimServer::Impl::HandleChat(evhttp_request* req) {
+  const int64_t index = next_index++;
+  requests_received.fetch_add(1);
+  json body;
+  try {
+    body = json::parse(BodyOf(req));
+  } catch (const json::exception& e) {
+    ReplyError(req, spec->invalid_json_status, std::string("invalid JSON body: ") + e.what());
+    return;
+  }
+  if (!body.is_object()) {
+    ReplyError(req, 400, "the request body must be a JSON object");
+    return;
+  }
+  // Validation, in the order a reader of the error would want to fix things.
+  if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
+    ReplyError(req, 400, "'messages' must be a non-empty array");
+    return;
+  }
+  std::string text;
+  for (size_t i = 0; i < body["messages"].size(); ++i) {
+    const json& m = body["messages"][i];
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+      ReplyError(req, 400, at + ": each message needs a string 'role'");
+      return;
+    }
+    if (!m.contains("content")) {
+      ReplyError(req, 400, at + ": missing 'content'");
+      return;
+    }
+    const json& c = m["content"];
+    if (c.is_string()) {
+      text += c.get<std::string>();
+    } else if (c.is_array()) {
+      for (const auto& part : c) {
+        if (!part.is_object() || !part.contains("text") || !part["text"].is_string()) {
+          ReplyError(req, 400, at + ": content parts must be {\"type\":\"text\",\"text\":...}");
+          return;
+        }
+        text += part["text"].get<std::string>();
+      }
+    } else if (!c.is_null()) {
+      ReplyError(req, 400, at + ": 'content' must be a string or a list of text parts");
+      return;
+    }
+    text += '\n';
+  }
+  auto bad_type = [&](const char* key, bool ok) {
+    if (body.contains(key) && !body[key].is_null() && !ok) {
+      ReplyError(req, 400, std::string("'") + key + "' has the wrong type");
+      return true;
+    }
+    return false;
+  };
+  if (bad_type("stream", body.value("stream", json()).is_boolean()) ||
+      bad_type("ignore_eos", body.value("ignore_eos", json()).is_boolean()) ||
+      bad_type("temperature", body.value("temperature", json()).is_number()) ||
+      bad_type("seed", body.value("seed", json()).is_number_integer()) ||
+      bad_type("max_tokens", body.value("max_tokens", json()).is_number_integer()) ||
+      bad_type("max_completion_tokens",
+               body.value("max_completion_tokens", json()).is_number_integer()) ||
+      bad_type("stream_options", body.value("stream_options", json()).is_object()) ||
+      bad_type("n", body.value("n", json()).is_number_integer())) {
+    return;
+  }
+  auto opt = [&](const char* key) -> const json* {
+    auto it = body.find(key);
+    return it == body.end() || it->is_null() ? nullptr : &*it;
+  };
+  const bool streaming = opt("stream") && opt("stream")->get<bool>();
+  const bool ignore_eos = opt("ignore_eos") && opt("ignore_eos")->get<bool>();
+  const double temperature = opt("temperature") ? opt("temperature")->get<double>() : 1.0;
+  const int64_t seed = opt("seed") ? opt("seed")->get<int64_t>() : 0;
+  if (temperature < 0 || temperature > 2) {
+    ReplyError(req, 400, "'temperature' must be in [0, 2]");
+    return;
+  }
+  if (opt("n") && opt("n")->get<int64_t>() != 1) {
+    ReplyError(req, 400, "only n = 1 is supported");
+    return;
+  }
+  int64_t max_tokens = kDefaultMaxTokens;
+  if (opt("max_completion_tokens")) {
+    max_tokens = opt("max_completion_tokens")->get<int64_t>();
+  } else if (opt("max_tokens")) {
+    max_tokens = opt("max_tokens")->get<int64_t>();
+  }
+  if (max_tokens < 1) {
+    ReplyError(req, 400, "'max_tokens' must be at least 1");
+    return;
+  }
+  bool include_usage = false;
+  if (const json* so = opt("stream_options")) {
+    if (!streaming) {
+      ReplyError(req, 400, "'stream_options' is only allowed with 'stream': true");
+      return;
+    }
+    include_usage = spec->usage_default_with_stream_options;
+    if (so->contains("include_usage")) {
+      if (!(*so)["include_usage"].is_boolean()) {
+        ReplyError(req, 400, "'stream_options.include_usage' must be a boolean");
+        return;
+      }
+      include_usage = (*so)["include_usage"].get<bool>();
+    }
+  }
+
+  RequestFaults f = faults.ForRequest(index, text);
+  if (f.http_status) {
+    ReplyError(
+        req, *f.http_status,
+        std::string("simulated ") + ReasonPhrase(*f.http_status) + " (capq sim fault http_status)");
+    return;
+  }
+
+  std::vector<uint32_t> ids =
+      ApplyChatTemplate(text, profile.chat_template_tokens, profile.template_prefix_tokens);
+  const int64_t prompt_tokens = static_cast<int64_t>(ids.size());
+  if (prompt_tokens >= profile.context_length) {
+    ReplyError(req, 400,
+               "The input (" + std::to_string(prompt_tokens) +
+                   " tokens) is longer than the model's context length (" +
+                   std::to_string(profile.context_length) + " tokens).");
+    return;
+  }
+  if (prompt_tokens + max_tokens > profile.context_length) {
+    if (spec->cap_max_tokens_to_context) {
+      max_tokens = profile.context_length - prompt_tokens;
+    } else {
+      ReplyError(req, 400,
+                 "Requested token count exceeds the model's maximum context length of " +
+                     std::to_string(profile.context_length) + " tokens. You requested a total of " +
+                     std::to_string(prompt_tokens + max_tokens) +
+                     " tokens: " + std::to_string(prompt_tokens) +
+                     " tokens from the input messages and " + std::to_string(max_tokens) +
+                     " tokens for the completion. Please reduce the number of tokens in the input "
+                     "messages or the completion to fit within the limit.");
+      return;
+    }
+  }
+  const int64_t page = std::max(1, profile.page_size);
+  const int64_t need_tokens = (prompt_tokens + max_tokens + page - 1) / page * page;
+  if (need_tokens > profile.max_total_tokens) {
+    ReplyError(req, 400,
+               "The request needs " + std::to_string(need_tokens) +
+                   " tokens (prompt + max_tokens, in whole pages) but the token pool holds " +
+                   std::to_string(profile.max_total_tokens) + ".");
+    return;
+  }
+
+  auto s = std::make_unique<Stream>();
+  s->impl = this;
+  s->req = req;
+  s->conn = evhttp_request_get_connection(req);
+  s->engine_id = next_engine_id++;
+  s->index = index;
+  char idbuf[48];
+  std::snprintf(idbuf, sizeof(idbuf), "chatcmpl-%016llx%08llx",
+                static_cast<unsigned long long>(Mix64(static_cast<uint64_t>(start_unix_ns), 0)),
+                static_cast<unsigned long long>(index));
+  s->id = idbuf;
+  s->streaming = streaming;
+  s->include_usage = include_usage;
+  s->prompt_tokens = prompt_tokens;
+  s->max_tokens = max_tokens;
+  s->faults = f;
+  const uint64_t prompt_hash = PromptHash(ids);
+  // Temperature 0 is greedy: the seed cannot change the text.
+  s->out_seed = temperature > 0 ? static_cast<uint64_t>(seed) : 0;
+  s->out_hash = f.duplicate_of
+                    ? PromptHash(ApplyChatTemplate(*f.duplicate_of, profile.chat_template_tokens,
+                                                   profile.template_prefix_tokens))
+                    : prompt_hash;
+  int64_t eos_at = -1;
+  if (!ignore_eos && profile.eos_min_tokens < max_tokens) {
+    const uint64_t span = static_cast<uint64_t>(max_tokens - profile.eos_min_tokens + 1);
+    const int64_t at = profile.eos_min_tokens +
+                       static_cast<int64_t>(Mix64(Mix64(prompt_hash, s->out_seed), 0xe05) % span);
+    if (at < max_tokens) eos_at = std::max<int64_t>(1, at);
+  }
+  if (f.early_stop_after) {
+    const int64_t at =
+        std::clamp<int64_t>(*f.early_stop_after, 1, std::max<int64_t>(1, max_tokens - 1));
+    if (at < max_tokens && (eos_at < 0 || at < eos_at)) eos_at = at;
+  }
+  s->pending.id = s->engine_id;
+  s->pending.prompt_tokens = std::move(ids);
+  s->pending.max_new_tokens = max_tokens;
+  s->pending.eos_at_tokens = eos_at;
+  {
+    std::string head = "{\"id\":\"";
+    head += s->id;
+    head += "\",\"object\":\"chat.completion.chunk\",\"created\":";
+    AppendInt(&head, start_unix_ns / 1000000000 + VirtNow() / 1000000000);
+    head += ",\"model\":";
+    head += model_json;
+    head += ",\"choices\":[";
+    s->head = std::move(head);
+  }
+
+  Stream* sp = s.get();
+  streams.emplace(sp->engine_id, std::move(s));
+  if (sp->conn) {
+    evhttp_connection_set_closecb(sp->conn, OnConnectionClosed, sp);
+    bufferevent* bev = evhttp_connection_get_bufferevent(sp->conn);
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    if (fd >= 0) {
+      sp->eof_watch = event_new(base, fd, EV_READ, OnEofWatch, sp);
+      event_add(sp->eof_watch, nullptr);
+    }
+  }
+  if (f.slow_first_byte_ms > 0) {
+    const double wall_s = f.slow_first_byte_ms / 1000.0 / scale;
+    timeval tv;
+    tv.tv_sec = static_cast<time_t>(wall_s);
+    tv.tv_usec = static_cast<suseconds_t>((wall_s - static_cast<double>(tv.tv_sec)) * 1e6);
+    sp->delay_timer = evtimer_new(base, OnDelayDone, sp);
+    evtimer_add(sp->delay_timer, &tv);
+    ++delayed;
+    return;
+  }
+  SubmitStream(sp);
+}
+
+// ---------------------------------------------------------------------------------------------
+// SimServer
+
+SimServer::SimServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+SimServer::~SimServer() { Stop(); }
+
+Result<std::unique_ptr<SimServer>> SimServer::Start(const ServerOptions& options) {
+  if (!(options.time_scale > 0)) {
+    return Status::InvalidArgument("time scale must be > 0, got " +
+                                   std::to_string(options.time_scale));
+  }
+  if (options.port < 0 || options.port > 65535) {
+    return Status::InvalidArgument("port out of range: " + std::to_string(options.port));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->opts = options;
+  impl->scale = options.time_scale;
+  impl->spec = &SpecFor(options.dialect);
+  Result<EngineProfile> profile = LoadProfile(options.profile_path);
+  if (!profile.ok()) return profile.status();
+  impl->profile = profile.value();
+  impl->digest = ProfileDigest(impl->profile);
+  impl->model_json = json(impl->profile.served_model_name).dump();
+  if (!options.faults_path.empty()) {
+    Result<FaultPlan> plan = FaultPlan::Load(options.faults_path);
+    if (!plan.ok()) return plan.status();
+    impl->faults = std::move(plan.value());
+  }
+  if (!options.truth_log_path.empty())
+    CAPQ_RETURN_IF_ERROR(impl->truth.Open(options.truth_log_path));
+  impl->engine = std::make_unique<Engine>(impl->profile);
+
+  // A write to a socket the client closed raises SIGPIPE; the server must see EPIPE instead.
+  struct sigaction old_sa {};
+  if (sigaction(SIGPIPE, nullptr, &old_sa) == 0 && old_sa.sa_handler == SIG_DFL) {
+    std::signal(SIGPIPE, SIG_IGN);
+  }
+  std::call_once(g_threads_once, [] { evthread_use_pthreads(); });
+  event_config* cfg = event_config_new();
+  // Without a precise timer epoll rounds every timeout up to the millisecond: chunks late by ~1 ms.
+  event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+  impl->base = event_base_new_with_config(cfg);
+  event_config_free(cfg);
+  if (!impl->base) return Status::Internal("event_base_new failed");
+  impl->http = evhttp_new(impl->base);
+  impl->scratch = evbuffer_new();
+  impl->engine_timer = evtimer_new(impl->base, OnEngineTimer, impl.get());
+  impl->stop_event = event_new(impl->base, -1, 0, OnStop, impl.get());
+  if (!impl->http || !impl->scratch || !impl->engine_timer || !impl->stop_event) {
+    return Status::Internal("libevent allocation failed");
+  }
+  evhttp_set_gencb(impl->http, OnRequest, impl.get());
+  evhttp_set_timeout(impl->http, kIdleTimeoutS);
+  evhttp_set_allowed_methods(impl->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD);
+
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(options.port));
+  if (inet_pton(AF_INET, options.host.c_str(), &addr.sin_addr) != 1) {
+    return Status::InvalidArgument("host must be an IPv4 address, got '" + options.host + "'");
+  }
+  // Backlog -1 = SOMAXCONN: thousands of clients connecting at once must not be dropped.
+  impl->listener = evconnlistener_new_bind(impl->base, nullptr, nullptr,
+                                           LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE, -1,
+                                           reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  if (!impl->listener) {
+    return Status::Unavailable("cannot listen on " + options.host + ":" +
+                               std::to_string(options.port) + ": " + std::strerror(errno));
+  }
+  evutil_socket_t lfd = evconnlistener_get_fd(impl->listener);
+  if (!evhttp_bind_listener(impl->http, impl->listener)) {
+    evconnlistener_free(impl->listener);
+    impl->listener = nullptr;
+    return Status::Internal("evhttp_bind_listener failed");
+  }
+  sockaddr_in bound{};
+  socklen_t len = sizeof(bound);
+  if (getsockname(lfd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
+    return Status::Internal(std::string("getsockname failed: ") + std::strerror(errno));
+  }
+  impl->port = ntohs(bound.sin_port);
+  impl->t0 = NowNs();
+  impl->start_unix_ns = RealtimeAnchor::Take().unix_ns;
+  Impl* raw = impl.get();
+  impl->thread = std::thread([raw] { event_base_dispatch(raw->base); });
+  return std::unique_ptr<SimServer>(new SimServer(std::move(impl)));
+}
+
+int SimServer::port() const { return impl_->port; }
+
+std::string SimServer::url() const {
+  return "http://" + impl_->opts.host + ":" + std::to_string(impl_->port);
+}
+
+const EngineProfile& SimServer::profile() const { return impl_->profile; }
+
+std::string SimServer::identity_digest() const { return impl_->digest; }
+
+EngineStats SimServer::engine_stats() const {
+  std::lock_guard<std::mutex> lock(impl_->snap_mu);
+  return impl_->snapshot;
+}
+
+int64_t SimServer::requests_received() const { return impl_->requests_received.load(); }
+
+void SimServer::Stop() {
+  if (!impl_) return;
+  std::lock_guard<std::mutex> lock(impl_->stop_mu);
+  if (impl_->stopped.exchange(true)) return;
+  if (impl_->thread.joinable()) {
+    event_active(impl_->stop_event, EV_READ, 0);
+    impl_->thread.join();
+  }
+  Status s = impl_->truth.Close();
+  if (!s.ok()) spdlog::warn("capq sim: {}", s.ToString());
+}
+
+}  // namespace capq::sim

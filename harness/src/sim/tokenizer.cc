@@ -1,0 +1,98 @@
+#include "capq/sim/tokenizer.h"
+
+namespace capq::sim {
+namespace {
+
+bool IsSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+// Syllables for output words: 32 consonant-vowel pairs, so a word is 2-3 of them (5 bits each).
+constexpr const char* kSyllables[32] = {
+    "ba", "be", "bi", "bo", "da", "de", "di", "do", "ka", "ke", "ki", "ko", "la", "le", "li", "lo",
+    "ma", "me", "mi", "mo", "na", "ne", "ni", "no", "ra", "re", "ri", "ro", "sa", "se", "si", "so"};
+
+uint32_t TemplateId(int position) {
+  return WordTokenId("<|capq_template_" + std::to_string(position) + "|>");
+}
+
+}  // namespace
+
+uint64_t Fnv1a64(std::string_view bytes, uint64_t basis) {
+  uint64_t h = basis;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+uint64_t Mix64(uint64_t a, uint64_t b) {
+  uint64_t z = a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2));
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint32_t WordTokenId(std::string_view word) {
+  uint64_t h = Fnv1a64(word);
+  return static_cast<uint32_t>(h ^ (h >> 32));
+}
+
+int64_t TokenizeWords(std::string_view text, std::vector<uint32_t>* out) {
+  int64_t n = 0;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && IsSpace(text[i])) ++i;
+    size_t start = i;
+    while (i < text.size() && !IsSpace(text[i])) ++i;
+    if (i > start) {
+      if (out) out->push_back(WordTokenId(text.substr(start, i - start)));
+      ++n;
+    }
+  }
+  return n;
+}
+
+int64_t CountWords(std::string_view text) { return TokenizeWords(text, nullptr); }
+
+std::vector<uint32_t> ApplyChatTemplate(std::string_view message_text, int chat_template_tokens,
+                                        int template_prefix_tokens) {
+  std::vector<uint32_t> ids;
+  if (template_prefix_tokens > chat_template_tokens) template_prefix_tokens = chat_template_tokens;
+  if (template_prefix_tokens < 0) template_prefix_tokens = 0;
+  ids.reserve(static_cast<size_t>(chat_template_tokens) + message_text.size() / 4);
+  for (int i = 0; i < template_prefix_tokens; ++i) ids.push_back(TemplateId(i));
+  TokenizeWords(message_text, &ids);
+  for (int i = template_prefix_tokens; i < chat_template_tokens; ++i) ids.push_back(TemplateId(i));
+  return ids;
+}
+
+uint64_t PromptHash(const std::vector<uint32_t>& prompt_ids) {
+  uint64_t h = 0x5ca1ab1e0ddba11ull;
+  for (uint32_t id : prompt_ids) h = Mix64(h, id);
+  return Mix64(h, prompt_ids.size());
+}
+
+std::string OutputWord(uint64_t prompt_hash, uint64_t seed, int64_t index) {
+  uint64_t h = Mix64(Mix64(prompt_hash, seed), static_cast<uint64_t>(index));
+  int syllables = 2 + static_cast<int>(h & 1);
+  h >>= 1;
+  std::string w;
+  w.reserve(6);
+  for (int i = 0; i < syllables; ++i) {
+    w += kSyllables[h & 31];
+    h >>= 5;
+  }
+  return w;
+}
+
+void AppendOutputWords(uint64_t prompt_hash, uint64_t seed, int64_t first, int64_t count,
+                       std::string* out) {
+  for (int64_t i = first; i < first + count; ++i) {
+    if (i > 0) out->push_back(' ');
+    out->append(OutputWord(prompt_hash, seed, i));
+  }
+}
+
+}  // namespace capq::sim
