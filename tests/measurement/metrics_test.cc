@@ -1,0 +1,161 @@
+#include "capq/measurement/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace capq {
+namespace {
+
+std::vector<double> OneToN(int n) {
+  std::vector<double> v;
+  for (int i = n; i >= 1; --i) v.push_back(i);  // unsorted on purpose
+  return v;
+}
+
+// Expected values are numpy.percentile(x, p) (method "linear"), worked by hand:
+// rank = (n-1)·p/100, interpolate between the neighbours.
+TEST(Percentile, LinearMatchesNumpy) {
+  const auto v = OneToN(10);
+  EXPECT_DOUBLE_EQ(Percentile(v, 95, PercentileMethod::kLinear), 9.55);  // rank 8.55
+  EXPECT_DOUBLE_EQ(Percentile(v, 50, PercentileMethod::kLinear), 5.5);
+  EXPECT_DOUBLE_EQ(Percentile(v, 99, PercentileMethod::kLinear), 9.91);
+  EXPECT_DOUBLE_EQ(Percentile(v, 90, PercentileMethod::kLinear), 9.1);
+  EXPECT_DOUBLE_EQ(Percentile(v, 0, PercentileMethod::kLinear), 1);
+  EXPECT_DOUBLE_EQ(Percentile(v, 100, PercentileMethod::kLinear), 10);
+  EXPECT_DOUBLE_EQ(Percentile({15, 20, 35, 40, 50}, 40, PercentileMethod::kLinear),
+                   29);  // rank 1.6
+  EXPECT_DOUBLE_EQ(Percentile({7}, 95, PercentileMethod::kLinear), 7);
+}
+
+TEST(Percentile, NearestRank) {
+  const auto v = OneToN(10);
+  EXPECT_DOUBLE_EQ(Percentile(v, 95, PercentileMethod::kNearestRank), 10);  // ceil(9.5) = 10
+  EXPECT_DOUBLE_EQ(Percentile(v, 90, PercentileMethod::kNearestRank), 9);   // ceil(9) = 9
+  EXPECT_DOUBLE_EQ(Percentile(v, 50, PercentileMethod::kNearestRank), 5);
+  EXPECT_DOUBLE_EQ(Percentile(v, 0, PercentileMethod::kNearestRank), 1);
+  EXPECT_DOUBLE_EQ(Percentile(v, 100, PercentileMethod::kNearestRank), 10);
+  // 95·20/100 = 19 exactly: rounding must not push the rank to 20.
+  EXPECT_DOUBLE_EQ(Percentile(OneToN(20), 95, PercentileMethod::kNearestRank), 19);
+  // 64 requests at p95: rank ceil(60.8) = 61, i.e. the 4th slowest decides.
+  EXPECT_DOUBLE_EQ(Percentile(OneToN(64), 95, PercentileMethod::kNearestRank), 61);
+}
+
+TEST(Percentile, EmptyAndNaN) {
+  EXPECT_TRUE(std::isnan(Percentile({}, 50, PercentileMethod::kLinear)));
+  EXPECT_DOUBLE_EQ(Percentile({NAN, 1, 3}, 50, PercentileMethod::kLinear), 2);  // NaN ignored
+}
+
+TEST(Summarize, Fields) {
+  Distribution d = Summarize(OneToN(10), PercentileMethod::kLinear);
+  EXPECT_EQ(d.n, 10u);
+  EXPECT_DOUBLE_EQ(d.min, 1);
+  EXPECT_DOUBLE_EQ(d.max, 10);
+  EXPECT_DOUBLE_EQ(d.mean, 5.5);
+  EXPECT_DOUBLE_EQ(d.p50, 5.5);
+  EXPECT_DOUBLE_EQ(d.p95, 9.55);
+  Distribution e = Summarize({}, PercentileMethod::kLinear);
+  EXPECT_EQ(e.n, 0u);
+  EXPECT_TRUE(std::isnan(e.p95));
+  EXPECT_TRUE(DistributionToJson(e)["p95"].is_null());
+}
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kBaseNs = 5'000'000'000;
+
+// One request: sent at start_ms, TTFT ttft_ms, E2E e2e_ms, `tokens` completion tokens in `chunks`
+// non-empty chunks spread evenly from TTFT to E2E.
+RequestResult Req(const std::string& id, int index, int64_t start_ms, int64_t ttft_ms,
+                  int64_t e2e_ms, int64_t tokens, int chunks) {
+  RequestResult r;
+  r.id = id;
+  r.index = index;
+  r.http_status = 200;
+  r.start_ns = kBaseNs + start_ms * kMs;  // 0 means "never sent"
+  r.end_ns = r.start_ns + e2e_ms * kMs;
+  r.ttft_ns = ttft_ms * kMs;
+  r.ttfb_ns = ttft_ms * kMs / 2;
+  r.first_event_ns = ttft_ms * kMs;
+  r.e2e_ns = e2e_ms * kMs;
+  r.completion_tokens = tokens;
+  r.prompt_tokens = 100 + index;
+  r.scheduling_lag_ns = 1000;
+  for (int c = 0; c < chunks; ++c) {
+    const int64_t at = chunks == 1 ? ttft_ms : ttft_ms + (e2e_ms - ttft_ms) * c / (chunks - 1);
+    r.chunks.push_back(ChunkInfo{r.start_ns + at * kMs, 4, true});
+  }
+  r.nonempty_chunks = chunks;
+  return r;
+}
+
+TEST(ComputeMetrics, WallTimesScaledToVirtualTime) {
+  // Two requests back to back on one slot, 10 tokens each; time_scale 10 (sim: virtual = wall ×
+  // 10).
+  std::vector<RequestResult> rs = {Req("m1", 1, 1000, 300, 1200, 10, 4),
+                                   Req("m0", 0, 0, 100, 1000, 10, 10)};
+  TrialMetrics t =
+      ComputeMetrics(rs, /*concurrency=*/1, /*time_scale=*/10, PercentileMethod::kLinear);
+  EXPECT_EQ(t.requests, 2u);
+  EXPECT_DOUBLE_EQ(t.ttft_ms.min, 1000);  // 100 ms wall
+  EXPECT_DOUBLE_EQ(t.ttft_ms.max, 3000);
+  EXPECT_DOUBLE_EQ(t.ttft_ms.p50, 2000);
+  // ITL = (E2E - TTFT) / (tokens - 1): m0 900/9 = 100 ms wall, m1 900/9 = 100 ms -> 1000 virtual.
+  EXPECT_DOUBLE_EQ(t.itl_ms.p50, 1000);
+  EXPECT_DOUBLE_EQ(t.e2e_ms.max, 12000);
+  // m0's 10 chunks over 900 ms: 9 gaps of 100 ms; m1's 4 chunks over 900 ms: 3 gaps of 300 ms.
+  EXPECT_EQ(t.chunk_gap_ms.n, 12u);
+  EXPECT_DOUBLE_EQ(t.chunk_gap_ms.min, 1000);
+  EXPECT_DOUBLE_EQ(t.chunk_gap_ms.max, 3000);
+  EXPECT_DOUBLE_EQ(t.tokens_per_chunk_mean, 20.0 / 14.0);
+  // Duration 0 -> 2200 ms wall = 22 s virtual; 20 tokens.
+  EXPECT_DOUBLE_EQ(t.duration_s, 22);
+  EXPECT_DOUBLE_EQ(t.output_tok_s, 20.0 / 22);
+  EXPECT_DOUBLE_EQ(t.request_per_s, 2.0 / 22);
+  EXPECT_EQ(t.completion_tokens_total, 20);
+  EXPECT_EQ(t.prompt_tokens_min, 100);
+  EXPECT_EQ(t.prompt_tokens_max, 101);
+  ASSERT_EQ(t.ttft_ms_by_arrival.size(), 2u);
+  EXPECT_DOUBLE_EQ(t.ttft_ms_by_arrival[0], 1000);  // send order, not input order
+  EXPECT_DOUBLE_EQ(t.ttft_ms_by_arrival[1], 3000);
+  EXPECT_DOUBLE_EQ(t.scheduling_lag_ms.max, 0.01);  // 1 µs × 10
+  EXPECT_DOUBLE_EQ(t.ttft_p95_steady_ms, 3000);     // only the request after the first C = 1
+  nlohmann::json j = MetricsToJson(t);
+  EXPECT_EQ(j["percentile_method"], "linear");
+  EXPECT_DOUBLE_EQ(j["time_scale"].get<double>(), 10);
+  EXPECT_DOUBLE_EQ(j["ttft_ms"]["max"].get<double>(), 3000);
+}
+
+TEST(ComputeMetrics, FailedRequestsLeaveLatencyButNotE2eOrItl) {
+  std::vector<RequestResult> rs = {Req("m0", 0, 0, 100, 1000, 10, 10),
+                                   Req("m1", 1, 0, 200, 400, 10, 2)};
+  rs[1].cancelled = true;
+  TrialMetrics t = ComputeMetrics(rs, 2, 1, PercentileMethod::kNearestRank);
+  EXPECT_EQ(t.ttft_ms.n, 2u);
+  EXPECT_EQ(t.e2e_ms.n, 1u);
+  EXPECT_EQ(t.itl_ms.n, 1u);
+  EXPECT_DOUBLE_EQ(t.request_per_s, 1.0);         // one completed in 1 s
+  EXPECT_TRUE(std::isnan(t.ttft_p95_steady_ms));  // no request after the opening burst of 2
+}
+
+TEST(SloValueMs, UsesTheGatePercentileAndMethod) {
+  std::vector<RequestResult> rs;
+  for (int i = 0; i < 10; ++i) rs.push_back(Req("m" + std::to_string(i), i, i, i + 1, 100, 10, 2));
+  TrialMetrics lin = ComputeMetrics(rs, 1, 1, PercentileMethod::kLinear);
+  TrialMetrics nr = ComputeMetrics(rs, 1, 1, PercentileMethod::kNearestRank);
+  SloGate g{SloMetric::kTtft, 95, 10};
+  EXPECT_DOUBLE_EQ(SloValueMs(lin, g), 9.55);
+  EXPECT_DOUBLE_EQ(SloValueMs(nr, g), 10);
+  g.percentile = 99;
+  EXPECT_DOUBLE_EQ(SloValueMs(lin, g), 9.91);
+  g.metric = SloMetric::kE2e;
+  EXPECT_DOUBLE_EQ(SloValueMs(lin, g), 100);
+  g.metric = SloMetric::kItl;
+  EXPECT_DOUBLE_EQ(SloValueMs(nr, SloGate{SloMetric::kItl, 50, 1}),
+                   (100.0 - 6) / 9);  // ITLs (100 - ttft)/9 for ttft 1..10: 5th smallest has ttft 6
+  TrialMetrics empty = ComputeMetrics({}, 1, 1, PercentileMethod::kLinear);
+  EXPECT_TRUE(std::isnan(SloValueMs(empty, g)));
+}
+
+}  // namespace
+}  // namespace capq

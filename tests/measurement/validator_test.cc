@@ -1,0 +1,276 @@
+#include "capq/measurement/validator.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace capq {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// A clean trial: 2 warm-up and 4 measured requests of 4 tokens each, all gates green.
+class ValidatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    row_.workload.output_tokens = 4;
+    row_.warmup.requests = 2;
+    row_.measured.min_requests = 4;
+    row_.measured.per_concurrency = 1;
+    in_.row = &row_;
+    in_.concurrency = 2;
+    in_.expected_measured = 4;
+    in_.cold_prefix_tokens_allowed = 2;
+    in_.cold_counter_available = true;
+    for (int i = 0; i < 2; ++i) {
+      in_.warmup.push_back(Good("w" + std::to_string(i), Phase::kWarmup, i));
+      in_.warmup_prompt_hashes.push_back("warm-hash-" + std::to_string(i));
+    }
+    for (int i = 0; i < 4; ++i) {
+      in_.measured.push_back(Good("m" + std::to_string(i), Phase::kMeasured, i));
+      in_.measured_prompt_hashes.push_back("meas-hash-" + std::to_string(i));
+    }
+  }
+
+  static RequestResult Good(const std::string& id, Phase phase, int index) {
+    RequestResult r;
+    r.id = id;
+    r.phase = phase;
+    r.index = index;
+    r.http_status = 200;
+    r.start_ns = 1000 + index;
+    r.completion_tokens = 4;
+    r.prompt_tokens = 50;
+    r.cached_tokens = 1;
+    r.finish_reason = "length";
+    r.saw_done = true;
+    r.nonempty_chunks = 4;
+    r.output_utf8_bytes = 20;
+    r.output_sha256 = Sha256Hex(id);
+    return r;
+  }
+
+  const GateResult& Gate(const std::string& name) {
+    report_ = Validate(in_);
+    const GateResult* g = report_.Find(name);
+    EXPECT_NE(g, nullptr) << name;
+    static const GateResult kMissing;
+    return g ? *g : kMissing;
+  }
+
+  Row row_;
+  ValidationInput in_;
+  CorrectnessReport report_;
+};
+
+TEST_F(ValidatorTest, CleanTrialPassesEveryGateWithTotals) {
+  CorrectnessReport r = Validate(in_);
+  ASSERT_EQ(r.gates.size(), std::size(kGateNames));
+  for (size_t i = 0; i < r.gates.size(); ++i) {
+    EXPECT_EQ(r.gates[i].name, kGateNames[i]);
+    EXPECT_TRUE(r.gates[i].enabled);
+    EXPECT_TRUE(r.gates[i].passed) << r.gates[i].name << ": " << r.gates[i].evidence;
+    EXPECT_TRUE(r.gates[i].offending_ids.empty()) << r.gates[i].name;
+  }
+  EXPECT_TRUE(r.passed());
+  EXPECT_EQ(r.totals.streams, 4);
+  EXPECT_EQ(r.totals.completion_tokens, 16);
+  EXPECT_EQ(r.totals.nonempty_chunks, 16);
+  EXPECT_EQ(r.totals.utf8_bytes, 80);
+  EXPECT_EQ(r.totals.unique_output_hashes, 4);
+  EXPECT_EQ(r.totals.warmup_prompts, 2);
+  EXPECT_EQ(r.totals.measured_prompts, 4);
+  EXPECT_EQ(r.Find("nonempty_deltas")->evidence,
+            "4 of 4 streams carried non-empty content or reasoning deltas (16 non-empty chunks)");
+  nlohmann::json j = CorrectnessToJson(r);
+  EXPECT_TRUE(j["passed"].get<bool>());
+  EXPECT_EQ(j["gates"].size(), std::size(kGateNames));
+  EXPECT_EQ(j["totals"]["unique_output_hashes"], 4);
+}
+
+TEST_F(ValidatorTest, ExpectedRecordCount) {
+  in_.measured.pop_back();
+  in_.measured_prompt_hashes.pop_back();
+  const GateResult& g = Gate("expected_record_count");
+  EXPECT_FALSE(g.passed);
+  EXPECT_EQ(
+      g.evidence,
+      "3 measured records (want 4), 2 warm-up records (want 2); missing measured indices: #3");
+  EXPECT_FALSE(report_.passed());
+}
+
+TEST_F(ValidatorTest, Status200) {
+  in_.measured[1].http_status = 500;
+  in_.measured[3].http_status = 0;
+  const GateResult& g = Gate("status_200");
+  EXPECT_FALSE(g.passed);
+  EXPECT_EQ(g.evidence,
+            "2 of 4 measured requests did not return HTTP 200: m1 (500), m3 (no response)");
+  EXPECT_THAT(g.offending_ids, ElementsAre("m1", "m3"));
+}
+
+TEST_F(ValidatorTest, NoCancellations) {
+  in_.measured[0].cancelled = true;
+  in_.measured[2].cancelled = in_.measured[2].timed_out = true;
+  const GateResult& g = Gate("no_cancellations");
+  EXPECT_FALSE(g.passed);
+  EXPECT_EQ(g.evidence,
+            "2 of 4 measured requests did not complete normally: m0 (cut), m2 (timed out)");
+}
+
+TEST_F(ValidatorTest, ZeroErrorsCountsWarmupToo) {
+  in_.warmup[1].errors = {"event #3 at +5.000 ms: malformed JSON (4 bytes): {\"a\""};
+  in_.measured[2].errors = {"no usage object in the stream (server token counts unknown)", "x"};
+  const GateResult& g = Gate("zero_errors");
+  EXPECT_FALSE(g.passed);
+  EXPECT_EQ(g.evidence,
+            "3 errors in 2 of 6 requests: w1 (event #3 at +5.000 ms: malformed JSON (4 bytes): "
+            "{\"a\"), m2 (no usage object in the stream (server token counts unknown); +1 more)");
+  EXPECT_THAT(g.offending_ids, ElementsAre("w1", "m2"));
+}
+
+TEST_F(ValidatorTest, ExactCompletionTokens) {
+  in_.measured[1].completion_tokens = 3;
+  in_.measured[2].completion_tokens.reset();
+  const GateResult& g = Gate("exact_completion_tokens");
+  EXPECT_FALSE(g.passed);
+  EXPECT_EQ(g.evidence,
+            "2 of 4 streams reported server completion_tokens other than 4: m1 (3, want 4), "
+            "m2 (none, want 4)");
+}
+
+TEST_F(ValidatorTest, ExactCompletionTokensPerRequestExpectation) {
+  in_.expected_completion_tokens["m0"] = 5;
+  in_.measured[0].completion_tokens = 5;
+  EXPECT_TRUE(Gate("exact_completion_tokens").passed);
+  in_.measured[0].completion_tokens = 4;
+  EXPECT_FALSE(Gate("exact_completion_tokens").passed);
+}
+
+TEST_F(ValidatorTest, FinishReasonOneWrongValue) {
+  in_.measured[1].finish_reason = "stop";
+  in_.measured[3].finish_reason = "stop";
+  const GateResult& g = Gate("finish_reason");
+  EXPECT_FALSE(g.passed);
+  EXPECT_EQ(g.evidence, "2 of 4 streams ended with finish_reason 'stop' (want 'length'): m1, m3");
+}
+
+TEST_F(ValidatorTest, FinishReasonSeveralValues) {
+  in_.measured[0].finish_reason = "";
+  in_.measured[2].finish_reason = "abort";
+  const GateResult& g = Gate("finish_reason");
+  EXPECT_FALSE(g.passed);
+  EXPECT_EQ(
+      g.evidence,
+      "2 of 4 streams ended with a finish_reason other than 'length' (none: m0; 'abort': m2)");
+}
+
+TEST_F(ValidatorTest, NonemptyDeltas) {
+  in_.measured[2].nonempty_chunks = 0;
+  const GateResult& g = Gate("nonempty_deltas");
+  EXPECT_FALSE(g.passed);
+  EXPECT_EQ(g.evidence, "1 of 4 streams carried no non-empty content or reasoning delta: m2");
+}
+
+TEST_F(ValidatorTest, UniquePrompts) {
+  in_.measured_prompt_hashes[3] = in_.measured_prompt_hashes[1];
+  in_.warmup_prompt_hashes[1] = in_.warmup_prompt_hashes[0];
+  const GateResult& g = Gate("unique_prompts");
+  EXPECT_FALSE(g.passed);
+  EXPECT_EQ(
+      g.evidence,
+      "2 prompts repeat another among 4 measured and 2 warm-up prompt hashes: w0 = w1, m1 = m3");
+  EXPECT_THAT(g.offending_ids, ElementsAre("w0", "w1", "m1", "m3"));
+}
+
+TEST_F(ValidatorTest, UniquePromptsFailsClosedWithoutHashes) {
+  in_.measured_prompt_hashes.clear();
+  const GateResult& g = Gate("unique_prompts");
+  EXPECT_FALSE(g.passed);
+  EXPECT_THAT(g.evidence, HasSubstr("cannot check: 0 measured and 2 warm-up prompt hashes"));
+}
+
+TEST_F(ValidatorTest, UniqueOutputs) {
+  in_.measured[2].output_sha256 = in_.measured[0].output_sha256;
+  const GateResult& g = Gate("unique_outputs");
+  EXPECT_FALSE(g.passed);
+  EXPECT_EQ(g.evidence, "3 unique output hashes over 4 streams; identical outputs: m0 = m2");
+  EXPECT_EQ(report_.totals.unique_output_hashes, 3);
+}
+
+TEST_F(ValidatorTest, WarmupDisjoint) {
+  in_.measured_prompt_hashes[2] = in_.warmup_prompt_hashes[1];
+  const GateResult& g = Gate("warmup_disjoint");
+  EXPECT_FALSE(g.passed);
+  EXPECT_EQ(g.evidence, "1 of 4 measured prompts were also used in warm-up: m2 = w1");
+  EXPECT_THAT(g.offending_ids, ElementsAre("m2"));
+}
+
+TEST_F(ValidatorTest, VerifyColdCachedTokensAboveSharedPrefix) {
+  in_.measured[1].cached_tokens = 40;
+  const GateResult& g = Gate("verify_cold");
+  EXPECT_FALSE(g.passed);
+  EXPECT_EQ(g.evidence,
+            "1 of 4 measured requests showed more cached prompt tokens than the 2 shared template "
+            "tokens allowed: m1 (40)");
+}
+
+TEST_F(ValidatorTest, VerifyColdFailsClosedWithoutCounter) {
+  for (auto& r : in_.measured) r.cached_tokens.reset();
+  in_.cold_counter_available = false;
+  const GateResult& g = Gate("verify_cold");
+  EXPECT_TRUE(g.enabled);
+  EXPECT_FALSE(g.passed);
+  EXPECT_THAT(g.evidence, HasSubstr("no counter"));
+  EXPECT_THAT(g.evidence, HasSubstr("4 of 4 measured requests (m0, m1, m2, m3)"));
+  EXPECT_FALSE(report_.passed());
+}
+
+TEST_F(ValidatorTest, VerifyColdFallsBackToServerCounters) {
+  for (auto& r : in_.measured) r.cached_tokens.reset();
+  in_.server_cached_tokens_total = 8;  // 2 allowed × 4 requests
+  EXPECT_TRUE(Gate("verify_cold").passed) << Gate("verify_cold").evidence;
+  in_.server_cached_tokens_total = 9;
+  const GateResult& g = Gate("verify_cold");
+  EXPECT_FALSE(g.passed);
+  EXPECT_THAT(g.evidence, HasSubstr("9 cached prompt tokens (allowed 2 x 4 = 8)"));
+}
+
+TEST_F(ValidatorTest, RowDisabledGateIsReportedWithReasonAndDoesNotFailTheTrial) {
+  row_.correctness.unique_outputs.enabled = false;
+  row_.correctness.unique_outputs.reason_off = "outputs are deterministic per prompt family";
+  in_.measured[1].output_sha256 = in_.measured[0].output_sha256;
+  const GateResult& g = Gate("unique_outputs");
+  EXPECT_FALSE(g.enabled);
+  EXPECT_FALSE(g.passed);
+  EXPECT_EQ(g.evidence,
+            "disabled by the row: outputs are deterministic per prompt family; observed: 3 unique "
+            "output hashes over 4 streams; identical outputs: m0 = m1");
+  EXPECT_TRUE(report_.passed());
+}
+
+TEST_F(ValidatorTest, VerifyColdDisabledByCachePolicy) {
+  row_.cache.verify_cold = false;
+  for (auto& r : in_.measured) r.cached_tokens.reset();
+  in_.cold_counter_available = false;
+  const GateResult& g = Gate("verify_cold");
+  EXPECT_FALSE(g.enabled);
+  EXPECT_THAT(g.evidence, HasSubstr("disabled by the row: the row sets cache.verify_cold: false"));
+  EXPECT_TRUE(report_.passed());
+}
+
+TEST(Validator, NoRowFailsEveryGate) {
+  ValidationInput in;
+  CorrectnessReport r = Validate(in);
+  EXPECT_FALSE(r.passed());
+  ASSERT_EQ(r.gates.size(), std::size(kGateNames));
+  EXPECT_FALSE(r.gates[0].passed);
+}
+
+TEST(Validator, EmptyReportIsNotAPass) { EXPECT_FALSE(CorrectnessReport{}.passed()); }
+
+}  // namespace
+}  // namespace capq
