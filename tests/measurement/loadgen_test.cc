@@ -1,0 +1,527 @@
+// Load generator tests against a loopback HTTP/1.1 server started by each test. The server is
+// deliberately small: one thread per connection, behaviour chosen by the request body
+// ({"mode": "sse" | "forever" | "cut" | "status500" | "hang", "n": chunks, "gap_ms": ...}).
+#include "capq/measurement/loadgen.h"
+
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "capq/measurement/decode.h"
+
+namespace capq {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct ServerOptions {
+  bool close_after_response = false;  // close right after each response, no "Connection: close"
+  int idle_close_ms = -1;             // close a connection idle this long between requests
+};
+
+class LoopbackServer {
+ public:
+  using Options = ServerOptions;
+
+  LoopbackServer() : LoopbackServer(Options{}) {}
+  explicit LoopbackServer(Options opt) : opt_(opt) {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(listen_fd_, 256) != 0) {
+      ADD_FAILURE() << "loopback server: bind/listen failed";
+      return;
+    }
+    socklen_t len = sizeof addr;
+    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    acceptor_ = std::thread([this] { AcceptLoop(); });
+  }
+
+  ~LoopbackServer() {
+    stop_ = true;
+    if (acceptor_.joinable()) acceptor_.join();
+    std::vector<std::thread> workers;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      workers.swap(workers_);
+    }
+    for (auto& t : workers) t.join();
+    if (listen_fd_ >= 0) ::close(listen_fd_);
+  }
+
+  std::string Url() const {
+    return "http://127.0.0.1:" + std::to_string(port_) + "/v1/chat/completions";
+  }
+
+  std::vector<std::string> Heads() {
+    std::lock_guard<std::mutex> l(mu_);
+    return heads_;
+  }
+  // Blocks until `n` streams have sent their first event (or 30 s pass).
+  bool WaitFirstEvents(int n) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, std::chrono::seconds(30), [&] { return first_events_ >= n; });
+  }
+
+  std::atomic<int> requests{0};
+  std::atomic<int> connections{0};
+  std::atomic<int> in_flight{0};
+  std::atomic<int> max_in_flight{0};
+
+ private:
+  void AcceptLoop() {
+    while (!stop_) {
+      pollfd p{listen_fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      ++connections;
+      std::lock_guard<std::mutex> l(mu_);
+      workers_.emplace_back([this, fd] {
+        Serve(fd);
+        ::close(fd);
+      });
+    }
+  }
+
+  // Waits up to timeout_ms for readability; false on stop or timeout.
+  bool Readable(int fd, int timeout_ms) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (!stop_) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 20) > 0) return true;
+      if (timeout_ms >= 0 && std::chrono::steady_clock::now() >= deadline) return false;
+    }
+    return false;
+  }
+
+  bool Send(int fd, const std::string& s) {
+    size_t off = 0;
+    while (off < s.size()) {
+      const ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      off += static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+  bool Chunk(int fd, const std::string& payload) {
+    char len[32];
+    std::snprintf(len, sizeof len, "%zx\r\n", payload.size());
+    return Send(fd, len + payload + "\r\n");
+  }
+
+  static std::string Str(const std::string& body, const std::string& key, const std::string& dflt) {
+    const std::string k = "\"" + key + "\":\"";
+    const size_t at = body.find(k);
+    if (at == std::string::npos) return dflt;
+    const size_t end = body.find('"', at + k.size());
+    return body.substr(at + k.size(), end - at - k.size());
+  }
+  static int Int(const std::string& body, const std::string& key, int dflt) {
+    const std::string k = "\"" + key + "\":";
+    const size_t at = body.find(k);
+    return at == std::string::npos ? dflt : std::atoi(body.c_str() + at + k.size());
+  }
+
+  void Sleep(int ms) {
+    for (int i = 0; i < ms && !stop_; i += 5)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+
+  void Serve(int fd) {
+    std::string buf;
+    bool first_request = true;
+    while (!stop_) {
+      // Read one request: head, then Content-Length bytes of body.
+      size_t head_end;
+      while ((head_end = buf.find("\r\n\r\n")) == std::string::npos) {
+        const int wait = first_request ? 5000 : opt_.idle_close_ms;
+        if (!Readable(fd, wait)) return;
+        char tmp[65536];
+        const ssize_t n = ::recv(fd, tmp, sizeof tmp, 0);
+        if (n <= 0) return;
+        buf.append(tmp, static_cast<size_t>(n));
+      }
+      first_request = false;
+      const std::string head = buf.substr(0, head_end);
+      std::string lower = head;
+      for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      const size_t cl = lower.find("content-length:");
+      const size_t body_len = cl == std::string::npos ? 0 : std::stoul(head.substr(cl + 15));
+      while (buf.size() < head_end + 4 + body_len) {
+        if (!Readable(fd, 5000)) return;
+        char tmp[65536];
+        const ssize_t n = ::recv(fd, tmp, sizeof tmp, 0);
+        if (n <= 0) return;
+        buf.append(tmp, static_cast<size_t>(n));
+      }
+      const std::string body = buf.substr(head_end + 4, body_len);
+      buf.erase(0, head_end + 4 + body_len);
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        heads_.push_back(head + "\r\nbody-bytes: " + std::to_string(body.size()));
+      }
+      const int req_no = ++requests;
+      const int now = ++in_flight;
+      int seen = max_in_flight.load();
+      while (now > seen && !max_in_flight.compare_exchange_weak(seen, now)) {
+      }
+      const bool keep = Respond(fd, body, req_no);
+      --in_flight;
+      if (!keep || opt_.close_after_response) return;
+    }
+  }
+
+  void NoteFirstEvent() {
+    std::lock_guard<std::mutex> l(mu_);
+    ++first_events_;
+    cv_.notify_all();
+  }
+
+  // Returns whether the connection may be kept alive.
+  bool Respond(int fd, const std::string& body, int req_no) {
+    const std::string mode = Str(body, "mode", "sse");
+    const int n = Int(body, "n", 3);
+    const int gap_ms = Int(body, "gap_ms", 0);
+    Sleep(Int(body, "delay_ms", 0));
+    if (mode == "status500") {
+      const std::string err = R"({"object":"error","message":"boom"})";
+      return Send(fd,
+                  "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
+                  "Content-Length: " +
+                      std::to_string(err.size()) + "\r\n\r\n" + err);
+    }
+    if (mode == "hang") {
+      while (Readable(fd, -1)) {
+        char tmp[256];
+        if (::recv(fd, tmp, sizeof tmp, 0) <= 0) return false;
+      }
+      return false;
+    }
+    if (!Send(fd,
+              "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+              "Transfer-Encoding: chunked\r\n\r\n")) {
+      return false;
+    }
+    const std::string tag = "r" + std::to_string(req_no);
+    if (!Chunk(fd,
+               ": keep-alive\r\n\r\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"role\":"
+               "\"assistant\",\"content\":\"\"}}]}\r\n\r\n")) {
+      return false;
+    }
+    const bool forever = mode == "forever";
+    for (int i = 0; forever || i < n; ++i) {
+      if (stop_) return false;
+      if (i > 0) Sleep(gap_ms);
+      if (!Chunk(fd, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" + tag + "t" +
+                         std::to_string(i) + " \"}}]}\n\n")) {
+        return false;
+      }
+      if (i == 0) NoteFirstEvent();
+      if (mode == "cut" && i + 1 == n / 2 + 1) return false;  // close mid-stream, no terminator
+    }
+    return Chunk(fd,
+                 "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"length\"}]}"
+                 "\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":" +
+                     std::to_string(n) + ",\"total_tokens\":" + std::to_string(7 + n) +
+                     "}}\n\ndata: [DONE]\n\n") &&
+           Send(fd, "0\r\n\r\n");
+  }
+
+  Options opt_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread acceptor_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::thread> workers_;
+  std::vector<std::string> heads_;
+  int first_events_ = 0;
+};
+
+std::vector<PlannedRequest> Plan(Phase phase, int count, const std::string& body) {
+  std::vector<PlannedRequest> out;
+  for (int i = 0; i < count; ++i) {
+    out.push_back(
+        PlannedRequest{(phase == Phase::kWarmup ? "w" : "m") + std::to_string(i), phase, i, body});
+  }
+  return out;
+}
+
+LoadSpec Spec(const LoopbackServer& s, int warmup, int measured, int c, const std::string& body) {
+  LoadSpec spec;
+  spec.url = s.Url();
+  spec.warmup = Plan(Phase::kWarmup, warmup, body);
+  spec.measured = Plan(Phase::kMeasured, measured, body);
+  spec.concurrency = c;
+  spec.request_timeout_s = 60;
+  return spec;
+}
+
+std::string Describe(const RawRecord& r) {
+  return r.id + " status " + std::to_string(r.http_status) + " error '" + r.transport_error + "'";
+}
+
+TEST(RunLoad, ClosedLoopBurstWarmupFirstAndCleanStreams) {
+  LoopbackServer server;
+  LoadSpec spec = Spec(server, 2, 6, 2, R"({"mode":"sse","n":5,"gap_ms":10})");
+  std::vector<LoadProgress> progress;
+  spec.on_progress = [&](const LoadProgress& p) { progress.push_back(p); };
+  Result<LoadResult> res = RunLoad(spec);
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  const LoadResult& lr = *res;
+  ASSERT_EQ(lr.records.size(), 8u);
+  EXPECT_FALSE(lr.interrupted);
+  for (const RawRecord& r : lr.records) {
+    EXPECT_EQ(r.http_status, 200) << Describe(r);
+    EXPECT_EQ(r.transport_error, "") << Describe(r);
+    EXPECT_FALSE(r.cancelled) << Describe(r);
+    EXPECT_EQ(r.content_type, "text/event-stream");
+    ASSERT_EQ(r.events.size(), 9u) << Describe(r);  // role, 5 tokens, finish, usage, [DONE]
+    EXPECT_EQ(r.events.back().data, "[DONE]");
+    EXPECT_EQ(r.sse_comments, 1);
+    EXPECT_LE(r.intended_send_ns, r.actual_send_ns);
+    EXPECT_LT(r.actual_send_ns, r.first_byte_ns);
+    EXPECT_LE(r.first_byte_ns, r.first_body_ns);
+    EXPECT_LE(r.first_body_ns, r.events.front().arrival_ns);
+    EXPECT_LE(r.events.back().arrival_ns, r.end_ns);
+    RequestResult d = DecodeRecord(r);
+    EXPECT_TRUE(d.errors.empty()) << d.errors.front();
+    EXPECT_EQ(d.completion_tokens, 5);
+    EXPECT_EQ(d.nonempty_chunks, 5);
+  }
+  // Warm-up first, at concurrency 1, each send after the previous completion.
+  EXPECT_EQ(lr.records[0].phase, Phase::kWarmup);
+  EXPECT_EQ(lr.records[1].phase, Phase::kWarmup);
+  EXPECT_GE(lr.records[1].actual_send_ns, lr.records[0].end_ns);
+  EXPECT_EQ(lr.records[1].intended_send_ns, lr.records[0].end_ns);
+  EXPECT_LE(lr.records[1].end_ns, lr.measured_start_ns);
+  // Measured burst: the first C share the burst start; each later one was intended at a completion.
+  const RawRecord* m = &lr.records[2];
+  EXPECT_EQ(m[0].phase, Phase::kMeasured);
+  EXPECT_EQ(m[0].intended_send_ns, m[1].intended_send_ns);
+  EXPECT_GE(m[0].intended_send_ns, lr.measured_start_ns);
+  for (int i = 2; i < 6; ++i) {
+    bool matches_a_completion = false;
+    for (int j = 0; j < i; ++j) matches_a_completion |= m[i].intended_send_ns == m[j].end_ns;
+    EXPECT_TRUE(matches_a_completion) << m[i].id;
+  }
+  EXPECT_LE(server.max_in_flight.load(), 2);  // never more than C in flight
+  EXPECT_EQ(server.requests.load(), 8);
+  // Keep-alive: 8 requests over at most C connections (the warm-up connection is reused).
+  EXPECT_LE(server.connections.load(), 2);
+  EXPECT_TRUE(m[5].reused_connection);
+  ASSERT_FALSE(progress.empty());
+  EXPECT_EQ(progress.back().phase, Phase::kMeasured);
+  EXPECT_EQ(progress.back().completed, 6);
+  EXPECT_EQ(progress.back().failed, 0);
+  // Different request texts: outputs differ per request (the server tags them).
+  std::set<std::string> outs;
+  for (const RawRecord& r : lr.records) outs.insert(DecodeRecord(r).output_sha256);
+  EXPECT_EQ(outs.size(), 8u);
+}
+
+TEST(RunLoad, HeadersAndApiKeyGoOnlyInTheRequest) {
+  LoopbackServer server;
+  LoadSpec spec =
+      Spec(server, 0, 1, 1, R"({"mode":"sse","n":1,"pad":")" + std::string(100000, 'p') + "\"}");
+  spec.api_key = "sk-secret-test-key";
+  Result<LoadResult> res = RunLoad(spec);
+  ASSERT_TRUE(res.ok());
+  ASSERT_EQ(server.Heads().size(), 1u);
+  const std::string head = server.Heads()[0];
+  EXPECT_THAT(head, HasSubstr("Authorization: Bearer sk-secret-test-key"));
+  EXPECT_THAT(head, HasSubstr("Content-Type: application/json"));
+  EXPECT_THAT(head, HasSubstr("Accept: text/event-stream"));
+  EXPECT_THAT(head, Not(HasSubstr("Expect:")));  // no 100-continue round trip on large prompts
+  EXPECT_THAT(head, HasSubstr("body-bytes: " + std::to_string(spec.measured[0].body.size())));
+  EXPECT_EQ(res->records[0].http_status, 200);
+  EXPECT_THAT(RawRecordToJson(res->records[0]).dump(), Not(HasSubstr("sk-secret")));
+
+  LoopbackServer bare;
+  ASSERT_TRUE(RunLoad(Spec(bare, 0, 1, 1, R"({"n":1})")).ok());
+  EXPECT_THAT(bare.Heads().at(0), Not(HasSubstr("Authorization")));
+}
+
+TEST(RunLoad, HttpErrorIsDataNotFailure) {
+  LoopbackServer server;
+  Result<LoadResult> res = RunLoad(Spec(server, 0, 2, 1, R"({"mode":"status500"})"));
+  ASSERT_TRUE(res.ok());
+  for (const RawRecord& r : res->records) {
+    EXPECT_EQ(r.http_status, 500);
+    EXPECT_EQ(r.body, R"({"object":"error","message":"boom"})");
+    EXPECT_TRUE(r.events.empty());
+    EXPECT_FALSE(r.cancelled);
+    EXPECT_EQ(r.transport_error, "");
+    EXPECT_THAT(DecodeRecord(r).errors.at(0), HasSubstr("HTTP status 500: {\"object\":\"error\""));
+  }
+}
+
+TEST(RunLoad, CutStreamKeepsWhatArrivedAndIsCancelled) {
+  LoopbackServer server;
+  Result<LoadResult> res = RunLoad(Spec(server, 0, 2, 1, R"({"mode":"cut","n":6})"));
+  ASSERT_TRUE(res.ok());
+  for (const RawRecord& r : res->records) {
+    EXPECT_EQ(r.http_status, 200);
+    EXPECT_TRUE(r.cancelled);
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_NE(r.transport_error, "");
+    EXPECT_EQ(r.events.size(), 5u);  // role + 4 tokens before the cut
+    RequestResult d = DecodeRecord(r);
+    EXPECT_EQ(d.nonempty_chunks, 4);
+    EXPECT_FALSE(d.saw_done);
+    EXPECT_THAT(d.errors.at(0), HasSubstr("transport error"));
+  }
+}
+
+TEST(RunLoad, RequestTimeoutCancelsAHungRequest) {
+  LoopbackServer server;
+  LoadSpec spec = Spec(server, 0, 2, 2, R"({"mode":"hang"})");
+  spec.request_timeout_s = 0.3;
+  Result<LoadResult> res = RunLoad(spec);
+  ASSERT_TRUE(res.ok());
+  for (const RawRecord& r : res->records) {
+    EXPECT_TRUE(r.timed_out) << Describe(r);
+    EXPECT_TRUE(r.cancelled);
+    EXPECT_EQ(r.http_status, 0);
+    EXPECT_THAT(r.transport_error, HasSubstr("timed out"));
+    EXPECT_GE(r.end_ns - r.actual_send_ns, 300'000'000);
+  }
+}
+
+TEST(RunLoad, CancelFlagCutsInFlightAndSkipsTheRest) {
+  LoopbackServer server;
+  std::atomic<bool> cancel{false};
+  LoadSpec spec = Spec(server, 0, 5, 2, R"({"mode":"forever","gap_ms":5})");
+  spec.cancel = &cancel;
+  std::thread canceller([&] {
+    server.WaitFirstEvents(2);
+    cancel = true;
+  });
+  Result<LoadResult> res = RunLoad(spec);
+  canceller.join();
+  ASSERT_TRUE(res.ok());
+  EXPECT_TRUE(res->interrupted);
+  ASSERT_EQ(res->records.size(), 5u);
+  for (int i = 0; i < 2; ++i) {
+    const RawRecord& r = res->records[i];
+    EXPECT_TRUE(r.cancelled);
+    EXPECT_NE(r.actual_send_ns, 0);
+    EXPECT_GE(r.events.size(), 2u) << Describe(r);  // what it had is kept
+    EXPECT_EQ(r.transport_error, "cancelled: run interrupted");
+  }
+  for (int i = 2; i < 5; ++i) {
+    const RawRecord& r = res->records[i];
+    EXPECT_TRUE(r.cancelled);
+    EXPECT_EQ(r.actual_send_ns, 0);
+    EXPECT_EQ(r.transport_error, "not sent: run interrupted");
+  }
+}
+
+TEST(RunLoad, CancelledBeforeStartSendsNothing) {
+  LoopbackServer server;
+  std::atomic<bool> cancel{true};
+  LoadSpec spec = Spec(server, 1, 2, 1, R"({"n":1})");
+  spec.cancel = &cancel;
+  Result<LoadResult> res = RunLoad(spec);
+  ASSERT_TRUE(res.ok());
+  EXPECT_TRUE(res->interrupted);
+  EXPECT_EQ(server.requests.load(), 0);
+  for (const RawRecord& r : res->records) EXPECT_EQ(r.actual_send_ns, 0);
+}
+
+// Servers close keep-alive connections right after a response (or when idle): the next request
+// must go out on a fresh connection without an error.
+TEST(RunLoad, ServerClosingKeptAliveConnectionsIsNotAnError) {
+  LoopbackServer server(LoopbackServer::Options{.close_after_response = true});
+  Result<LoadResult> res = RunLoad(Spec(server, 2, 8, 2, R"({"n":2})"));
+  ASSERT_TRUE(res.ok());
+  for (const RawRecord& r : res->records) {
+    EXPECT_EQ(r.http_status, 200) << Describe(r);
+    EXPECT_EQ(r.transport_error, "") << Describe(r);
+    EXPECT_FALSE(r.cancelled);
+  }
+  EXPECT_EQ(server.requests.load(), 10);
+}
+
+TEST(RunLoad, IdleKeepAliveClosedBetweenPhasesReconnects) {
+  LoopbackServer server(LoopbackServer::Options{.idle_close_ms = 30});
+  LoadSpec spec = Spec(server, 1, 2, 1, R"({"n":2})");
+  // Hold the loop after the warm-up so the server closes the idle connection first.
+  spec.on_progress = [](const LoadProgress& p) {
+    if (p.phase == Phase::kWarmup && p.completed == p.total) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  };
+  Result<LoadResult> res = RunLoad(spec);
+  ASSERT_TRUE(res.ok());
+  for (const RawRecord& r : res->records) {
+    EXPECT_EQ(r.http_status, 200) << Describe(r);
+    EXPECT_EQ(r.transport_error, "") << Describe(r);
+  }
+  EXPECT_FALSE(res->records[1].reused_connection);
+  EXPECT_EQ(server.connections.load(), 2);
+}
+
+TEST(RunLoad, ConnectionRefusedIsPerRequestData) {
+  int port;
+  {
+    LoopbackServer gone;
+    port = std::stoi(gone.Url().substr(17));  // "http://127.0.0.1:" is 17 characters
+  }
+  LoadSpec spec;
+  spec.url = "http://127.0.0.1:" + std::to_string(port) + "/v1/chat/completions";
+  spec.measured = Plan(Phase::kMeasured, 2, "{}");
+  Result<LoadResult> res = RunLoad(spec);
+  ASSERT_TRUE(res.ok());
+  for (const RawRecord& r : res->records) {
+    EXPECT_EQ(r.http_status, 0);
+    EXPECT_TRUE(r.cancelled);
+    EXPECT_NE(r.transport_error, "");
+  }
+}
+
+TEST(RunLoad, SetupErrors) {
+  LoadSpec spec;
+  EXPECT_EQ(RunLoad(spec).status().code(), Status::Code::kInvalidArgument);
+  spec.url = "ftp://127.0.0.1/x";
+  EXPECT_THAT(RunLoad(spec).status().message(), HasSubstr("http:// or https://"));
+  spec.url = "http://127.0.0.1:1/x";
+  spec.concurrency = 0;
+  EXPECT_THAT(RunLoad(spec).status().message(), HasSubstr("concurrency"));
+}
+
+TEST(RunLoad, TlsVerificationIsOnByDefault) {
+  // A plain-HTTP loopback port spoken to as https fails the handshake; what matters here is that
+  // the default spec does not turn verification off.
+  LoadSpec spec;
+  EXPECT_FALSE(spec.insecure_tls);
+}
+
+}  // namespace
+}  // namespace capq
