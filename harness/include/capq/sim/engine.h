@@ -25,17 +25,17 @@
 //  - Cached tokens share the pool with reservations. A request reserves
 //    pages(prompt - cached + max_new_tokens) and pins (locks) its cached prefix; admission needs
 //    reserved + pinned cache tokens + this request's new reservation and newly pinned tokens
-//    <= max_total_tokens. Unpinned cache is evicted (least recently used first) to make room, so the
-//    cache never blocks admission. If the request does not fit with its cache hit but would fit
+//    <= max_total_tokens. Unpinned cache is evicted (least recently used first) to make room, so
+//    the cache never blocks admission. If the request does not fit with its cache hit but would fit
 //    without it, it is admitted cold (cached 0) so page rounding cannot stall the queue.
 //  - A request that can never fit (pages(prompt + max_new_tokens) > max_total_tokens or
-//    prompt + max_new_tokens > context_length) is rejected at Submit with "too_long"; an empty prompt
-//    or max_new_tokens < 1 with "invalid".
+//    prompt + max_new_tokens > context_length) is rejected at Submit with "too_long"; an empty
+//    prompt or max_new_tokens < 1 with "invalid".
 //  - Speculative decoding accepts draft tokens as a chain (EAGLE top-k 1): each draft is accepted
 //    with probability a until the first rejection, a chosen so the mean accepted count is
 //    spec_accept_mean. Draws hash (jitter_seed, prompt, output position): independent of batching.
-//  - Step jitter draws hash (jitter_seed, step index, the prompts submitted so far), and epoch jitter
-//    (one factor per cache flush) hashes the epoch number with the prompts, so repeated trials with
+//  - Step jitter draws hash (jitter_seed, step index, the prompts submitted so far), and epoch
+//    jitter (one factor per cache flush) hashes the epoch number with the prompts, so repeated trials with
 //    fresh prompts see different noise while one call sequence always replays identically.
 //  - A Submit or Cancel at exactly the start time of the step in progress re-plans that step (no
 //    virtual time has passed), so a burst of arrivals at one instant is admitted together.
@@ -74,7 +74,8 @@ struct EngineEvent {
   int64_t tokens = 0;          // kTokens: tokens emitted in this step for this request
   int64_t total_tokens = 0;    // kTokens/kFinished: output tokens so far
   int64_t cached_tokens = 0;   // kAdmitted
-  const char* finish_reason = nullptr;  // kFinished/kRejected: "length", "stop", "too_long", "invalid"
+  // kFinished/kRejected: "length", "stop", "too_long", "invalid" (static strings).
+  const char* finish_reason = nullptr;
 };
 
 struct EngineStats {

@@ -37,9 +37,9 @@ struct EngineProfile {
   // Multiplicative run-to-run noise on every step time: uniform in [1 - jitter, 1 + jitter].
   double step_jitter = 0;
   uint64_t jitter_seed = 1;
-  // Multiplicative noise on every step of one cache epoch (the span between two flushes), uniform in
-  // [1 - epoch_jitter, 1 + epoch_jitter]. A capacity trial flushes first, so this is run-to-run noise
-  // that does not average out over a trial's thousands of steps the way step_jitter does.
+  // Multiplicative noise on every step of one cache epoch (the span between two flushes), uniform
+  // in [1 - epoch_jitter, 1 + epoch_jitter]. A capacity trial flushes first, so this is run-to-run
+  // noise that does not average out over a trial's thousands of steps the way step_jitter does.
   double epoch_jitter = 0;
   // Tokens the chat template adds around the user message; the first `template_prefix_tokens` of them
   // are identical for every prompt (so even a cold cache reports them as cached after one request).
