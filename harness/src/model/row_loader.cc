@@ -431,9 +431,16 @@ bool RowParser::ParseIdentity(const Entry& entry, Identity* id) {
                : engine == "llamacpp" ? Engine::kLlamacpp
                                       : Engine::kSim;
   if (id->engine == Engine::kSim) {
+    // Optional pin of the profile's identity digest (sim::ProfileDigest), so that a changed
+    // profile fails the row like a retagged image fails a real one.
     if ((e = m.Find("image"))) {
-      return Fail(e->key_mark, "identity.image",
-                  "a sim row is pinned by its sim_profile, not by an image; remove image");
+      if (!GetString(*e, "identity.image", &id->image)) return false;
+      if (id->image.rfind("capq-sim@sha256:", 0) != 0 || !IsHex(id->image.substr(16), 64)) {
+        return Fail(ValueMark(*e), "identity.image",
+                    "a sim row pins its profile digest as capq-sim@sha256:<64 hex> (or omits "
+                    "image), got " +
+                        Shown(id->image));
+      }
     }
     if (!Required(m, "sim_profile", "the simulator profile file, relative to this row's folder",
                   &e)) {
@@ -1142,6 +1149,7 @@ std::string RowToYaml(const Row& r) {
   o << "identity:\n";
   o << "  engine: " << EngineName(id.engine) << "\n";
   if (id.engine == Engine::kSim) {
+    if (!id.image.empty()) o << "  image: " << Quoted(id.image) << "\n";
     o << "  sim_profile: " << Quoted(id.sim_profile) << "\n";
     o << "  time_scale: " << Num(id.time_scale) << "\n";
   } else {
