@@ -1,0 +1,68 @@
+// The word tokenizer, chat template and output text.
+#include "capq/sim/tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace capq::sim {
+namespace {
+
+TEST(TokenizerTest, TokensAreMaximalRunsOfNonSpace) {
+  std::vector<uint32_t> ids;
+  EXPECT_EQ(TokenizeWords("  hello,   world!\tfoo\nbar\r\n", &ids), 4);
+  EXPECT_EQ(ids.size(), 4u);
+  EXPECT_EQ(ids[0], WordTokenId("hello,"));
+  EXPECT_EQ(ids[1], WordTokenId("world!"));
+  EXPECT_EQ(CountWords(""), 0);
+  EXPECT_EQ(CountWords(" \t\n"), 0);
+  EXPECT_EQ(CountWords("a"), 1);
+  EXPECT_NE(WordTokenId("a"), WordTokenId("b"));
+  EXPECT_EQ(WordTokenId("same"), WordTokenId("same"));
+}
+
+TEST(TokenizerTest, TemplatePrefixIsSharedAndTheRestFollowsTheMessage) {
+  auto a = ApplyChatTemplate("one two", 10, 3);
+  auto b = ApplyChatTemplate("three four five", 10, 3);
+  ASSERT_EQ(a.size(), 12u);
+  ASSERT_EQ(b.size(), 13u);
+  size_t common = 0;
+  while (common < a.size() && a[common] == b[common]) ++common;
+  EXPECT_EQ(common, 3u);  // distinct messages share exactly the template prefix
+  // The suffix is the same constant for every prompt.
+  EXPECT_TRUE(std::equal(a.end() - 7, a.end(), b.end() - 7));
+  EXPECT_EQ(a[3], WordTokenId("one"));
+  // Prefix larger than the template is clamped.
+  EXPECT_EQ(ApplyChatTemplate("x", 2, 5).size(), 3u);
+}
+
+TEST(TokenizerTest, OutputTextIsDeterministicAndRetokenizesToItsLength) {
+  const uint64_t h = PromptHash(ApplyChatTemplate("a prompt", 10, 3));
+  std::string all;
+  AppendOutputWords(h, 0, 0, 3, &all);
+  AppendOutputWords(h, 0, 3, 5, &all);
+  EXPECT_EQ(CountWords(all), 8);
+  std::string again;
+  AppendOutputWords(h, 0, 0, 8, &again);
+  EXPECT_EQ(all, again);
+  std::string other_seed;
+  AppendOutputWords(h, 1, 0, 8, &other_seed);
+  EXPECT_NE(all, other_seed);
+  std::string other_prompt;
+  AppendOutputWords(PromptHash(ApplyChatTemplate("b prompt", 10, 3)), 0, 0, 8, &other_prompt);
+  EXPECT_NE(all, other_prompt);
+}
+
+TEST(TokenizerTest, ThousandPromptsGiveThousandDistinctOutputs) {
+  std::set<std::string> texts;
+  for (int i = 0; i < 1000; ++i) {
+    std::string t;
+    AppendOutputWords(PromptHash(ApplyChatTemplate("prompt " + std::to_string(i), 10, 3)), 0, 0, 16,
+                      &t);
+    texts.insert(t);
+  }
+  EXPECT_EQ(texts.size(), 1000u);
+}
+
+}  // namespace
+}  // namespace capq::sim
