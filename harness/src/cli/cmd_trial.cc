@@ -1,12 +1,201 @@
-#include <cstdio>
+// capq trial: one trial of one row at one concurrency, with its evidence directory.
+#include <signal.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include "capq/cli/args.h"
 #include "capq/cli/commands.h"
+#include "capq/model/row_loader.h"
+#include "capq/protocol/trial.h"
+#include "capq/sim/server.h"
 
 namespace capq::cli {
+namespace {
 
-int RunTrial(const Args&) {
-  std::fprintf(stderr, "capq trial: not implemented yet\n");
-  return 3;
+std::atomic<bool> g_cancel{false};
+std::atomic<int> g_signal{0};
+
+extern "C" void OnSignal(int sig) {
+  g_signal.store(sig);
+  g_cancel.store(true);
+}
+
+void InstallSignals() {
+  struct sigaction sa {};
+  sa.sa_handler = &OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+std::string ShellQuote(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                        "0123456789-_./=:,@+") == std::string::npos) {
+    return s;
+  }
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string Fmt(double v, const char* f = "%.1f") {
+  if (!std::isfinite(v)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+void PrintDist(const char* name, const Distribution& d) {
+  std::printf("  %-10s %10s %10s %10s %10s %10s\n", name, Fmt(d.p50).c_str(), Fmt(d.p95).c_str(),
+              Fmt(d.p99).c_str(), Fmt(d.min).c_str(), Fmt(d.max).c_str());
+}
+
+}  // namespace
+
+// Shared by `capq trial` and its tests: the one-screen summary.
+void PrintTrialSummary(const Row& row, const TrialOptions& o, const TrialReport& rep) {
+  const TrialVerdict& v = rep.verdict;
+  std::printf("\n%s  C=%d  trial %d  (%s)\n", row.id.c_str(), o.concurrency, o.trial_index,
+              o.phase.c_str());
+  if (rep.metrics) {
+    const TrialMetrics& m = *rep.metrics;
+    std::printf("  %-10s %10s %10s %10s %10s %10s   (%s percentiles%s)\n", "ms", "p50", "p95",
+                "p99", "min", "max", PercentileMethodName(m.method),
+                m.time_scale != 1 ? (", virtual time x" + Fmt(m.time_scale, "%g")).c_str() : "");
+    PrintDist("TTFT", m.ttft_ms);
+    PrintDist("ITL", m.itl_ms);
+    PrintDist("E2E", m.e2e_ms);
+    PrintDist("sched lag", m.scheduling_lag_ms);
+    std::printf("  output %s tok/s   %s req/s   %zu requests   server prompt tokens %lld..%lld\n",
+                Fmt(m.output_tok_s).c_str(), Fmt(m.request_per_s, "%.3f").c_str(), m.requests,
+                static_cast<long long>(m.prompt_tokens_min),
+                static_cast<long long>(m.prompt_tokens_max));
+  }
+  for (const auto& g : v.slo) {
+    std::printf("  SLO  p%g %s %s ms < %s ms   %s\n", g.gate.percentile,
+                SloMetricName(g.gate.metric), Fmt(g.measured_ms).c_str(),
+                Fmt(g.gate.below_ms).c_str(), g.passed ? "pass" : "FAIL");
+  }
+  int enabled = 0, passed = 0;
+  for (const auto& g : v.correctness.gates) {
+    if (!g.enabled) continue;
+    ++enabled;
+    passed += g.passed ? 1 : 0;
+  }
+  if (enabled > 0) {
+    std::printf(
+        "  correctness: %d of %d gates pass   streams %lld, completion tokens %lld, "
+        "non-empty chunks %lld, unique outputs %lld\n",
+        passed, enabled, static_cast<long long>(v.correctness.totals.streams),
+        static_cast<long long>(v.correctness.totals.completion_tokens),
+        static_cast<long long>(v.correctness.totals.nonempty_chunks),
+        static_cast<long long>(v.correctness.totals.unique_output_hashes));
+  }
+  for (const auto& r : v.reasons) std::printf("  - %s\n", r.c_str());
+  std::printf("  verdict: %s (exit %d)\n  evidence: %s\n", TrialOutcomeName(v.outcome),
+              v.ExitCode(), rep.dir.c_str());
+}
+
+int RunTrial(const Args& args) {
+  ArgParser p({"row", "concurrency", "trial", "url", "out", "seed", "phase", "setup-timeout",
+               "sim-faults", "sim-truth-log"},
+              {"insecure", "skip-quiet-period", "no-progress"});
+  if (Status st = p.Parse(args); !st.ok()) {
+    std::fprintf(stderr, "capq trial: %s\n", st.message().c_str());
+    return 3;
+  }
+  auto row_path = p.Get("row");
+  if (!row_path) {
+    std::fprintf(stderr,
+                 "usage: capq trial --row FILE --concurrency C --trial K [--url URL] [--out DIR]"
+                 " [--seed S] [--insecure]\n");
+    return 3;
+  }
+  Result<Row> row = LoadRow(*row_path);
+  if (!row.ok()) {
+    std::fprintf(stderr, "capq trial: %s\n", row.status().message().c_str());
+    return 3;
+  }
+  Result<long long> c = p.GetInt("concurrency", 1);
+  Result<long long> k = p.GetInt("trial", 1);
+  Result<double> setup = p.GetDouble("setup-timeout", 120);
+  for (const Status& st : {c.status(), k.status(), setup.status()}) {
+    if (!st.ok()) {
+      std::fprintf(stderr, "capq trial: %s\n", st.message().c_str());
+      return 3;
+    }
+  }
+  TrialOptions o;
+  o.concurrency = static_cast<int>(*c);
+  o.trial_index = static_cast<int>(*k);
+  o.setup_timeout_s = *setup;
+  if (auto s = p.Get("seed")) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(s->c_str(), &end, 10);
+    if (s->empty() || *end) {
+      std::fprintf(stderr, "capq trial: --seed: expected an integer, got '%s'\n", s->c_str());
+      return 3;
+    }
+    o.seed = v;
+  }
+  o.phase = p.GetOr("phase", "confirm");
+  o.insecure_tls = p.Has("insecure");
+  o.skip_quiet_period = p.Has("skip-quiet-period");
+  if (const char* key = std::getenv("CAPQ_API_KEY")) o.api_key = key;
+  o.out_dir = p.GetOr("out", "capq-trials/" + row->id + "_c" + std::to_string(o.concurrency) +
+                                 "_t" + std::to_string(o.trial_index));
+  o.command_line = "capq trial";
+  for (const auto& a : args) o.command_line += " " + ShellQuote(a);
+
+  std::string url = p.GetOr("url", "");
+  if (url.empty()) {
+    if (const char* e = std::getenv("CAPQ_URL")) url = e;
+  }
+  std::unique_ptr<sim::SimServer> embedded;
+  if (url.empty()) {
+    if (row->identity.engine != Engine::kSim) {
+      std::fprintf(stderr, "capq trial: no server URL: pass --url or set CAPQ_URL\n");
+      return 3;
+    }
+    sim::ServerOptions so;
+    so.profile_path = row->identity.sim_profile;
+    so.time_scale = row->identity.time_scale;
+    so.faults_path = p.GetOr("sim-faults", "");
+    so.truth_log_path = p.GetOr("sim-truth-log", "");
+    Result<std::unique_ptr<sim::SimServer>> srv = sim::SimServer::Start(so);
+    if (!srv.ok()) {
+      std::fprintf(stderr, "capq trial: embedded simulator: %s\n", srv.status().message().c_str());
+      return 3;
+    }
+    embedded = std::move(*srv);
+    url = embedded->url();
+    o.command_line += "   # embedded simulator at " + url;
+  }
+  o.url = url;
+
+  InstallSignals();
+  o.cancel = &g_cancel;
+  const bool tty = isatty(STDERR_FILENO) && !p.Has("no-progress");
+  if (!p.Has("no-progress")) {
+    o.on_progress = [tty](const std::string& line) {
+      if (tty) {
+        std::fprintf(stderr, "\r\033[K%s", line.c_str());
+      } else if (line.rfind("warm-up", 0) != 0 && line.rfind("measured", 0) != 0) {
+        std::fprintf(stderr, "%s\n", line.c_str());
+      }
+    };
+  }
+  TrialReport rep = capq::RunTrial(*row, o);
+  if (tty) std::fprintf(stderr, "\r\033[K");
+  if (embedded) embedded->Stop();
+  PrintTrialSummary(*row, o, rep);
+  std::fflush(stdout);
+  return rep.verdict.ExitCode();
 }
 
 }  // namespace capq::cli

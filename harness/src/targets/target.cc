@@ -238,8 +238,8 @@ IdentityCheck CheckIdentity(const Row& row, const ServerFacts& facts, const Iden
     }
     add(std::move(f));
   }
-  // Served model name.
-  {
+  // Served model name (a sim row may leave it to its profile, which the digest already pins).
+  if (!(id.engine == Engine::kSim && id.served_model_name.empty())) {
     IdentityField f;
     f.name = "served_model_name";
     f.pinned = id.served_model_name;

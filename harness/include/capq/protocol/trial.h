@@ -3,9 +3,9 @@
 //
 // RunTrial() prepares the server through its Target adapter (identity pinned, idle, cache flushed,
 // readiness probed without generating, quiet period), sends the warm-up and measured lists, decodes
-// the raw streams, validates every correctness gate, computes metrics, decides, and writes the trial
-// directory (artifacts.h). It never throws and never returns without a directory: a trial that
-// could not run still leaves verdict.json saying why.
+// the raw streams, validates every correctness gate, computes metrics, decides, and writes the
+// trial directory (artifacts.h). It never throws and never returns without a directory: a trial
+// that could not run still leaves verdict.json saying why.
 //
 // Thread safety: RunTrial() blocks its calling thread; separate calls share nothing. `on_progress`
 // is called on the calling thread.
@@ -32,16 +32,17 @@ const char* TrialOutcomeName(TrialOutcome o);
 Result<TrialOutcome> ParseTrialOutcome(const std::string& name);
 
 struct TrialOptions {
-  std::string url;                  // server base URL, e.g. "http://127.0.0.1:30000"
-  std::string out_dir;              // the trial directory to create (atomically populated)
+  std::string url;      // server base URL, e.g. "http://127.0.0.1:30000"
+  std::string out_dir;  // the trial directory to create (atomically populated)
   int concurrency = 1;
-  int trial_index = 1;              // 1-based; seed = row.trials.seeds[k-1] unless `seed` is set
+  int trial_index = 1;  // 1-based; seed = row.trials.seeds[k-1] unless `seed` is set
   std::optional<uint64_t> seed;
-  std::string phase = "confirm";    // "baseline" | "probe" | "confirm" (recorded)
-  std::string api_key;              // from CAPQ_API_KEY; never written anywhere
-  bool insecure_tls = false;        // recorded in the trial metadata when set
+  std::string phase = "confirm";  // "baseline" | "probe" | "confirm" (recorded)
+  std::string api_key;            // from CAPQ_API_KEY; never written anywhere
+  bool insecure_tls = false;      // recorded in the trial metadata when set
   bool skip_quiet_period = false;
-  std::string command_line;         // recorded (command.txt)
+  double setup_timeout_s = 120;  // wall seconds from start for readiness, idle and flush together
+  std::string command_line;      // recorded (command.txt)
   const std::atomic<bool>* cancel = nullptr;
   std::function<void(const std::string&)> on_progress;  // one-line progress updates
 };

@@ -1,0 +1,247 @@
+#include "capq/protocol/artifacts.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "capq/measurement/decode.h"
+
+namespace capq {
+namespace fs = std::filesystem;
+
+namespace {
+
+Status SyncPath(const std::string& path, int flags) {
+  int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) return Status::IoError(path + ": " + std::strerror(errno));
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return Status::IoError("fsync " + path + ": " + std::strerror(errno));
+  return Status::Ok();
+}
+
+std::string Parent(const std::string& path) {
+  fs::path p(path);
+  return p.has_parent_path() ? p.parent_path().string() : ".";
+}
+
+}  // namespace
+
+Status WriteFileAtomic(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::IoError(tmp + ": " + std::strerror(errno));
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return Status::IoError("write " + tmp + ": " + std::strerror(e));
+    }
+    off += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return Status::IoError("fsync " + tmp + ": " + std::strerror(errno));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    return Status::IoError("rename " + tmp + " -> " + path + ": " + std::strerror(e));
+  }
+  return SyncPath(Parent(path), O_RDONLY | O_DIRECTORY);
+}
+
+Result<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound(path + ": cannot open");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Result<std::string> FileSha256Hex(const std::string& path) {
+  Result<std::string> bytes = ReadWholeFile(path);
+  if (!bytes.ok()) return bytes.status();
+  return Sha256Hex(*bytes);
+}
+
+Result<TrialDirWriter> TrialDirWriter::Create(const std::string& final_dir) {
+  if (final_dir.empty()) return Status::InvalidArgument("no trial directory given");
+  std::error_code ec;
+  fs::path final_path = fs::absolute(final_dir, ec);
+  if (fs::exists(final_path, ec)) {
+    if (!fs::is_directory(final_path, ec)) {
+      return Status::InvalidArgument(final_dir + " exists and is not a directory");
+    }
+    bool empty = fs::is_empty(final_path, ec);
+    bool previous_trial =
+        fs::exists(final_path / "verdict.json") || fs::exists(final_path / "SHA256SUMS");
+    if (!empty && !previous_trial) {
+      return Status::InvalidArgument(final_dir +
+                                     " exists and holds something other than a trial: refusing "
+                                     "to replace it");
+    }
+  }
+  TrialDirWriter w;
+  w.final_dir_ = final_path.string();
+  w.staging_dir_ = w.final_dir_ + ".partial-" + std::to_string(::getpid());
+  fs::create_directories(final_path.parent_path(), ec);
+  fs::remove_all(w.staging_dir_, ec);
+  if (!fs::create_directories(w.staging_dir_, ec)) {
+    return Status::IoError("cannot create " + w.staging_dir_ + ": " + ec.message());
+  }
+  return w;
+}
+
+Status TrialDirWriter::Write(const std::string& name, const std::string& bytes) {
+  CAPQ_RETURN_IF_ERROR(WriteFileAtomic(staging_dir_ + "/" + name, bytes));
+  if (std::find(files_.begin(), files_.end(), name) == files_.end()) files_.push_back(name);
+  return Status::Ok();
+}
+
+Status TrialDirWriter::Commit() {
+  std::string sums;
+  for (const auto& name : files_) {
+    Result<std::string> h = FileSha256Hex(staging_dir_ + "/" + name);
+    if (!h.ok()) return h.status();
+    sums += *h + "  " + name + "\n";
+  }
+  CAPQ_RETURN_IF_ERROR(WriteFileAtomic(staging_dir_ + "/SHA256SUMS", sums));
+  std::error_code ec;
+  if (fs::exists(final_dir_, ec)) {
+    // A previous trial in the same place: move it aside first so the rename stays atomic.
+    const std::string old = final_dir_ + ".old-" + std::to_string(::getpid());
+    fs::rename(final_dir_, old, ec);
+    if (ec)
+      return Status::IoError("cannot move the previous " + final_dir_ + " aside: " + ec.message());
+    fs::remove_all(old, ec);
+  }
+  fs::rename(staging_dir_, final_dir_, ec);
+  if (ec)
+    return Status::IoError("rename " + staging_dir_ + " -> " + final_dir_ + ": " + ec.message());
+  return SyncPath(Parent(final_dir_), O_RDONLY | O_DIRECTORY);
+}
+
+ChecksumReport VerifyChecksums(const std::string& dir) {
+  ChecksumReport rep;
+  Result<std::string> sums = ReadWholeFile(dir + "/SHA256SUMS");
+  if (!sums.ok()) {
+    rep.problems.push_back("SHA256SUMS: missing (the directory was never completed)");
+    return rep;
+  }
+  std::istringstream in(*sums);
+  std::string line;
+  std::set<std::string> listed;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    if (line.size() < 67 || line[64] != ' ') {
+      rep.problems.push_back("SHA256SUMS: malformed line '" + line + "'");
+      continue;
+    }
+    std::string want = line.substr(0, 64);
+    std::string name = line.substr(66);
+    listed.insert(name);
+    rep.files.push_back(name);
+    if (name.find('/') != std::string::npos || name == "..") {
+      rep.problems.push_back("SHA256SUMS: refuses path '" + name + "'");
+      continue;
+    }
+    Result<std::string> got = FileSha256Hex(dir + "/" + name);
+    if (!got.ok()) {
+      rep.problems.push_back(name + ": listed in SHA256SUMS but missing");
+    } else if (*got != want) {
+      rep.problems.push_back(name + ": checksum mismatch (the file changed after the trial)");
+    }
+  }
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (name == "SHA256SUMS" || !e.is_regular_file()) continue;
+    if (!listed.count(name)) rep.problems.push_back(name + ": not listed in SHA256SUMS");
+  }
+  rep.ok = rep.problems.empty();
+  return rep;
+}
+
+nlohmann::json VerdictToJson(const TrialVerdict& v, const VerdictContext& ctx) {
+  nlohmann::json slo = nlohmann::json::array();
+  for (const auto& g : v.slo) {
+    nlohmann::json e = {{"metric", SloMetricName(g.gate.metric)},
+                        {"percentile", g.gate.percentile},
+                        {"below_ms", g.gate.below_ms},
+                        {"passed", g.passed}};
+    e["measured_ms"] = std::isfinite(g.measured_ms) ? nlohmann::json(g.measured_ms) : nullptr;
+    slo.push_back(e);
+  }
+  nlohmann::json j = {{"schema", kVerdictSchema},
+                      {"row_id", ctx.row_id},
+                      {"concurrency", ctx.concurrency},
+                      {"trial", ctx.trial_index},
+                      {"seed", ctx.seed},
+                      {"phase", ctx.phase},
+                      {"outcome", TrialOutcomeName(v.outcome)},
+                      {"exit_code", v.ExitCode()},
+                      {"latency_pass", v.latency_pass},
+                      {"correctness_pass", v.correctness_pass},
+                      {"slo", slo},
+                      {"correctness", CorrectnessToJson(v.correctness)},
+                      {"reasons", v.reasons},
+                      {"time_scale", ctx.time_scale},
+                      {"started_utc", ctx.started_utc},
+                      {"complete", ctx.complete}};
+  if (ctx.insecure_tls) j["insecure_tls"] = true;
+  return j;
+}
+
+Result<StoredVerdict> VerdictFromJson(const nlohmann::json& j) {
+  try {
+    if (j.value("schema", "") != kVerdictSchema) {
+      return Status::InvalidArgument("verdict.json: schema is not " + std::string(kVerdictSchema));
+    }
+    StoredVerdict s;
+    Result<TrialOutcome> o = ParseTrialOutcome(j.at("outcome").get<std::string>());
+    if (!o.ok()) return o.status();
+    s.verdict.outcome = *o;
+    s.verdict.latency_pass = j.at("latency_pass").get<bool>();
+    s.verdict.correctness_pass = j.at("correctness_pass").get<bool>();
+    s.verdict.reasons = j.at("reasons").get<std::vector<std::string>>();
+    for (const auto& e : j.at("slo")) {
+      SloGateResult g;
+      std::string metric = e.at("metric").get<std::string>();
+      g.gate.metric = metric == "itl"   ? SloMetric::kItl
+                      : metric == "e2e" ? SloMetric::kE2e
+                                        : SloMetric::kTtft;
+      g.gate.percentile = e.at("percentile").get<double>();
+      g.gate.below_ms = e.at("below_ms").get<double>();
+      g.measured_ms =
+          e.at("measured_ms").is_null() ? std::nan("") : e.at("measured_ms").get<double>();
+      g.passed = e.at("passed").get<bool>();
+      s.verdict.slo.push_back(g);
+    }
+    s.correctness_json = j.at("correctness");
+    s.context.row_id = j.at("row_id").get<std::string>();
+    s.context.concurrency = j.at("concurrency").get<int>();
+    s.context.trial_index = j.at("trial").get<int>();
+    s.context.seed = j.at("seed").get<uint64_t>();
+    s.context.phase = j.at("phase").get<std::string>();
+    s.context.time_scale = j.at("time_scale").get<double>();
+    s.context.started_utc = j.at("started_utc").get<std::string>();
+    s.context.complete = j.at("complete").get<bool>();
+    s.context.insecure_tls = j.value("insecure_tls", false);
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(std::string("verdict.json: ") + e.what());
+  }
+}
+
+}  // namespace capq

@@ -1,0 +1,433 @@
+// RunTrial: prepare, measure, decode, validate, decide, write (issue 4; seed Parts III-IV).
+#include "capq/protocol/trial.h"
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <thread>
+
+#include "capq/clock.h"
+#include "capq/log.h"
+#include "capq/measurement/decode.h"
+#include "capq/measurement/loadgen.h"
+#include "capq/model/plan.h"
+#include "capq/model/row_loader.h"
+#include "capq/protocol/artifacts.h"
+#include "capq/sim/profile.h"
+#include "capq/targets/target.h"
+#include "trial_internal.h"
+
+namespace capq {
+namespace {
+
+bool Cancelled(const std::atomic<bool>* c) { return c && c->load(); }
+
+// Samples /metrics on its own connection every `period_ms` until Stop(): the server's view of
+// the trial (running, queued, KV use) beside the client's.
+class MetricsSampler {
+ public:
+  MetricsSampler(Engine engine, TargetOptions opts, int period_ms)
+      : engine_(engine), opts_(std::move(opts)), period_ms_(period_ms) {}
+  ~MetricsSampler() { Stop(); }
+  void Start(MonoNs t0) {
+    t0_ = t0;
+    thread_ = std::thread([this] { Loop(); });
+  }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  std::vector<nlohmann::json> TakeLines() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::move(lines_);
+  }
+
+ private:
+  void Loop() {
+    opts_.control_timeout_s = 2;
+    Result<std::unique_ptr<Target>> t = MakeTarget(engine_, opts_);
+    if (!t.ok()) return;
+    while (!stop_) {
+      MonoNs now = NowNs();
+      Result<std::string> text = (*t)->Metrics();
+      nlohmann::json line = {
+          {"kind", "sample"}, {"t_ns", now}, {"since_start_ms", NsToMs(now - t0_)}};
+      if (text.ok()) {
+        line["values"] = ParsePrometheus(*text);
+        if (auto cached = (*t)->ParseCachedTokens(*text)) line["cached_tokens_total"] = *cached;
+      } else {
+        line["error"] = text.status().message();
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        lines_.push_back(std::move(line));
+      }
+      for (int waited = 0; waited < period_ms_ && !stop_; waited += 10) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+  }
+  Engine engine_;
+  TargetOptions opts_;
+  int period_ms_;
+  MonoNs t0_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<nlohmann::json> lines_;
+};
+
+nlohmann::json Snapshot(Target& t, const char* kind, MonoNs t0, std::string* raw_text) {
+  MonoNs now = NowNs();
+  nlohmann::json line = {{"kind", kind}, {"t_ns", now}, {"since_start_ms", NsToMs(now - t0)}};
+  Result<std::string> text = t.Metrics();
+  if (text.ok()) {
+    line["values"] = ParsePrometheus(*text);
+    line["text"] = *text;
+    if (raw_text) *raw_text = *text;
+  } else {
+    line["error"] = text.status().message();
+  }
+  return line;
+}
+
+std::string Jsonl(const std::vector<nlohmann::json>& lines) {
+  std::string out;
+  for (const auto& l : lines) {
+    out += l.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    out += '\n';
+  }
+  return out;
+}
+
+struct TrialState {
+  const Row* row = nullptr;
+  const TrialOptions* opt = nullptr;
+  VerdictContext ctx;
+  TrialVerdict verdict;
+  std::optional<TrialMetrics> metrics;
+  std::optional<TrialPlan> plan;
+  std::optional<LoadResult> load;
+  std::vector<RequestResult> results;
+  nlohmann::json identity = {{"schema", kIdentitySchema}};
+  nlohmann::json server_info = {{"schema", kServerInfoSchema}};
+  std::vector<nlohmann::json> server_metrics;
+  nlohmann::json metrics_extra = nlohmann::json::object();
+};
+
+void Progress(const TrialOptions& o, const std::string& line) {
+  if (o.on_progress) o.on_progress(line);
+}
+
+// Writes whatever the trial has: a trial that could not run still leaves its verdict and why.
+Status WriteDirectory(TrialState& s, const std::string& dir) {
+  Result<TrialDirWriter> w = TrialDirWriter::Create(dir);
+  if (!w.ok()) return w.status();
+  CAPQ_RETURN_IF_ERROR(w->Write("row.yaml", RowToYaml(*s.row)));
+  CAPQ_RETURN_IF_ERROR(w->Write("command.txt", s.opt->command_line + "\n"));
+  if (s.plan) CAPQ_RETURN_IF_ERROR(w->Write("plan.json", PlanToJson(*s.plan).dump(1) + "\n"));
+  if (s.load) {
+    std::vector<nlohmann::json> raw;
+    raw.reserve(s.load->records.size() + 1);
+    raw.push_back({{"schema", "capq/raw/v1"},
+                   {"anchor_mono_ns", s.load->anchor.mono_ns},
+                   {"anchor_unix_ns", s.load->anchor.unix_ns},
+                   {"start_ns", s.load->start_ns},
+                   {"measured_start_ns", s.load->measured_start_ns},
+                   {"end_ns", s.load->end_ns},
+                   {"interrupted", s.load->interrupted}});
+    for (const auto& r : s.load->records) raw.push_back(RawRecordToJson(r));
+    CAPQ_RETURN_IF_ERROR(w->Write("raw.jsonl", Jsonl(raw)));
+    std::vector<nlohmann::json> res;
+    for (const auto& r : s.results) res.push_back(RequestResultToJson(r));
+    CAPQ_RETURN_IF_ERROR(w->Write("results.jsonl", Jsonl(res)));
+  }
+  if (s.metrics) {
+    nlohmann::json m = MetricsToJson(*s.metrics);
+    m["schema"] = kMetricsSchema;
+    for (auto& [k, v] : s.metrics_extra.items()) m[k] = v;
+    CAPQ_RETURN_IF_ERROR(w->Write("metrics.json", m.dump(1) + "\n"));
+  }
+  CAPQ_RETURN_IF_ERROR(w->Write("server_info.json", s.server_info.dump(1) + "\n"));
+  if (!s.server_metrics.empty()) {
+    CAPQ_RETURN_IF_ERROR(w->Write("server_metrics.jsonl", Jsonl(s.server_metrics)));
+  }
+  CAPQ_RETURN_IF_ERROR(w->Write("identity.json", s.identity.dump(1) + "\n"));
+  CAPQ_RETURN_IF_ERROR(w->Write("verdict.json", VerdictToJson(s.verdict, s.ctx).dump(1) + "\n"));
+  return w->Commit();
+}
+
+TrialReport Finish(TrialState& s) {
+  TrialReport rep;
+  rep.verdict = s.verdict;
+  rep.metrics = s.metrics;
+  Status st = WriteDirectory(s, s.opt->out_dir);
+  rep.dir = s.opt->out_dir;
+  if (!st.ok()) {
+    // The evidence could not be kept: a trial without its proof is not a result.
+    rep.verdict.outcome = TrialOutcome::kCouldNotRun;
+    rep.verdict.reasons.push_back("the trial directory could not be written: " + st.message());
+  }
+  return rep;
+}
+
+TrialReport CouldNotRun(TrialState& s, const std::string& why, bool interrupted = false) {
+  s.verdict.outcome = interrupted ? TrialOutcome::kInterrupted : TrialOutcome::kCouldNotRun;
+  s.verdict.latency_pass = false;
+  s.verdict.correctness_pass = false;
+  s.verdict.reasons.push_back(why);
+  s.ctx.complete = false;
+  Progress(*s.opt, (interrupted ? "interrupted: " : "could not run: ") + why);
+  return Finish(s);
+}
+
+std::string LoadLine(const LoadProgress& p, int concurrency) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s C=%d: %d/%d done, %d in flight, %d failed",
+                p.phase == Phase::kWarmup ? "warm-up" : "measured", concurrency, p.completed,
+                p.total, p.in_flight, p.failed);
+  return buf;
+}
+
+TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
+  TrialState s;
+  s.row = &row;
+  s.opt = &opt;
+  const MonoNs t0 = NowNs();
+  const double scale = row.identity.time_scale > 0 ? row.identity.time_scale : 1.0;
+  s.ctx.row_id = row.id;
+  s.ctx.concurrency = opt.concurrency;
+  s.ctx.trial_index = opt.trial_index;
+  s.ctx.phase = opt.phase;
+  s.ctx.time_scale = scale;
+  s.ctx.started_utc = FormatUtc(RealtimeAnchor::Take().unix_ns);
+  s.ctx.insecure_tls = opt.insecure_tls;
+  s.ctx.complete = false;
+  if (opt.insecure_tls) s.identity["insecure_tls"] = true;
+
+  Result<uint64_t> seed = TrialSeed(row, opt.trial_index, opt.seed);
+  if (!seed.ok()) return CouldNotRun(s, seed.status().message());
+  s.ctx.seed = *seed;
+  if (opt.concurrency < 1) return CouldNotRun(s, "concurrency must be at least 1");
+
+  TargetOptions topts;
+  topts.base_url = opt.url;
+  topts.api_key = opt.api_key;
+  topts.insecure_tls = opt.insecure_tls;
+  Result<std::unique_ptr<Target>> target_r = MakeTarget(row.identity.engine, topts);
+  if (!target_r.ok()) return CouldNotRun(s, target_r.status().message());
+  Target& target = **target_r;
+  const MonoNs setup_deadline = NowNs() + static_cast<MonoNs>(opt.setup_timeout_s * 1e9);
+
+  // 1. Reachable and ready (a probe that generates nothing).
+  Progress(opt, "probing " + target.base_url());
+  Result<std::string> probe = target.Probe(setup_deadline, opt.cancel);
+  if (!probe.ok()) {
+    return CouldNotRun(s, "server unreachable: " + probe.status().message(),
+                       probe.status().code() == Status::Code::kCancelled);
+  }
+  // 2. Identity: pinned vs running, before any load.
+  Result<ServerFacts> facts = target.Facts();
+  if (!facts.ok()) return CouldNotRun(s, "server info unavailable: " + facts.status().message());
+  s.server_info["documents"] = facts->documents;
+  s.server_info["normalised"] = facts->values;
+  s.server_info["served_models"] = facts->served_models;
+  s.server_info["model_path"] = facts->model_path;
+  s.server_info["version"] = facts->version;
+  IdentityInputs id_in;
+  Row effective = row;  // the row as sent: a sim row's model name comes from its profile
+  if (row.identity.engine == Engine::kSim) {
+    Result<sim::EngineProfile> prof = sim::LoadProfile(row.identity.sim_profile);
+    if (!prof.ok())
+      return CouldNotRun(s, "the row's simulator profile: " + prof.status().message());
+    id_in.sim_profile_digest = sim::ProfileDigest(*prof);
+    if (effective.identity.served_model_name.empty()) {
+      effective.identity.served_model_name = prof->served_model_name;
+    }
+  } else {
+    id_in = ResolveRunningImage();
+  }
+  IdentityCheck check = CheckIdentity(row, *facts, id_in);
+  s.identity["check"] = check.ToJson();
+  if (!check.ok()) return CouldNotRun(s, check.Summary());
+
+  // 3. Idle, flushed, ready, quiet.
+  Progress(opt, "waiting for idle");
+  Result<std::string> idle = target.WaitIdle(setup_deadline, opt.cancel);
+  if (!idle.ok()) {
+    return CouldNotRun(s, idle.status().message(),
+                       idle.status().code() == Status::Code::kCancelled);
+  }
+  s.identity["idle"] = *idle;
+  if (row.cache.flush_before_trial) {
+    Progress(opt, "flushing the prefix cache");
+    Result<FlushResult> flush = target.Flush(setup_deadline, opt.cancel);
+    if (!flush.ok()) {
+      return CouldNotRun(s, flush.status().message(),
+                         flush.status().code() == Status::Code::kCancelled);
+    }
+    s.identity["flush"] = {{"method", flush->method},
+                           {"attempts", flush->attempts},
+                           {"status_proves_nothing", flush->status_proves_nothing},
+                           {"note", flush->note}};
+  } else {
+    s.identity["flush"] = {{"method", "none"}, {"note", "the row sets flush_before_trial: false"}};
+  }
+  Result<std::string> ready = target.Probe(setup_deadline, opt.cancel);
+  if (!ready.ok()) {
+    return CouldNotRun(s, "server not ready after the flush: " + ready.status().message(),
+                       ready.status().code() == Status::Code::kCancelled);
+  }
+  s.identity["readiness_probe"] = *ready;
+  s.identity["readiness_probe_generates"] = false;
+
+  // 4. The plan, calibrated with the server's own tokenizer when it has one.
+  Progress(opt, "planning prompts");
+  TokenCounter counter = [&target](const std::string& text) { return target.CountTokens(text); };
+  const TokenCounter* counter_ptr = &counter;
+  Result<int64_t> tok_check = target.CountTokens("Hello world");
+  if (!tok_check.ok()) {
+    if (tok_check.status().code() != Status::Code::kUnimplemented) {
+      return CouldNotRun(s, "tokenize: " + tok_check.status().message());
+    }
+    counter_ptr = nullptr;
+  }
+  PlanInputs pin;
+  pin.concurrency = opt.concurrency;
+  pin.trial_index = opt.trial_index;
+  pin.seed = opt.seed;
+  pin.phase = opt.phase;
+  pin.counter = counter_ptr;
+  Result<TrialPlan> plan = MakeTrialPlan(effective, pin);
+  if (!plan.ok()) return CouldNotRun(s, "planning prompts: " + plan.status().message());
+  s.plan = std::move(*plan);
+
+  if (!opt.skip_quiet_period && row.trials.quiet_period_s > 0) {
+    const double wall_s = row.trials.quiet_period_s / scale;
+    Progress(opt, "quiet period " + std::to_string(row.trials.quiet_period_s) + " s");
+    const MonoNs end = NowNs() + static_cast<MonoNs>(wall_s * 1e9);
+    while (NowNs() < end && !Cancelled(opt.cancel)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    s.identity["quiet_period"] = {{"virtual_s", row.trials.quiet_period_s}, {"wall_s", wall_s}};
+  } else {
+    s.identity["quiet_period"] = {{"skipped", true}};
+  }
+  if (Cancelled(opt.cancel)) return CouldNotRun(s, "interrupted before any load", true);
+
+  // 5. Load: warm-up, then the measured closed-loop burst; /metrics sampled alongside.
+  LoadSpec spec;
+  spec.url = target.ChatUrl();
+  spec.api_key = opt.api_key;
+  for (const auto& r : s.plan->warmup)
+    spec.warmup.push_back({r.id, Phase::kWarmup, r.index, r.body});
+  for (const auto& r : s.plan->measured) {
+    spec.measured.push_back({r.id, Phase::kMeasured, r.index, r.body});
+  }
+  spec.warmup_concurrency = s.plan->warmup_concurrency;
+  spec.concurrency = opt.concurrency;
+  spec.request_timeout_s = row.request_timeout_s / scale;
+  spec.connect_timeout_s = std::min(30.0, spec.request_timeout_s);
+  spec.insecure_tls = opt.insecure_tls;
+  spec.cancel = opt.cancel;
+  if (opt.on_progress) {
+    spec.on_progress = [&opt](const LoadProgress& p) {
+      opt.on_progress(LoadLine(p, opt.concurrency));
+    };
+  }
+  std::string before_text, after_text;
+  s.server_metrics.push_back(Snapshot(target, "before", t0, &before_text));
+  MetricsSampler sampler(row.identity.engine, topts, 250);
+  sampler.Start(t0);
+  Result<LoadResult> load = RunLoad(spec);
+  sampler.Stop();
+  for (auto& l : sampler.TakeLines()) s.server_metrics.push_back(std::move(l));
+  if (!load.ok()) return CouldNotRun(s, "load generator: " + load.status().message());
+  s.load = std::move(*load);
+  s.server_metrics.push_back(Snapshot(target, "after", t0, &after_text));
+
+  // 6. Decode, validate, measure, decide.
+  std::vector<RequestResult> warm, meas;
+  for (const auto& rec : s.load->records) {
+    RequestResult r = DecodeRecord(rec);
+    s.results.push_back(r);
+    (r.phase == Phase::kWarmup ? warm : meas).push_back(std::move(r));
+  }
+  internal::ColdPrefix cold = internal::EstimateColdPrefix(*s.plan, warm, meas);
+  // Server-side cache-hit counter over the measured phase (used only where requests report none):
+  // the last sample before the measured burst to the snapshot after it.
+  std::optional<int64_t> server_cached;
+  if (auto after = target.ParseCachedTokens(after_text)) {
+    std::optional<double> base = target.ParseCachedTokens(before_text);
+    for (const auto& l : s.server_metrics) {
+      if (l.value("kind", "") == "sample" && l.contains("cached_tokens_total") &&
+          l["t_ns"].get<MonoNs>() <= s.load->measured_start_ns) {
+        base = l["cached_tokens_total"].get<double>();
+      }
+    }
+    if (base) server_cached = static_cast<int64_t>(std::llround(*after - *base));
+  }
+  s.identity["cold_prefix"] = internal::ColdPrefixToJson(cold);
+  s.identity["cold_prefix"]["server_cached_tokens_total"] =
+      server_cached ? nlohmann::json(*server_cached) : nullptr;
+  ValidationInput vin =
+      internal::MakeValidationInput(row, *s.plan, warm, meas, cold, server_cached);
+  CorrectnessReport correctness = Validate(vin);
+  s.metrics = ComputeMetrics(meas, opt.concurrency, scale, row.percentile_method);
+  s.metrics_extra["time_conversion"] = scale == 1.0 ? "none: durations are wall time"
+                                                    : "every duration is wall time x " +
+                                                          std::to_string(scale) +
+                                                          " (the simulator's virtual time)";
+  s.metrics_extra["calibration"] = s.plan->calibration;
+  s.metrics_extra["input_tokens_configured"] = row.workload.input_tokens;
+  s.metrics_extra["cold_prefix_tokens_allowed"] = cold.allowed_tokens;
+  s.verdict = Decide(row, *s.metrics, correctness);
+
+  int completed = 0;
+  for (const auto& r : meas) completed += (r.http_status == 200 && !r.cancelled) ? 1 : 0;
+  if (s.load->interrupted) {
+    s.verdict.outcome = TrialOutcome::kInterrupted;
+    s.verdict.reasons.insert(s.verdict.reasons.begin(),
+                             "interrupted: " + std::to_string(completed) + " of " +
+                                 std::to_string(meas.size()) +
+                                 " measured requests completed before the signal");
+    s.ctx.complete = false;
+    return Finish(s);
+  }
+  // A server that died mid-trial leaves transport errors; confirm with one more probe.
+  bool transport_failures = std::any_of(meas.begin(), meas.end(), [](const RequestResult& r) {
+    return r.http_status == 0 || !r.transport_error.empty();
+  });
+  if (transport_failures) {
+    Result<std::string> alive = target.Probe(NowNs() + 2'000'000'000LL, opt.cancel);
+    if (!alive.ok()) {
+      s.verdict.outcome = TrialOutcome::kCouldNotRun;
+      s.verdict.reasons.insert(
+          s.verdict.reasons.begin(),
+          "server lost: " + alive.status().message() + "; " + std::to_string(completed) + " of " +
+              std::to_string(meas.size()) + " measured requests completed before it went away");
+      s.ctx.complete = false;
+      return Finish(s);
+    }
+  }
+  s.ctx.complete = true;
+  Progress(opt, std::string("verdict: ") + TrialOutcomeName(s.verdict.outcome));
+  return Finish(s);
+}
+
+}  // namespace
+
+TrialReport RunTrial(const Row& row, const TrialOptions& options) {
+  try {
+    return RunTrialImpl(row, options);
+  } catch (const std::exception& e) {
+    // Nothing may escape; a trial that hit a bug says so and is never green.
+    TrialReport rep;
+    rep.dir = options.out_dir;
+    rep.verdict.outcome = TrialOutcome::kCouldNotRun;
+    rep.verdict.reasons.push_back(std::string("internal error: ") + e.what());
+    return rep;
+  }
+}
+
+}  // namespace capq

@@ -1,0 +1,153 @@
+// capq validate: the verdict again, from the raw records alone (and the plan and row they came
+// with).
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include "capq/measurement/decode.h"
+#include "capq/measurement/loadgen.h"
+#include "capq/model/row_loader.h"
+#include "capq/protocol/artifacts.h"
+#include "capq/protocol/trial.h"
+#include "trial_internal.h"
+
+namespace capq {
+namespace {
+
+bool Close(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  return std::fabs(a - b) <= 1e-6 * std::max(1.0, std::max(std::fabs(a), std::fabs(b)));
+}
+
+Result<nlohmann::json> ReadJson(const std::string& path) {
+  Result<std::string> text = ReadWholeFile(path);
+  if (!text.ok()) return text.status();
+  try {
+    return nlohmann::json::parse(*text);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(path + ": not JSON (" + e.what() + ")");
+  }
+}
+
+}  // namespace
+
+Result<ValidateReport> ValidateTrialDir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return Status::NotFound(dir + ": not a directory");
+  ValidateReport rep;
+  ChecksumReport sums = VerifyChecksums(dir);
+  rep.checksums_ok = sums.ok;
+  rep.problems = sums.problems;
+
+  Result<nlohmann::json> vj = ReadJson(dir + "/verdict.json");
+  if (!vj.ok()) {
+    rep.problems.push_back("verdict.json: " + vj.status().message());
+    rep.verdict.outcome = TrialOutcome::kCouldNotRun;
+    rep.verdict.reasons.push_back("incomplete: no verdict.json");
+    return rep;
+  }
+  Result<StoredVerdict> stored = VerdictFromJson(*vj);
+  if (!stored.ok()) {
+    rep.problems.push_back(stored.status().message());
+    rep.verdict.outcome = TrialOutcome::kCouldNotRun;
+    rep.verdict.reasons.push_back("incomplete: unreadable verdict.json");
+    return rep;
+  }
+  rep.complete = stored->context.complete && sums.ok;
+
+  const bool has_raw = fs::exists(dir + "/raw.jsonl", ec);
+  if (!has_raw) {
+    // Setup failed before any load: nothing to re-derive; the recorded reasons stand.
+    rep.verdict = stored->verdict;
+    if (rep.complete) rep.problems.push_back("raw.jsonl: missing although the trial is complete");
+    rep.complete = false;
+    if (rep.verdict.outcome == TrialOutcome::kPass)
+      rep.verdict.outcome = TrialOutcome::kCouldNotRun;
+    return rep;
+  }
+
+  Result<Row> row = LoadRow(dir + "/row.yaml");
+  if (!row.ok()) return row.status().WithContext("row.yaml");
+  Result<nlohmann::json> pj = ReadJson(dir + "/plan.json");
+  if (!pj.ok()) return pj.status();
+  Result<TrialPlan> plan = PlanFromJson(*pj);
+  if (!plan.ok()) return plan.status();
+
+  Result<std::string> raw = ReadWholeFile(dir + "/raw.jsonl");
+  if (!raw.ok()) return raw.status();
+  std::vector<RequestResult> warm, meas;
+  std::istringstream lines(*raw);
+  std::string line;
+  int lineno = 0;
+  while (std::getline(lines, line)) {
+    ++lineno;
+    if (line.empty()) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      return Status::InvalidArgument("raw.jsonl:" + std::to_string(lineno) + ": " + e.what());
+    }
+    if (j.contains("schema")) continue;  // the header line
+    Result<RawRecord> rec = RawRecordFromJson(j);
+    if (!rec.ok()) return rec.status().WithContext("raw.jsonl:" + std::to_string(lineno));
+    RequestResult r = DecodeRecord(*rec);
+    (r.phase == Phase::kWarmup ? warm : meas).push_back(std::move(r));
+  }
+
+  std::optional<int64_t> server_cached;
+  if (Result<nlohmann::json> ij = ReadJson(dir + "/identity.json"); ij.ok()) {
+    auto p = ij->find("cold_prefix");
+    if (p != ij->end() && p->contains("server_cached_tokens_total") &&
+        (*p)["server_cached_tokens_total"].is_number()) {
+      server_cached = (*p)["server_cached_tokens_total"].get<int64_t>();
+    }
+  }
+  internal::ColdPrefix cold = internal::EstimateColdPrefix(*plan, warm, meas);
+  ValidationInput vin = internal::MakeValidationInput(*row, *plan, warm, meas, cold, server_cached);
+  CorrectnessReport correctness = Validate(vin);
+  TrialMetrics metrics =
+      ComputeMetrics(meas, plan->concurrency, row->identity.time_scale, row->percentile_method);
+  TrialVerdict derived = Decide(*row, metrics, correctness);
+
+  const TrialVerdict& was = stored->verdict;
+  for (size_t i = 0; i < derived.slo.size() && i < was.slo.size(); ++i) {
+    if (!Close(derived.slo[i].measured_ms, was.slo[i].measured_ms)) {
+      std::ostringstream o;
+      o << "verdict.json records " << SloMetricName(was.slo[i].gate.metric) << " p"
+        << was.slo[i].gate.percentile << " = " << was.slo[i].measured_ms
+        << " ms, the raw records give " << derived.slo[i].measured_ms << " ms";
+      rep.problems.push_back(o.str());
+    }
+  }
+  if (derived.slo.size() != was.slo.size()) {
+    rep.problems.push_back("verdict.json has " + std::to_string(was.slo.size()) +
+                           " SLO gates, the row has " + std::to_string(derived.slo.size()));
+  }
+  if (stored->context.complete && derived.outcome != was.outcome &&
+      was.outcome != TrialOutcome::kCouldNotRun) {
+    rep.problems.push_back(std::string("verdict.json says ") + TrialOutcomeName(was.outcome) +
+                           ", the raw records give " + TrialOutcomeName(derived.outcome));
+  }
+  rep.verdict = derived;
+  if (was.outcome == TrialOutcome::kCouldNotRun || was.outcome == TrialOutcome::kInterrupted) {
+    // A lost server or a signal is not visible in the records' gates alone: the recorded
+    // outcome stands, with its reasons first.
+    rep.verdict.outcome = was.outcome;
+    rep.verdict.reasons.insert(rep.verdict.reasons.begin(), was.reasons.begin(), was.reasons.end());
+  }
+  if (!rep.complete) {
+    rep.verdict.reasons.insert(
+        rep.verdict.reasons.begin(),
+        sums.ok ? "incomplete: the trial did not finish" : "incomplete: the checksums do not hold");
+    if (rep.verdict.outcome == TrialOutcome::kPass) {
+      rep.verdict.outcome = stored->context.complete ? TrialOutcome::kCouldNotRun : was.outcome;
+      if (rep.verdict.outcome == TrialOutcome::kPass)
+        rep.verdict.outcome = TrialOutcome::kCouldNotRun;
+    }
+  }
+  return rep;
+}
+
+}  // namespace capq

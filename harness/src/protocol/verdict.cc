@@ -1,0 +1,104 @@
+#include <cmath>
+#include <cstdio>
+
+#include "capq/protocol/trial.h"
+
+namespace capq {
+
+const char* TrialOutcomeName(TrialOutcome o) {
+  switch (o) {
+    case TrialOutcome::kPass:
+      return "pass";
+    case TrialOutcome::kSloFail:
+      return "slo_fail";
+    case TrialOutcome::kCorrectnessFail:
+      return "correctness_fail";
+    case TrialOutcome::kCouldNotRun:
+      return "could_not_run";
+    case TrialOutcome::kInterrupted:
+      return "interrupted";
+  }
+  return "could_not_run";
+}
+
+Result<TrialOutcome> ParseTrialOutcome(const std::string& name) {
+  for (TrialOutcome o :
+       {TrialOutcome::kPass, TrialOutcome::kSloFail, TrialOutcome::kCorrectnessFail,
+        TrialOutcome::kCouldNotRun, TrialOutcome::kInterrupted}) {
+    if (name == TrialOutcomeName(o)) return o;
+  }
+  return Status::InvalidArgument("unknown trial outcome '" + name + "'");
+}
+
+int TrialVerdict::ExitCode() const {
+  switch (outcome) {
+    case TrialOutcome::kPass:
+      return 0;
+    case TrialOutcome::kSloFail:
+      return 1;
+    case TrialOutcome::kCorrectnessFail:
+      return 2;
+    case TrialOutcome::kCouldNotRun:
+      return 3;
+    case TrialOutcome::kInterrupted:
+      return 130;
+  }
+  return 3;
+}
+
+namespace {
+
+std::string Ms(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+std::string Pct(double p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", p);
+  return buf;
+}
+
+}  // namespace
+
+TrialVerdict Decide(const Row& row, const TrialMetrics& m, const CorrectnessReport& c) {
+  TrialVerdict v;
+  v.correctness = c;
+  v.latency_pass = !row.slo.empty();
+  if (row.slo.empty()) v.reasons.push_back("the row has no SLO gate: latency cannot pass");
+  for (const SloGate& gate : row.slo) {
+    SloGateResult g;
+    g.gate = gate;
+    g.measured_ms = SloValueMs(m, gate);
+    // Strictly below: a p95 equal to the threshold does not meet "below" (seed, Part II).
+    g.passed = std::isfinite(g.measured_ms) && g.measured_ms < gate.below_ms;
+    if (!g.passed) {
+      v.latency_pass = false;
+      std::string what = "p" + Pct(gate.percentile) + " " + SloMetricName(gate.metric);
+      if (!std::isfinite(g.measured_ms)) {
+        v.reasons.push_back(what + ": nothing measured, so it is not below " + Ms(gate.below_ms) +
+                            " ms");
+      } else {
+        v.reasons.push_back(what + " " + Ms(g.measured_ms) + " ms is not below " +
+                            Ms(gate.below_ms) + " ms");
+      }
+    }
+    v.slo.push_back(g);
+  }
+  v.correctness_pass = c.passed();
+  if (c.gates.empty()) v.reasons.push_back("no correctness gate was evaluated");
+  for (const GateResult& g : c.gates) {
+    if (g.enabled && !g.passed) v.reasons.push_back(g.name + ": " + g.evidence);
+  }
+  if (!v.correctness_pass) {
+    v.outcome = TrialOutcome::kCorrectnessFail;
+  } else if (!v.latency_pass) {
+    v.outcome = TrialOutcome::kSloFail;
+  } else {
+    v.outcome = TrialOutcome::kPass;
+  }
+  return v;
+}
+
+}  // namespace capq
