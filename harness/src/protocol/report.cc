@@ -1,0 +1,887 @@
+#include "capq/protocol/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "report_svg.h"
+
+namespace capq {
+
+namespace {
+
+using report::Axis;
+using report::Esc;
+using report::F;
+using report::NiceAxis;
+using report::Plot;
+
+constexpr const char* kCss = R"css(
+:root { --pass: #1a7f37; --fail: #c62828; --probe: #6b7280; --burst: #e07b00; --ink: #1f2328;
+        --muted: #59636e; --line: #d0d7de; --bg: #ffffff; --panel: #f6f8fa; }
+* { box-sizing: border-box; }
+body { font-family: system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif; color: var(--ink);
+       background: var(--bg); margin: 0 auto; max-width: 1320px; padding: 24px 32px 64px; line-height: 1.45; }
+h1 { font-size: 26px; margin: 0 0 4px; }
+h2 { font-size: 21px; margin: 40px 0 8px; padding-top: 12px; border-top: 2px solid var(--line); }
+h3 { font-size: 16px; margin: 22px 0 6px; }
+p.meta, .muted { color: var(--muted); font-size: 13px; }
+.summary { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 14px; background: var(--panel);
+           border-left: 4px solid var(--line); padding: 8px 12px; margin: 8px 0; white-space: pre-wrap; }
+.summary.proven { border-left-color: var(--pass); }
+.summary.bad { border-left-color: var(--fail); }
+.summary.lowered { border-left-color: var(--burst); }
+table { border-collapse: collapse; margin: 8px 0 16px; font-size: 13px; }
+th, td { border: 1px solid var(--line); padding: 4px 8px; text-align: right; }
+th { background: var(--panel); font-weight: 600; }
+td.l, th.l { text-align: left; }
+td.pass { color: var(--pass); font-weight: 600; }
+td.fail, td.bad { color: var(--fail); font-weight: 600; }
+td.probe { color: var(--probe); }
+figure { margin: 16px 0 24px; display: inline-block; vertical-align: top; }
+figure:not(.wide) { max-width: 600px; margin-right: 12px; }
+figure.wide { display: block; }
+figcaption { font-size: 13px; color: var(--muted); max-width: 900px; margin-top: 4px; }
+figcaption b { color: var(--ink); }
+.panels { display: flex; flex-wrap: wrap; gap: 8px; }
+.legend { font-size: 12px; color: var(--muted); margin: 2px 0 0 64px; }
+.legend span { margin-right: 14px; white-space: nowrap; }
+.sw { display: inline-block; width: 10px; height: 10px; border-radius: 50%; margin-right: 4px; vertical-align: -1px; }
+svg.plot { background: #fff; font-size: 11px; }
+svg .grid { stroke: #eef1f4; stroke-width: 1; }
+svg .frame { fill: none; stroke: #9aa4ae; stroke-width: 1; }
+svg .tickmark { stroke: #9aa4ae; }
+svg .tick { fill: var(--muted); font-size: 11px; }
+svg .axis-label { fill: var(--ink); font-size: 12px; }
+svg .slo { stroke: var(--fail); stroke-width: 1.5; stroke-dasharray: 6 4; }
+svg .slo-label { fill: var(--fail); font-size: 11px; }
+svg .pt.pass { fill: var(--pass); }
+svg .pt.fail { fill: var(--fail); }
+svg .pt.probe, svg .pt.baseline { fill: #fff; stroke-width: 1.8; }
+svg .pt.probe.pass, svg .pt.baseline.pass { stroke: var(--pass); }
+svg .pt.probe.fail, svg .pt.baseline.fail { stroke: var(--fail); }
+svg .pt.other { fill: var(--probe); }
+svg .aux { fill: none; stroke: var(--probe); stroke-width: 1.4; }
+svg path.aux.p99 { fill: #9aa4ae; stroke: none; }
+svg .verdict { font-size: 12px; font-weight: 700; }
+svg .verdict.pass { fill: var(--pass); }
+svg .verdict.fail { fill: var(--fail); }
+svg .verdict.mixed { fill: var(--burst); }
+svg .band-pass { fill: rgba(26,127,55,0.12); }
+svg .band-fail { fill: rgba(198,40,40,0.12); }
+svg .band-pass-label { fill: var(--pass); font-size: 11px; }
+svg .band-fail-label { fill: var(--fail); font-size: 11px; }
+svg .burst { fill: rgba(224,123,0,0.10); }
+svg .burst-label { fill: var(--burst); font-size: 11px; }
+svg .req.burst { fill: var(--burst); }
+svg .req.steady { fill: #3b6fb6; }
+svg .req { fill-opacity: 0.75; }
+svg .p95full { stroke: var(--ink); stroke-width: 1.3; stroke-dasharray: 3 3; }
+svg .p95full-label { fill: var(--ink); font-size: 11px; }
+svg .p95steady { stroke: #3b6fb6; stroke-width: 1.3; stroke-dasharray: 1 3; }
+svg .p95steady-label { fill: #3b6fb6; font-size: 11px; }
+svg .bar.baseline { fill: #8c6bb1; }
+svg .bar.probe { fill: #9aa4ae; }
+svg .bar.confirm.pass { fill: var(--pass); }
+svg .bar.confirm.fail, svg .bar.probe.fail { fill: var(--fail); }
+svg .bar.confirm { fill: var(--pass); }
+svg .bar.row { fill: #3b6fb6; }
+svg .bar-text { fill: #fff; font-size: 11px; font-weight: 600; }
+svg .bar-label { fill: var(--ink); font-size: 12px; font-weight: 600; }
+svg .panel-title { fill: var(--ink); font-size: 12px; font-weight: 600; }
+details { margin: 8px 0; font-size: 12px; }
+code { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; }
+)css";
+
+// Durations in the unit that reads best for a row: seconds when the SLO is a second or more.
+struct Unit {
+  double div = 1000;
+  std::string name = "s";
+  int decimals = 2;
+};
+
+Unit UnitFor(double below_ms) {
+  if (std::isfinite(below_ms) && below_ms < 1000) return Unit{1, "ms", 1};
+  return Unit{};
+}
+
+double Slo(const RowInfo& r) { return r.slo.empty() ? NAN : r.slo.front().below_ms; }
+
+std::string SloText(const RowInfo& r) {
+  std::string out;
+  for (const auto& g : r.slo) {
+    if (!out.empty()) out += " and ";
+    out += std::string("p") + F(g.percentile, 0) + " " + SloMetricName(g.metric) + " < " +
+           F(g.below_ms, 0) + " ms";
+  }
+  return out.empty() ? "none" : out;
+}
+
+std::string GateName(const RowInfo& r) {
+  if (r.slo.empty()) return "p95 TTFT";
+  return "p" + F(r.slo.front().percentile, 0) + " " +
+         (r.slo.front().metric == SloMetric::kTtft
+              ? std::string("TTFT")
+              : std::string(SloMetricName(r.slo.front().metric)));
+}
+
+std::string Shape(const RowInfo& r) {
+  return std::to_string(r.input_tokens) + " / " + std::to_string(r.output_tokens);
+}
+
+std::optional<int> Boundary(const RowQualification& q) {
+  if (q.status == QualifyStatus::kProven && q.cmax) return q.cmax;
+  if (q.status == QualifyStatus::kLowered && q.operating_point) return q.operating_point;
+  return std::nullopt;
+}
+
+std::string VerdictClass(const TrialSummary& t) {
+  if (t.outcome == "pass") return "pass";
+  if (t.outcome == "slo_fail") return "fail";
+  return "other";
+}
+
+std::string VerdictWord(const TrialSummary& t) {
+  if (t.outcome == "pass") return "pass";
+  if (t.outcome == "slo_fail") return "fail";
+  return t.outcome;
+}
+
+double GatingMs(const TrialSummary& t) { return t.GatingMs(); }
+
+std::string Range(double lo, double hi, int decimals) {
+  if (!std::isfinite(lo)) return "n/a";
+  if (std::fabs(hi - lo) < std::pow(10.0, -decimals) / 2) return F(lo, decimals);
+  return F(lo, decimals) + " to " + F(hi, decimals);
+}
+
+template <typename Fn>
+std::string RangeOf(const std::vector<const TrialSummary*>& ts, Fn fn, int decimals,
+                    double div = 1) {
+  double lo = INFINITY, hi = -INFINITY;
+  for (const auto* t : ts) {
+    double v = fn(*t);
+    if (!std::isfinite(v)) continue;
+    lo = std::min(lo, v / div);
+    hi = std::max(hi, v / div);
+  }
+  return Range(lo, hi, decimals);
+}
+
+std::string Join(const std::vector<const TrialSummary*>& ts, const Unit& u) {
+  std::string out;
+  for (const auto* t : ts) {
+    if (!out.empty()) out += ", ";
+    out += F(GatingMs(*t) / u.div, u.decimals);
+  }
+  return out + " " + u.name;
+}
+
+std::string Int(int64_t v) {
+  std::string s = std::to_string(v < 0 ? -v : v);
+  std::string out;
+  int n = 0;
+  for (auto it = s.rbegin(); it != s.rend(); ++it) {
+    if (n && n % 3 == 0) out += ',';
+    out += *it;
+    ++n;
+  }
+  if (v < 0) out += '-';
+  return std::string(out.rbegin(), out.rend());
+}
+
+std::string Id(const std::string& prefix, const std::string& row) {
+  std::string out = prefix + "-";
+  for (char c : row) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+  return out;
+}
+
+std::string StatusClass(QualifyStatus s) {
+  if (s == QualifyStatus::kProven) return "proven";
+  if (s == QualifyStatus::kLowered || s == QualifyStatus::kNoFailUpToCap) return "lowered";
+  return "bad";
+}
+
+// Jitter so several trials at one C stay visible side by side.
+double Jitter(int index, int count, double width = 0.14) {
+  if (count <= 1) return 0;
+  return (index - (count - 1) / 2.0) * width;
+}
+
+std::vector<const TrialSummary*> WithMetrics(const RowQualification& q) {
+  std::vector<const TrialSummary*> out;
+  for (const auto& t : q.trials) {
+    if (t.has_metrics) out.push_back(&t);
+  }
+  return out;
+}
+
+// Figure: p95 TTFT (with p50 and p99) against C, every trial a point, the verdict per C on top.
+std::string FigTtft(const RowQualification& q) {
+  const RowInfo& r = q.row;
+  Unit u = UnitFor(Slo(r));
+  auto ts = WithMetrics(q);
+  int max_c = 1;
+  double max_y = Slo(r);
+  for (const auto* t : ts) {
+    max_c = std::max(max_c, t->concurrency);
+    for (double v : {t->ttft_ms.p99, t->ttft_ms.p95, GatingMs(*t)}) {
+      if (std::isfinite(v)) max_y = std::max(max_y, v);
+    }
+  }
+  Axis x = NiceAxis(0, max_c + 1, std::min(max_c + 1, 12), "concurrency C", true);
+  Axis y =
+      NiceAxis(0, (std::isfinite(max_y) ? max_y : 1) * 1.08 / u.div, 6, "TTFT (" + u.name + ")");
+  Plot p(596, 360, x, y);
+  p.top = 34;
+  p.HLine(Slo(r) / u.div, "slo", "SLO: " + SloText(r));
+  std::map<int, std::vector<const TrialSummary*>> by_c;
+  for (const auto* t : ts) by_c[t->concurrency].push_back(t);
+  for (const auto& [c, list] : by_c) {
+    int pass = 0;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const TrialSummary& t = *list[i];
+      pass += t.passed();
+      double xc = c + Jitter(static_cast<int>(i), static_cast<int>(list.size()));
+      std::string what = t.phase + " C=" + std::to_string(c) + " trial " + std::to_string(t.trial);
+      p.Marker(xc, t.ttft_ms.p50 / u.div, "dash", "aux p50",
+               what + ": p50 " + F(t.ttft_ms.p50 / u.div, u.decimals) + " " + u.name);
+      p.Marker(xc, t.ttft_ms.p99 / u.div, "tri", "aux p99",
+               what + ": p99 " + F(t.ttft_ms.p99 / u.div, u.decimals) + " " + u.name);
+      p.Circle(xc, t.ttft_ms.p95 / u.div, 4.5, "pt " + VerdictClass(t) + " " + t.phase,
+               what + ": p95 " + F(t.ttft_ms.p95 / u.div, u.decimals) + " " + u.name + ", " +
+                   VerdictWord(t));
+    }
+    std::string cls =
+        pass == static_cast<int>(list.size()) ? "pass" : (pass == 0 ? "fail" : "mixed");
+    std::string mark = cls == "pass"   ? "✓"
+                       : cls == "fail" ? "✗"
+                                       : std::to_string(pass) + "/" + std::to_string(list.size());
+    p.TextPx(p.X(c), p.top - 10, mark, "verdict " + cls);
+  }
+  std::string html = "<figure id=\"" + Id("fig-ttft", r.id) + "\">\n";
+  html += p.Render(r.id + ": TTFT percentiles against concurrency");
+  html +=
+      "<div class=\"legend\"><span><i class=\"sw\" style=\"background:var(--pass)\"></i>confirm "
+      "pass</span><span><i class=\"sw\" style=\"background:var(--fail)\"></i>confirm fail</span>"
+      "<span><i class=\"sw\" style=\"border:2px solid var(--probe)\"></i>baseline / probe "
+      "(navigation)</span><span>▲ p99 &nbsp;– p50</span><span>✓ ✗ verdict per C</span></div>\n";
+  html += "<figcaption><b>" + Esc(GateName(r)) + " against C</b> for every trial of " + Esc(r.id) +
+          " (" + std::to_string(ts.size()) +
+          " points). Circles are p95, triangles p99, dashes p50; the dashed line is the SLO. "
+          "Medians stay flat while the tail decides the boundary.</figcaption>\n</figure>\n";
+  return html;
+}
+
+// Figure 1: output throughput against C; the Cmax and Cmax+1 ranges drawn as bands.
+std::string FigThroughput(const RowQualification& q) {
+  const RowInfo& r = q.row;
+  auto ts = WithMetrics(q);
+  int max_c = 1;
+  double max_y = 0;
+  for (const auto* t : ts) {
+    max_c = std::max(max_c, t->concurrency);
+    if (std::isfinite(t->output_tok_s)) max_y = std::max(max_y, t->output_tok_s);
+  }
+  Axis x = NiceAxis(0, max_c + 1, std::min(max_c + 1, 12), "concurrency C", true);
+  Axis y = NiceAxis(0, std::max(1.0, max_y * 1.1), 6, "output tok/s (all streams)");
+  Plot p(596, 360, x, y);
+  std::string caption;
+  if (auto b = Boundary(q)) {
+    auto side = [&](int c, const std::string& cls, const std::string& anchor) {
+      double lo = INFINITY, hi = -INFINITY;
+      for (const auto* t : q.Trials("confirm", c)) {
+        if (!std::isfinite(t->output_tok_s)) continue;
+        lo = std::min(lo, t->output_tok_s);
+        hi = std::max(hi, t->output_tok_s);
+      }
+      if (std::isfinite(lo)) {
+        p.HBand(lo, hi, cls, "C=" + std::to_string(c) + ": " + F(lo, 1) + "–" + F(hi, 1) + " tok/s",
+                anchor);
+      }
+      return std::make_pair(lo, hi);
+    };
+    auto a = side(*b, "band-pass", "start");
+    auto c = side(*b + 1, "band-fail", "end");
+    if (std::isfinite(a.first) && std::isfinite(c.first)) {
+      bool overlap = a.first <= c.second && c.first <= a.second;
+      caption = " At the boundary C=" + std::to_string(*b) + " emitted " + F(a.first, 1) + "–" +
+                F(a.second, 1) + " tok/s and C=" + std::to_string(*b + 1) + " " + F(c.first, 1) +
+                "–" + F(c.second, 1) + " tok/s: the ranges " +
+                (overlap ? "<b>overlap</b>" : "do not overlap") + ", while " + Esc(GateName(r)) +
+                " gives the pass/fail decision.";
+    }
+  }
+  std::map<int, std::vector<const TrialSummary*>> by_c;
+  for (const auto* t : ts) by_c[t->concurrency].push_back(t);
+  for (const auto& [c, list] : by_c) {
+    for (size_t i = 0; i < list.size(); ++i) {
+      const TrialSummary& t = *list[i];
+      double xc = c + Jitter(static_cast<int>(i), static_cast<int>(list.size()));
+      p.Circle(xc, t.output_tok_s, 4.5, "pt " + VerdictClass(t) + " " + t.phase,
+               t.phase + " C=" + std::to_string(c) + " trial " + std::to_string(t.trial) + ": " +
+                   F(t.output_tok_s, 1) + " tok/s, " + VerdictWord(t));
+    }
+  }
+  std::string html = "<figure id=\"" + Id("fig-throughput", r.id) + "\">\n";
+  html += p.Render(r.id + ": output throughput against concurrency");
+  html += "<figcaption><b>Figure 1 — output throughput against C</b> (" +
+          std::to_string(ts.size()) + " trials)." + caption +
+          " Throughput describes completed work, not admission.</figcaption>\n</figure>\n";
+  return html;
+}
+
+struct ArrivalStats {
+  double p95_full = NAN, p95_steady = NAN;
+  int tail = 0, tail_in_burst = 0;
+};
+
+ArrivalStats ArrivalOf(const TrialSummary& t) {
+  ArrivalStats s;
+  s.p95_full = t.ttft_ms.p95;
+  s.p95_steady = t.ttft_p95_steady_ms;
+  std::vector<std::pair<double, int>> v;
+  for (size_t i = 0; i < t.ttft_ms_by_arrival.size(); ++i) {
+    if (std::isfinite(t.ttft_ms_by_arrival[i])) v.push_back({t.ttft_ms_by_arrival[i], (int)i});
+  }
+  std::sort(v.rbegin(), v.rend());
+  // The requests at or above p95: with 64 requests the four slowest decide it.
+  s.tail = static_cast<int>(std::ceil(v.size() * 0.05));
+  for (int i = 0; i < s.tail && i < static_cast<int>(v.size()); ++i) {
+    s.tail_in_burst += v[i].second < t.concurrency;
+  }
+  return s;
+}
+
+std::string FigArrivalPanel(const RowQualification& q, int c, const Unit& u, double y_max) {
+  auto ts = q.Trials("confirm", c);
+  size_t n = 0;
+  for (const auto* t : ts) n = std::max(n, t->ttft_ms_by_arrival.size());
+  Axis x = NiceAxis(0, std::max<size_t>(n, 1) + 1, 8, "arrival order (measured requests)", true);
+  Axis y = NiceAxis(0, y_max * 1.08 / u.div, 6, "TTFT (" + u.name + ")");
+  Plot p(560, 320, x, y);
+  p.Band(0.5, c + 0.5, "burst", "burst: first " + std::to_string(c));
+  p.HLine(Slo(q.row) / u.div, "slo", "SLO", "start");
+  std::vector<double> full, steady;
+  int k = 0;
+  for (const auto* t : ts) {
+    ++k;
+    for (size_t i = 0; i < t->ttft_ms_by_arrival.size(); ++i) {
+      double v = t->ttft_ms_by_arrival[i];
+      bool burst = static_cast<int>(i) < c;
+      p.Circle(static_cast<double>(i + 1) + Jitter(k - 1, static_cast<int>(ts.size()), 0.2),
+               v / u.div, 2.4, std::string("req ") + (burst ? "burst" : "steady"),
+               "trial " + std::to_string(t->trial) + ", request " + std::to_string(i + 1) + ": " +
+                   F(v / u.div, u.decimals) + " " + u.name);
+    }
+    full.push_back(t->ttft_ms.p95);
+    steady.push_back(t->ttft_p95_steady_ms);
+  }
+  auto median = [](std::vector<double> v) {
+    v.erase(std::remove_if(v.begin(), v.end(), [](double d) { return !std::isfinite(d); }),
+            v.end());
+    if (v.empty()) return static_cast<double>(NAN);
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  double mf = median(full), ms = median(steady);
+  p.HLine(mf / u.div, "p95full", "full p95 " + F(mf / u.div, u.decimals) + " " + u.name);
+  p.HLine(ms / u.div, "p95steady", "steady p95 " + F(ms / u.div, u.decimals) + " " + u.name);
+  std::string title = "C=" + std::to_string(c) + " (" + std::to_string(ts.size()) + " trials)";
+  p.TextPx(p.left, 16, title, "panel-title", "start");
+  return p.Render(q.row.id + ": TTFT by arrival order at C=" + std::to_string(c));
+}
+
+std::string FigArrival(const RowQualification& q) {
+  auto b = Boundary(q);
+  if (!b) return "";
+  Unit u = UnitFor(Slo(q.row));
+  double y_max = Slo(q.row);
+  int requests = 0;
+  for (int c : {*b, *b + 1}) {
+    for (const auto* t : q.Trials("confirm", c)) {
+      for (double v : t->ttft_ms_by_arrival) {
+        if (std::isfinite(v)) y_max = std::max(y_max, v);
+        ++requests;
+      }
+    }
+  }
+  std::string html = "<figure class=\"wide\" id=\"" + Id("fig-arrival", q.row.id) +
+                     "\">\n<div class=\"panels\">\n";
+  html += FigArrivalPanel(q, *b, u, y_max);
+  html += FigArrivalPanel(q, *b + 1, u, y_max);
+  html += "</div>\n";
+  html +=
+      "<div class=\"legend\"><span><i class=\"sw\" style=\"background:var(--burst)\"></i>opening "
+      "burst (the first C requests, sent together, queue for prefill)</span><span><i class=\"sw\" "
+      "style=\"background:#3b6fb6\"></i>steady state</span><span>- - full p95</span><span>· · "
+      "steady-state p95 (requests after the first C)</span></div>\n";
+  html += "<figcaption><b>TTFT by arrival order at C=" + std::to_string(*b) +
+          " and C=" + std::to_string(*b + 1) + "</b> (" + std::to_string(requests) +
+          " measured requests). With few measured requests the slowest handful decide p95; the "
+          "table below says how many of them belong to the opening burst and what p95 would be "
+          "without it.</figcaption>\n";
+  // Per-trial burst share.
+  html += "<table id=\"" + Id("tbl-arrival", q.row.id) +
+          "\"><tr><th>C</th><th>trial</th><th>requests</th><th>full p95</th><th>steady p95 "
+          "(after first C)</th><th>slowest 5% in opening burst</th><th>verdict</th></tr>\n";
+  for (int c : {*b, *b + 1}) {
+    for (const auto* t : q.Trials("confirm", c)) {
+      ArrivalStats s = ArrivalOf(*t);
+      html += "<tr><td>" + std::to_string(c) + "</td><td>" + std::to_string(t->trial) +
+              "</td><td>" + std::to_string(t->ttft_ms_by_arrival.size()) + "</td><td>" +
+              F(s.p95_full / u.div, u.decimals) + " " + u.name + "</td><td>" +
+              F(s.p95_steady / u.div, u.decimals) + " " + u.name + "</td><td>" +
+              std::to_string(s.tail_in_burst) + " of " + std::to_string(s.tail) +
+              "</td><td class=\"" + VerdictClass(*t) + "\">" + VerdictWord(*t) + "</td></tr>\n";
+    }
+  }
+  html += "</table>\n</figure>\n";
+  return html;
+}
+
+// Figure 4: the protocol timeline, one lane per phase, one bar per trial.
+std::string FigTimeline(const RowQualification& q) {
+  double end = std::max(q.wall_s, 1e-3);
+  for (const auto& t : q.trials) end = std::max(end, t.start_offset_s + t.wall_s);
+  Axis x = NiceAxis(0, end, 8, "wall time since the qualification started (s)");
+  Axis y;
+  y.min = -0.6;
+  y.max = 2.6;
+  y.ticks = {0, 1, 2};
+  y.tick_labels = {"confirm", "locate", "baseline"};
+  y.label = "";
+  Plot p(1000, 190, x, y);
+  p.left = 80;
+  auto lane = [](const std::string& phase) {
+    return phase == "baseline" ? 2.0 : phase == "probe" ? 1.0 : 0.0;
+  };
+  for (const auto& t : q.trials) {
+    double l = lane(t.phase);
+    p.Rect(t.start_offset_s, l - 0.32, t.start_offset_s + std::max(t.wall_s, end * 0.002), l + 0.32,
+           "bar " + t.phase + " " + VerdictClass(t),
+           t.phase + " C=" + std::to_string(t.concurrency) + " trial " + std::to_string(t.trial) +
+               ": " + VerdictWord(t) + ", " + F(t.wall_s, 1) + " s");
+    if (t.wall_s > end * 0.035) {
+      p.Text(t.start_offset_s + t.wall_s / 2, l - 0.12, "C=" + std::to_string(t.concurrency),
+             "bar-text");
+    }
+  }
+  std::string costs;
+  for (const auto& ph : q.phases) {
+    if (!costs.empty()) costs += " · ";
+    std::string unit = ph.name == "locate" ? "probe" : "trial";
+    costs += ph.name + " " + std::to_string(ph.trials) + " " + unit + (ph.trials == 1 ? "" : "s") +
+             " " + F(ph.wall_s, 1) + " s";
+  }
+  std::string html = "<figure class=\"wide\" id=\"" + Id("fig-timeline", q.row.id) + "\">\n";
+  html += p.Render(q.row.id + ": protocol timeline");
+  html +=
+      "<figcaption><b>Figure 4 — protocol timeline</b> (" + std::to_string(q.trials.size()) +
+      " trials, " + F(q.wall_s, 1) + " s): " + Esc(costs) +
+      ". The locator saves test time; the adjacent confirmations carry the claim.</figcaption>\n"
+      "</figure>\n";
+  return html;
+}
+
+// Figure 2: every row's boundary with its trials on both sides.
+std::string FigBoundary(const CapacityData& d) {
+  std::string panels;
+  int points = 0;
+  for (const auto& q : d.rows) {
+    auto b = Boundary(q);
+    if (!b) continue;
+    Unit u = UnitFor(Slo(q.row));
+    auto low = q.Trials("confirm", *b);
+    auto high = q.Trials("confirm", *b + 1);
+    double y_max = Slo(q.row);
+    for (const auto* t : low) y_max = std::max(y_max, GatingMs(*t));
+    for (const auto* t : high) y_max = std::max(y_max, GatingMs(*t));
+    Axis x;
+    x.min = -0.6;
+    x.max = 1.6;
+    x.ticks = {0, 1};
+    x.tick_labels = {"C=" + std::to_string(*b), "C=" + std::to_string(*b + 1)};
+    x.label = Shape(q.row) + " tokens";
+    Axis y = NiceAxis(0, (std::isfinite(y_max) ? y_max : 1) * 1.1 / u.div, 5,
+                      GateName(q.row) + " (" + u.name + ")");
+    Plot p(300, 320, x, y);
+    p.HLine(Slo(q.row) / u.div, "slo", "SLO");
+    int side = 0;
+    for (const auto& list : {low, high}) {
+      for (size_t i = 0; i < list.size(); ++i) {
+        const TrialSummary& t = *list[i];
+        p.Circle(side + Jitter(static_cast<int>(i), static_cast<int>(list.size()), 0.16),
+                 GatingMs(t) / u.div, 5, "pt " + VerdictClass(t) + " confirm",
+                 "C=" + std::to_string(t.concurrency) + " trial " + std::to_string(t.trial) + ": " +
+                     F(GatingMs(t) / u.div, u.decimals) + " " + u.name + ", " + VerdictWord(t));
+        ++points;
+      }
+      ++side;
+    }
+    p.TextPx(p.left, 16, q.row.id + (q.status == QualifyStatus::kLowered ? " (noisy)" : ""),
+             "panel-title", "start");
+    panels += p.Render(q.row.id + ": boundary trials");
+  }
+  if (panels.empty()) return "";
+  return "<figure class=\"wide\" id=\"fig-boundary\">\n<div class=\"panels\">\n" + panels +
+         "</div>\n<figcaption><b>Figure 2 — the boundary of every row</b> (" +
+         std::to_string(points) +
+         " confirmation trials): independent cold-cache trials at Cmax (left) and Cmax+1 "
+         "(right).</figcaption>\n</figure>\n";
+}
+
+// Figure 3: the capacity surface across rows.
+std::string FigSurface(const CapacityData& d) {
+  if (d.rows.size() < 2) return "";
+  std::vector<const RowQualification*> rows;
+  for (const auto& q : d.rows) rows.push_back(&q);
+  std::stable_sort(rows.begin(), rows.end(), [](const auto* a, const auto* b) {
+    return a->row.input_tokens + a->row.output_tokens < b->row.input_tokens + b->row.output_tokens;
+  });
+  int max_c = 1;
+  for (const auto* q : rows) {
+    if (auto b = Boundary(*q)) max_c = std::max(max_c, *b);
+  }
+  Axis x;
+  x.min = -0.6;
+  x.max = rows.size() - 0.4;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    x.ticks.push_back(static_cast<double>(i));
+    x.tick_labels.push_back(Shape(rows[i]->row));
+  }
+  x.label = "request shape (input / output tokens)";
+  Axis y = NiceAxis(0, max_c * 1.15 + 1, 6, "max passing concurrency", true);
+  Plot p(std::max(420, 160 * static_cast<int>(rows.size()) + 120), 320, x, y);
+  int points = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    auto b = Boundary(*rows[i]);
+    if (!b) {
+      p.Text(static_cast<double>(i), y.max * 0.1, "no boundary", "tick");
+      continue;
+    }
+    p.Rect(i - 0.3, 0, i + 0.3, *b, "bar row",
+           rows[i]->row.id + ": " + std::to_string(*b) +
+               (rows[i]->status == QualifyStatus::kLowered ? " (noisy, lowered)" : ""));
+    p.Circle(static_cast<double>(i), *b, 4, "pt pass confirm", rows[i]->row.id);
+    p.Text(static_cast<double>(i), *b + y.max * 0.04, std::to_string(*b) + " — " + rows[i]->row.id,
+           "bar-label");
+    ++points;
+  }
+  return "<figure id=\"fig-surface\">\n" + p.Render("capacity surface across rows") +
+         "<figcaption><b>Figure 3 — capacity across request shapes</b> (" + std::to_string(points) +
+         " rows with an operating point). The maxima are alternatives, not quantities to add: "
+         "a mixed queue needs its own experiment.</figcaption>\n</figure>\n";
+}
+
+std::string TrialRowCells(const TrialSummary& t, const Unit& u) {
+  return "<td>" + F(t.ttft_ms.p50 / u.div, u.decimals + 1) + "</td><td>" +
+         F(t.ttft_ms.p95 / u.div, u.decimals + 1) + "</td><td>" +
+         F(t.ttft_ms.p99 / u.div, u.decimals + 1) + "</td>";
+}
+
+std::string TblBoundary(const RowQualification& q) {
+  Unit u = UnitFor(Slo(q.row));
+  std::string html = "<table id=\"" + Id("tbl-boundary", q.row.id) +
+                     "\"><tr><th>concurrency</th><th>trial</th><th>seed</th><th>TTFT p50 (" +
+                     u.name +
+                     ")</th><th>TTFT p95</th><th>TTFT p99</th><th>steady p95</th><th>ITL "
+                     "p50 (ms)</th><th>ITL p95 (ms)</th><th>output tok/s</th><th>req/s</th><th "
+                     "class=\"l\">verdict</th></tr>\n";
+  std::vector<const TrialSummary*> ts;
+  for (const auto& t : q.trials) {
+    if (t.phase == "confirm") ts.push_back(&t);
+  }
+  std::stable_sort(ts.begin(), ts.end(), [](const auto* a, const auto* b) {
+    return a->concurrency != b->concurrency ? a->concurrency < b->concurrency : a->trial < b->trial;
+  });
+  for (const auto* t : ts) {
+    std::string verdict = VerdictWord(*t);
+    if (!t->failed_gates.empty()) verdict += ": " + t->failed_gates.front();
+    html += "<tr><td>" + std::to_string(t->concurrency) + "</td><td>" + std::to_string(t->trial) +
+            "</td><td>" + std::to_string(t->seed) + "</td>" + TrialRowCells(*t, u) + "<td>" +
+            F(t->ttft_p95_steady_ms / u.div, u.decimals + 1) + "</td><td>" + F(t->itl_ms.p50, 3) +
+            "</td><td>" + F(t->itl_ms.p95, 3) + "</td><td>" + F(t->output_tok_s, 1) + "</td><td>" +
+            F(t->request_per_s, 3) + "</td><td class=\"l " + VerdictClass(*t) + "\">" +
+            Esc(verdict) + "</td></tr>\n";
+  }
+  return html + "</table>\n";
+}
+
+std::string TblLocate(const RowQualification& q) {
+  Unit u = UnitFor(Slo(q.row));
+  std::string html = "<table id=\"" + Id("tbl-locate", q.row.id) +
+                     "\"><tr><th>phase</th><th>C</th><th>TTFT p50 (" + u.name +
+                     ")</th><th>TTFT p95</th><th>TTFT p99</th><th>output tok/s</th><th "
+                     "class=\"l\">verdict</th><th class=\"l\">chosen by</th></tr>\n";
+  for (const auto& t : q.trials) {
+    if (t.phase == "confirm") continue;
+    html += "<tr><td class=\"l\">" + t.phase + "</td><td>" + std::to_string(t.concurrency) +
+            "</td>" + TrialRowCells(t, u) + "<td>" + F(t.output_tok_s, 1) + "</td><td class=\"l " +
+            VerdictClass(t) + "\">" + VerdictWord(t) + "</td><td class=\"l\">" + Esc(t.move) +
+            "</td></tr>\n";
+  }
+  return html + "</table>\n";
+}
+
+std::string TblCost(const RowQualification& q) {
+  std::string html = "<table id=\"" + Id("tbl-cost", q.row.id) +
+                     "\"><tr><th class=\"l\">phase</th><th>trials</th><th>wall time (s)</th><th>"
+                     "share</th></tr>\n";
+  int total = 0;
+  for (const auto& p : q.phases) {
+    total += p.trials;
+    html += "<tr><td class=\"l\">" + Esc(p.name) + "</td><td>" + std::to_string(p.trials) +
+            "</td><td>" + F(p.wall_s, 1) + "</td><td>" +
+            F(q.wall_s > 0 ? 100.0 * p.wall_s / q.wall_s : NAN, 0) + "%</td></tr>\n";
+  }
+  html += "<tr><th class=\"l\">total</th><th>" + std::to_string(total) + "</th><th>" +
+          F(q.wall_s, 1) + "</th><th></th></tr>\n</table>\n";
+  if (q.probe_budget > 0) {
+    html += "<p class=\"muted\">Locate used " + std::to_string(q.probes) +
+            " probes; the budget ⌈log2 Cmax⌉ + 2 is " + std::to_string(q.probe_budget) + " (" +
+            (q.probes <= q.probe_budget ? "met" : "exceeded") + ").</p>\n";
+  }
+  return html;
+}
+
+CorrectnessTotals Sum(const std::vector<const TrialSummary*>& ts) {
+  CorrectnessTotals s;
+  for (const auto* t : ts) {
+    s.streams += t->totals.streams;
+    s.completion_tokens += t->totals.completion_tokens;
+    s.nonempty_chunks += t->totals.nonempty_chunks;
+    s.utf8_bytes += t->totals.utf8_bytes;
+    s.unique_output_hashes += t->totals.unique_output_hashes;
+    s.warmup_prompts += t->totals.warmup_prompts;
+    s.measured_prompts += t->totals.measured_prompts;
+  }
+  return s;
+}
+
+std::vector<const TrialSummary*> Confirmations(const RowQualification& q) {
+  std::vector<const TrialSummary*> out;
+  for (const auto& t : q.trials) {
+    if (t.phase == "confirm") out.push_back(&t);
+  }
+  return out;
+}
+
+std::string TblCorrectness(const CapacityData& d) {
+  std::string html =
+      "<table id=\"tbl-correctness\"><tr><th class=\"l\">row</th><th>confirmation "
+      "trials</th><th>correct</th><th>measured streams</th><th>completion tokens</th><th>non-empty "
+      "chunks</th><th>UTF-8 bytes</th><th>unique output hashes</th><th>warm-up prompts (absent "
+      "from measured)</th></tr>\n";
+  std::vector<const TrialSummary*> all;
+  auto line = [&](const std::string& name, const std::vector<const TrialSummary*>& ts, bool bold) {
+    CorrectnessTotals s = Sum(ts);
+    int ok = 0;
+    for (const auto* t : ts) ok += t->correctness_pass;
+    std::string td = bold ? "th" : "td";
+    return "<tr><" + td + " class=\"l\">" + Esc(name) + "</" + td + "><" + td + ">" +
+           std::to_string(ts.size()) + "</" + td + "><" + td +
+           (ok == (int)ts.size() ? "" : " class=\"bad\"") + ">" + std::to_string(ok) + "</" + td +
+           "><" + td + ">" + Int(s.streams) + "</" + td + "><" + td + ">" +
+           Int(s.completion_tokens) + "</" + td + "><" + td + ">" + Int(s.nonempty_chunks) + "</" +
+           td + "><" + td + ">" + Int(s.utf8_bytes) + "</" + td + "><" + td + ">" +
+           Int(s.unique_output_hashes) + "</" + td + "><" + td + ">" + Int(s.warmup_prompts) +
+           "</" + td + "></tr>\n";
+  };
+  for (const auto& q : d.rows) {
+    auto ts = Confirmations(q);
+    all.insert(all.end(), ts.begin(), ts.end());
+    html += line(q.row.id, ts, false);
+  }
+  if (d.rows.size() > 1) html += line("all rows", all, true);
+  html += "</table>\n";
+  CorrectnessTotals s = Sum(all);
+  int ok = 0;
+  for (const auto* t : all) ok += t->correctness_pass;
+  html +=
+      "<p>Across all " + std::to_string(all.size()) +
+      " boundary confirmations, the validator checked " + Int(s.streams) +
+      " measured streams and " + Int(s.completion_tokens) + " server-counted completion tokens; " +
+      std::to_string(ok) + " of " + std::to_string(all.size()) +
+      " trials passed every correctness gate. The raw streams contained " + Int(s.nonempty_chunks) +
+      " non-empty generated-text chunks and " + Int(s.utf8_bytes) + " UTF-8 bytes.</p>\n";
+  return html;
+}
+
+std::string TblRows(const CapacityData& d) {
+  std::string html =
+      "<table id=\"tbl-rows\"><tr><th class=\"l\">row</th><th>shape (in / out)</th><th>server "
+      "prompt range</th><th>maximum passing C</th><th class=\"l\">passing gate "
+      "values</th><th>first "
+      "failing C</th><th class=\"l\">failing gate values</th><th class=\"l\">result</th></tr>\n";
+  for (const auto& q : d.rows) {
+    auto b = Boundary(q);
+    Unit u = UnitFor(Slo(q.row));
+    int64_t pmin = 0, pmax = 0;
+    for (const auto& t : q.trials) {
+      if (t.phase != "confirm" || t.prompt_tokens_max == 0) continue;
+      pmin = pmin == 0 ? t.prompt_tokens_min : std::min(pmin, t.prompt_tokens_min);
+      pmax = std::max(pmax, t.prompt_tokens_max);
+    }
+    html += "<tr><td class=\"l\">" + Esc(q.row.id) + "</td><td>" + Shape(q.row) + "</td><td>" +
+            (pmax ? Int(pmin) + " to " + Int(pmax) : "n/a") + "</td>";
+    if (b) {
+      html += "<td>" + std::to_string(*b) + "</td><td class=\"l\">" +
+              Join(q.Trials("confirm", *b), u) + "</td><td>" + std::to_string(*b + 1) +
+              "</td><td class=\"l\">" + Join(q.Trials("confirm", *b + 1), u) + "</td>";
+    } else {
+      html += "<td>n/a</td><td></td><td>n/a</td><td></td>";
+    }
+    html += "<td class=\"l\">" + Esc(QualifyStatusName(q.status)) + "</td></tr>\n";
+  }
+  return html + "</table>\n";
+}
+
+std::string TblMaxPass(const CapacityData& d) {
+  std::string html =
+      "<table id=\"tbl-maxpass\"><tr><th class=\"l\">shape at Cmax</th><th>request/s</th><th>"
+      "aggregate output tok/s</th><th>ITL p50 (ms)</th><th>ITL p95 (ms)</th><th>ITL p99 "
+      "(ms)</th><th>request-latency p95</th></tr>\n";
+  for (const auto& q : d.rows) {
+    auto b = Boundary(q);
+    if (!b) continue;
+    auto ts = q.Trials("confirm", *b);
+    Unit u = UnitFor(Slo(q.row));
+    html += "<tr><td class=\"l\">" + Esc(q.row.id) + " " + Shape(q.row) +
+            " at C=" + std::to_string(*b) + "</td><td>" +
+            RangeOf(
+                ts, [](const TrialSummary& t) { return t.request_per_s; }, 3) +
+            "</td><td>" +
+            RangeOf(
+                ts, [](const TrialSummary& t) { return t.output_tok_s; }, 1) +
+            "</td><td>" +
+            RangeOf(
+                ts, [](const TrialSummary& t) { return t.itl_ms.p50; }, 3) +
+            "</td><td>" +
+            RangeOf(
+                ts, [](const TrialSummary& t) { return t.itl_ms.p95; }, 3) +
+            "</td><td>" +
+            RangeOf(
+                ts, [](const TrialSummary& t) { return t.itl_ms.p99; }, 3) +
+            "</td><td>" +
+            RangeOf(
+                ts, [](const TrialSummary& t) { return t.e2e_ms.p95; }, u.decimals + 1, u.div) +
+            " " + u.name + "</td></tr>\n";
+  }
+  html +=
+      "</table>\n<p class=\"muted\">ITL is the spacing one streaming user sees between "
+      "tokens, not 1000 / aggregate throughput.</p>\n";
+  return html;
+}
+
+std::string TblOverview(const CapacityData& d) {
+  std::string html =
+      "<table id=\"tbl-overview\"><tr><th class=\"l\">row</th><th>shape</th><th "
+      "class=\"l\">SLO</th><th class=\"l\">result</th><th>Cmax</th><th>probes (budget)</th><th>"
+      "trials</th><th>wall (s)</th></tr>\n";
+  for (const auto& q : d.rows) {
+    auto b = Boundary(q);
+    std::string cmax = q.cmax ? std::to_string(*q.cmax)
+                              : (b ? "(" + std::to_string(*b) + " operating point)" : "—");
+    html += "<tr><td class=\"l\"><a href=\"#" + Id("row", q.row.id) + "\">" + Esc(q.row.id) +
+            "</a></td><td>" + Shape(q.row) + "</td><td class=\"l\">" + Esc(SloText(q.row)) +
+            "</td><td class=\"l " + (q.status == QualifyStatus::kProven ? "pass" : "bad") + "\">" +
+            Esc(QualifyStatusName(q.status)) + "</td><td>" + cmax + "</td><td>" +
+            std::to_string(q.probes) +
+            (q.probe_budget ? " (" + std::to_string(q.probe_budget) + ")" : "") + "</td><td>" +
+            std::to_string(q.trials.size()) + "</td><td>" + F(q.wall_s, 1) + "</td></tr>\n";
+  }
+  return html + "</table>\n";
+}
+
+std::string RowSection(const RowQualification& q) {
+  const RowInfo& r = q.row;
+  std::string html = "<section id=\"" + Id("row", r.id) + "\">\n<h2>" + Esc(r.id) +
+                     (r.title.empty() ? "" : " — " + Esc(r.title)) + "</h2>\n";
+  html +=
+      "<div class=\"summary " + StatusClass(q.status) + "\">" + Esc(q.summary_line) + "</div>\n";
+  html += "<p>" + Esc(q.message) + "</p>\n";
+  html += "<p class=\"meta\">engine " + Esc(r.engine) +
+          (r.image.empty() ? "" : " · image " + Esc(r.image)) +
+          (r.model.empty() ? "" : " · model " + Esc(r.model)) +
+          (r.model_revision.empty() ? "" : "@" + Esc(r.model_revision)) +
+          (r.hardware.empty() ? "" : " · " + Esc(r.hardware)) +
+          (r.sim_profile.empty() ? "" : " · profile " + Esc(r.sim_profile)) + " · workload " +
+          Shape(r) + " tokens · SLO " + Esc(SloText(r)) + " (" + Esc(r.percentile_method) +
+          " percentiles) · warm-up " + std::to_string(r.warmup_requests) +
+          " at C=" + std::to_string(r.warmup_concurrency) + " · measured max(" +
+          std::to_string(r.min_requests) + ", " + std::to_string(r.per_concurrency) + "·C)" +
+          (r.time_scale != 1 ? " · simulator time scale " + F(r.time_scale, 0) +
+                                   "×: every duration is virtual time"
+                             : "") +
+          (q.url.empty() ? "" : " · server " + Esc(q.url)) + "</p>\n";
+  if (q.baseline.checked || !q.baseline.message.empty()) {
+    html +=
+        "<p class=\"meta\">C=1 baseline: " + Esc(q.baseline.message) +
+        (q.baseline.checked ? (q.baseline.within ? " — within tolerance" : " — OUTSIDE tolerance")
+                            : "") +
+        "</p>\n";
+  }
+  html += FigTtft(q);
+  html += FigThroughput(q);
+  html += "<h3>Confirmation trials</h3>\n" + TblBoundary(q);
+  html += FigArrival(q);
+  html += "<h3>Baseline and locator probes (navigation, not evidence)</h3>\n" + TblLocate(q);
+  html += "<h3>Qualification cost</h3>\n" + FigTimeline(q) + TblCost(q);
+  html += "<details><summary>Trial directories, commands and checksums (" +
+          std::to_string(q.trials.size()) +
+          ")</summary>\n<table><tr><th class=\"l\">trial</th><th "
+          "class=\"l\">directory</th><th class=\"l\">command</th></tr>\n";
+  for (const auto& t : q.trials) {
+    html += "<tr><td class=\"l\">" + t.phase + " C=" + std::to_string(t.concurrency) + " #" +
+            std::to_string(t.trial) + "</td><td class=\"l\"><code>" + Esc(t.dir) +
+            "</code></td><td class=\"l\"><code>" + Esc(t.command) + "</code></td></tr>\n";
+  }
+  html += "</table>\n</details>\n</section>\n";
+  return html;
+}
+
+}  // namespace
+
+std::string RenderReportHtml(const CapacityData& d) {
+  std::string title = "capq capacity report";
+  if (d.rows.size() == 1) title += " — " + d.rows.front().row.id;
+  std::string html =
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+      "<title>" +
+      Esc(title) + "</title>\n<style>" + kCss + "</style>\n</head>\n<body>\n";
+  html += "<h1>" + Esc(title) + "</h1>\n";
+  html += "<p class=\"meta\">capacity data " + Esc(d.schema) + " · generated " +
+          Esc(d.generated_utc) +
+          (d.command.empty() ? "" : " · <code>" + Esc(d.command) + "</code>") + "</p>\n";
+  html +=
+      "<p>Cmax is the largest concurrency whose independent cold-cache trials all keep the "
+      "gating percentile strictly below the SLO with every correctness gate passing, while "
+      "every trial at Cmax+1 misses it. Probes only navigate; the confirmations carry the "
+      "claim.</p>\n";
+  for (const auto& q : d.rows) {
+    html +=
+        "<div class=\"summary " + StatusClass(q.status) + "\">" + Esc(q.summary_line) + "</div>\n";
+  }
+  html += TblOverview(d);
+  html += "<h2>Boundaries</h2>\n";
+  html += FigBoundary(d);
+  html += FigSurface(d);
+  html += "<h3>Boundary per row</h3>\n" + TblRows(d);
+  html += "<h3>Rows at their maximum passing concurrency</h3>\n" + TblMaxPass(d);
+  html += "<h3>Correctness totals</h3>\n" + TblCorrectness(d);
+  for (const auto& q : d.rows) html += RowSection(q);
+  html +=
+      "<p class=\"muted\">A result for one pinned identity and one workload row; requalify "
+      "when the image, checkpoint, runtime, driver, graph policy, speculative settings or "
+      "workload change.</p>\n</body>\n</html>\n";
+  return html;
+}
+
+Status WriteReport(const std::string& html_path, const CapacityData& data) {
+  return capdata::WriteFileAtomic(html_path, RenderReportHtml(data));
+}
+
+}  // namespace capq

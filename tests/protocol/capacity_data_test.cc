@@ -1,0 +1,178 @@
+#include "capq/protocol/capacity_data.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "capq/protocol/qualify.h"
+
+namespace capq {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kFixture =
+    std::string(CAPQ_SOURCE_DIR) + "/tests/data/capacity/seed_like/capacity-data.json";
+
+fs::path TempDir(const std::string& name) {
+  fs::path p =
+      fs::temp_directory_path() / ("capq_capdata_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+void WriteText(const fs::path& p, const std::string& s) {
+  std::ofstream out(p, std::ios::binary);
+  out << s;
+}
+
+TEST(CapacityDataTest, FixtureRoundTripsExactly) {
+  auto d = ReadCapacityData(kFixture);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  nlohmann::json once = CapacityDataToJson(*d);
+  auto again = CapacityDataFromJson(once);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(CapacityDataToJson(*again), once);
+  // Spot checks against the file itself.
+  ASSERT_EQ(d->rows.size(), 3u);
+  const RowQualification& ref = d->rows[1];
+  EXPECT_EQ(ref.row.id, "b70_qwen38_27b_8k1k");
+  EXPECT_EQ(ref.status, QualifyStatus::kProven);
+  EXPECT_EQ(ref.cmax, 7);
+  EXPECT_EQ(ref.Trials("confirm", 7).size(), 3u);
+  EXPECT_EQ(ref.Trials("confirm", 8).size(), 3u);
+  EXPECT_EQ(ref.row.slo.at(0).below_ms, 10000);
+  const TrialSummary& t = *ref.Trials("confirm", 8).front();
+  EXPECT_FALSE(t.passed());
+  EXPECT_GE(t.GatingMs(), 10000);
+  EXPECT_EQ(t.ttft_ms_by_arrival.size(), 64u);
+  EXPECT_EQ(t.totals.streams, 64);
+}
+
+TEST(CapacityDataTest, QualificationResultRoundTrips) {
+  Row row;
+  row.id = "rt";
+  row.workload.input_tokens = 100;
+  row.workload.output_tokens = 10;
+  row.slo = {SloGate{SloMetric::kTtft, 95, 500}};
+  row.trials.seeds = {1, 2, 3};
+  TrialRunner runner = [](const Row& r, const TrialRequest& req) {
+    TrialSummary t;
+    double p95 = 90.0 * req.concurrency;
+    t.has_metrics = true;
+    t.ttft_ms.n = 64;
+    t.ttft_ms.p95 = p95;
+    t.ttft_ms.p50 = NAN;  // a value the trial could not measure must survive as null
+    t.ttft_ms_by_arrival = {1.0, NAN, 3.0};
+    t.slo = {SloCheck{"ttft", 95, r.slo[0].below_ms, p95, p95 < r.slo[0].below_ms}};
+    t.outcome = p95 < r.slo[0].below_ms ? "pass" : "slo_fail";
+    t.totals.streams = 64;
+    t.command = "capq trial --row x --concurrency " + std::to_string(req.concurrency);
+    return t;
+  };
+  RowQualification q = Qualify(row, runner, QualifyOptions{});
+  ASSERT_EQ(q.status, QualifyStatus::kProven);
+  CapacityData d;
+  d.generated_utc = "2026-11-29T12:00:00.000Z";
+  d.rows.push_back(q);
+  fs::path dir = TempDir("rt");
+  std::string path = (dir / "capacity-data.json").string();
+  ASSERT_TRUE(WriteCapacityData(path, d).ok());
+  auto back = ReadCapacityData(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(CapacityDataToJson(*back), CapacityDataToJson(d));
+  const RowQualification& b = back->rows.at(0);
+  EXPECT_EQ(b.cmax, q.cmax);
+  EXPECT_EQ(b.summary_line, q.summary_line);
+  EXPECT_EQ(b.trials.size(), q.trials.size());
+  EXPECT_TRUE(std::isnan(b.trials[0].ttft_ms.p50));
+  EXPECT_TRUE(std::isnan(b.trials[0].ttft_ms_by_arrival[1]));
+  EXPECT_EQ(b.phases.size(), 3u);
+  // Atomic write leaves no temporary files behind.
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) files += e.is_regular_file();
+  EXPECT_EQ(files, 1u);
+  fs::remove_all(dir);
+}
+
+TEST(CapacityDataTest, RefusesAnotherSchemaAndNamesBadKeys) {
+  auto wrong = CapacityDataFromJson(nlohmann::json{{"schema", "capq/capacity/v0"}, {"rows", {}}});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("capq/capacity/v0"), std::string::npos);
+
+  auto d = ReadCapacityData(kFixture);
+  ASSERT_TRUE(d.ok());
+  nlohmann::json j = CapacityDataToJson(*d);
+  j["rows"][1]["trials"][2]["concurrency"] = "seven";
+  auto bad = CapacityDataFromJson(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("rows[1].trials[2]"), std::string::npos)
+      << bad.status().message();
+
+  fs::path dir = TempDir("bad");
+  WriteText(dir / "capacity-data.json", "{not json");
+  auto unreadable = ReadCapacityData((dir / "capacity-data.json").string());
+  ASSERT_FALSE(unreadable.ok());
+  EXPECT_NE(unreadable.status().message().find("not valid JSON"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(CapacityDataTest, ReadsATrialDirectory) {
+  fs::path dir = TempDir("trial");
+  WriteText(dir / "verdict.json", R"({"schema":"capq/verdict/v1","row_id":"r","concurrency":5,
+    "trial":2,"seed":202,"phase":"confirm","outcome":"correctness_fail","exit_code":2,
+    "latency_pass":true,"correctness_pass":false,
+    "slo":[{"metric":"ttft","percentile":95,"below_ms":2000,"measured_ms":1712.5,"passed":true}],
+    "correctness":{"passed":false,"gates":[
+      {"name":"status_200","enabled":true,"passed":true,"evidence":"64 of 64"},
+      {"name":"nonempty_deltas","enabled":true,"passed":false,"evidence":"2 streams empty: m3, m9"},
+      {"name":"unique_outputs","enabled":false,"passed":false,"evidence":"off: reason"}],
+      "totals":{"streams":64,"completion_tokens":4096,"nonempty_chunks":4000,"utf8_bytes":20000,
+                "unique_output_hashes":64,"warmup_prompts":8,"measured_prompts":64}},
+    "reasons":["gate nonempty_deltas failed"],"time_scale":50,"started_utc":"2026-11-29T12:00:00Z",
+    "complete":true})");
+  WriteText(dir / "metrics.json", R"({"time_scale":50,"percentile_method":"linear","requests":64,
+    "ttft_ms":{"n":64,"min":1,"p50":300,"p90":1500,"p95":1712.5,"p99":1900,"max":2000,"mean":500},
+    "itl_ms":{"n":64,"min":1,"p50":12,"p90":14,"p95":15,"p99":16,"max":17,"mean":12.5},
+    "e2e_ms":{"n":0,"min":null,"p50":null,"p90":null,"p95":null,"p99":null,"max":null,"mean":null},
+    "output_tok_s":812.5,"request_per_s":3.2,"duration_s":20,"prompt_tokens_min":530,
+    "prompt_tokens_max":533,"ttft_ms_by_arrival":[100,null,300],"ttft_p95_steady_ms":640})");
+  WriteText(dir / "command.txt", "capq trial --row r.yaml --concurrency 5 --trial 2\n");
+  WriteText(dir / "SHA256SUMS", "abc  verdict.json\n");
+  auto t = ReadTrialDir(dir.string());
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->concurrency, 5);
+  EXPECT_EQ(t->trial, 2);
+  EXPECT_EQ(t->seed, 202u);
+  EXPECT_EQ(t->outcome, "correctness_fail");
+  ASSERT_EQ(t->failed_gates.size(), 1u);  // the switched-off gate is not a failure
+  EXPECT_EQ(t->failed_gates[0], "nonempty_deltas: 2 streams empty: m3, m9");
+  EXPECT_DOUBLE_EQ(t->GatingMs(), 1712.5);
+  EXPECT_DOUBLE_EQ(t->GateRatio(), 1712.5 / 2000);
+  EXPECT_DOUBLE_EQ(t->ttft_ms.p95, 1712.5);
+  EXPECT_TRUE(std::isnan(t->e2e_ms.p95));
+  EXPECT_DOUBLE_EQ(t->itl_ms.p50, 12);
+  EXPECT_EQ(t->prompt_tokens_max, 533);
+  EXPECT_EQ(t->totals.completion_tokens, 4096);
+  ASSERT_EQ(t->ttft_ms_by_arrival.size(), 3u);
+  EXPECT_TRUE(std::isnan(t->ttft_ms_by_arrival[1]));
+  EXPECT_EQ(t->command, "capq trial --row r.yaml --concurrency 5 --trial 2");
+  EXPECT_EQ(t->sha256sums, "abc  verdict.json\n");
+  EXPECT_DOUBLE_EQ(t->time_scale, 50);
+
+  // A directory a trial that could not run left behind: a verdict but no metrics.
+  fs::remove(dir / "metrics.json");
+  auto bare = ReadTrialDir(dir.string());
+  ASSERT_TRUE(bare.ok());
+  EXPECT_FALSE(bare->has_metrics);
+
+  fs::remove(dir / "verdict.json");
+  EXPECT_FALSE(ReadTrialDir(dir.string()).ok());
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace capq
