@@ -1,5 +1,6 @@
 #include "capq/model/row_loader.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -90,6 +91,37 @@ std::string Num(double v) {
   auto [ptr, ec] = std::to_chars(buf, buf + sizeof(buf), v);
   return ec == std::errc() ? std::string(buf, ptr) : std::to_string(v);
 }
+
+// Counts documents without building them; remembers where the second one starts and whether a
+// document held anything but nulls.
+class DocumentCounter : public YAML::EventHandler {
+ public:
+  YAML::Mark second_start = YAML::Mark::null_mark();
+  bool any_content = false;
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    if (++documents_ == 2) second_start = mark;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override { any_content = true; }
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    any_content = true;
+  }
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    any_content = true;
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    any_content = true;
+  }
+  void OnMapEnd() override {}
+
+ private:
+  int documents_ = 0;
+};
 
 struct Entry {
   std::string key;
@@ -189,7 +221,9 @@ bool RowParser::OpenMap(const YAML::Node& node, const YAML::Mark& at, const std:
   out->entries.clear();
   std::set<std::string> seen;
   for (auto it = node.begin(); it != node.end(); ++it) {
-    const YAML::Node& k = it->first;
+    // Copies, not references: yaml-cpp's iterator hands out a temporary pair.
+    const YAML::Node k = it->first;
+    const YAML::Node v = it->second;
     if (!k.IsScalar()) {
       return Fail(k.Mark().is_null() ? out->mark : k.Mark(), path,
                   "expected plain string keys, got " + Describe(k) + " as a key");
@@ -198,7 +232,7 @@ bool RowParser::OpenMap(const YAML::Node& node, const YAML::Mark& at, const std:
       return Fail(k.Mark(), Join(path, k.Scalar()),
                   "duplicate key " + Shown(k.Scalar()) + ": each key appears once");
     }
-    out->entries.push_back(Entry{k.Scalar(), k.Mark(), it->second});
+    out->entries.push_back(Entry{k.Scalar(), k.Mark(), v});
   }
   return true;
 }
@@ -310,20 +344,33 @@ bool RowParser::GetEnum(const Entry& e, const std::string& path,
 }
 
 bool RowParser::Parse(const std::string& text, Row* row) {
-  std::vector<YAML::Node> docs;
+  YAML::Node doc;
   try {
-    docs = YAML::LoadAll(text);
+    // yaml-cpp 0.7 can yield empty documents without end on some malformed input (a stray ','
+    // at the start of a line), so LoadAll would never return: count at most two documents with
+    // the event parser, then build the first one.
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DocumentCounter counter;
+    int documents = 0;
+    while (documents < 2 && parser.HandleNextDocument(counter)) ++documents;
+    if (documents == 2) {
+      if (!counter.any_content) {
+        return Fail(counter.second_start, "",
+                    "YAML syntax error: stray text where a mapping of row keys was expected");
+      }
+      return Fail(counter.second_start, "", "one row per file: found a second YAML document");
+    }
+    if (documents == 1) doc = YAML::Load(text);
   } catch (const YAML::Exception& ex) {
     return Fail(ex.mark, "", "YAML syntax error: " + ex.msg);
   } catch (const std::exception& ex) {
     return Fail(YAML::Mark::null_mark(), "", std::string("YAML could not be read: ") + ex.what());
   }
-  if (docs.empty() || docs[0].IsNull()) {
+  if (!doc.IsDefined() || doc.IsNull()) {
     return Fail(YAML::Mark::null_mark(), "", "empty file: expected a capq/row/v1 row (a mapping)");
   }
-  if (docs.size() > 1) {
-    return Fail(docs[1].Mark(), "", "one row per file: found a second YAML document");
-  }
+  std::vector<YAML::Node> docs = {doc};
   try {
     MapView top;
     if (!OpenMap(docs[0], docs[0].Mark(), "", "a capq/row/v1 row", &top)) return false;
