@@ -22,6 +22,7 @@
 #include <event2/listener.h>
 #include <event2/thread.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -232,6 +233,10 @@ struct SimServer::Impl {
   std::atomic<int64_t> requests_received{0};
 
   std::string frame;  // reused frame buffer
+  // Constant parts of every chunk for this dialect (after the per-stream head).
+  std::string role_body;      // the whole role chunk after the head
+  std::string content_open;   // up to the content string's opening quote
+  std::string content_close;  // from the content string's closing quote to the end
 
   ~Impl();
 
@@ -255,10 +260,16 @@ struct SimServer::Impl {
   void StartReply(Stream* s);
   void WriteFrame(Stream* s, std::string_view payload, VirtNs v,
                   void (*done_cb)(evhttp_connection*, void*) = nullptr);
+  // The hot path builds a frame's payload in place: BeginFrame, append, SendFrame.
+  std::string& BeginFrame() {
+    frame.assign("data: ");
+    return frame;
+  }
+  void SendFrame(Stream* s, VirtNs v, void (*done_cb)(evhttp_connection*, void*) = nullptr);
   void EndReply(Stream* s);
   void CutNow(Stream* s);
   void SendErrorFrameAndEnd(Stream* s, int status, const std::string& message, VirtNs v);
-  bool WriteAndApplyFaults(Stream* s, std::string_view payload, int64_t count, VirtNs v);
+  bool SendAndApplyFaults(Stream* s, int64_t count, VirtNs v);
   void Forget(Stream* s);
   void ClientGone(Stream* s);
   std::string ChoiceTail(const char* finish_reason) const;
@@ -281,6 +292,7 @@ struct SimServer::Impl {
   void Reply(evhttp_request* req, int status, const std::string& body, const char* content_type);
   void ReplyError(evhttp_request* req, int status, const std::string& message);
   json CapqSimInfo() const;
+  void BuildChunkParts();
   bool DoFlush();
 };
 
@@ -502,10 +514,12 @@ void SimServer::Impl::StartReply(Stream* s) {
 
 void SimServer::Impl::WriteFrame(Stream* s, std::string_view payload, VirtNs v,
                                  void (*done_cb)(evhttp_connection*, void*)) {
+  BeginFrame().append(payload);
+  SendFrame(s, v, done_cb);
+}
+
+void SimServer::Impl::SendFrame(Stream* s, VirtNs v, void (*done_cb)(evhttp_connection*, void*)) {
   if (!s->req) return;
-  frame.clear();
-  frame += "data: ";
-  frame.append(payload);
   frame += "\n\n";
   if (truth.is_open()) truth.Append(s->id, s->frame_index, v, NowNs(), DueMono(v));
   ++s->frame_index;
@@ -555,15 +569,15 @@ void SimServer::Impl::SendErrorFrameAndEnd(Stream* s, int status, const std::str
   EndReply(s);
 }
 
-// Writes one chunk of a stream whose `count` output tokens are now out, and then acts on the
-// mid-stream faults whose threshold `count` reached. Returns false if the stream is gone or silent.
-bool SimServer::Impl::WriteAndApplyFaults(Stream* s, std::string_view payload, int64_t count,
-                                          VirtNs v) {
+// Sends the frame built in `frame` for a stream whose `count` output tokens are now out, then acts
+// on the mid-stream faults whose threshold `count` reached. Returns false if the stream is gone or
+// silent.
+bool SimServer::Impl::SendAndApplyFaults(Stream* s, int64_t count, VirtNs v) {
   const RequestFaults& f = s->faults;
   const bool error_now = f.error_frame_after && count >= *f.error_frame_after;
   const bool cut_now = !error_now && f.cut_after && count >= *f.cut_after;
   // The cut waits until this chunk is on the wire, so the client sees exactly what came before.
-  WriteFrame(s, payload, v, cut_now ? OnCutWritten : nullptr);
+  SendFrame(s, v, cut_now ? OnCutWritten : nullptr);
   if (error_now) {
     SendErrorFrameAndEnd(s, 500, "simulated mid-stream error (capq sim fault error_frame)", v);
     return false;
@@ -604,26 +618,15 @@ void SimServer::Impl::OnTokens(Stream* s, const EngineEvent& e) {
   if (!s->headers_sent) StartReply(s);
   if (!s->role_sent) {
     s->role_sent = true;
-    std::string role = s->head + "{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":";
-    role += spec->role_content_null ? "null" : "\"\"";
-    if (spec->null_keys) role += ",\"reasoning_content\":null,\"tool_calls\":null";
-    role += '}';
-    role += ChoiceTail(nullptr);
-    role += spec->null_keys ? "],\"usage\":null}" : "]}";
+    BeginFrame().append(s->head).append(role_body);
     // A fault with after_tokens 0 acts right after the role chunk, before any content.
-    if (!WriteAndApplyFaults(s, role, first, e.t)) return;
+    if (!SendAndApplyFaults(s, first, e.t)) return;
   }
-  std::string chunk = s->head;
-  chunk += "{\"index\":0,\"delta\":{";
-  if (spec->null_keys) chunk += "\"role\":null,";
-  chunk += "\"content\":\"";
-  if (!s->faults.empty_deltas) AppendOutputWords(s->out_hash, s->out_seed, first, n, &chunk);
-  chunk += '"';
-  if (spec->null_keys) chunk += ",\"reasoning_content\":null,\"tool_calls\":null";
-  chunk += '}';
-  chunk += ChoiceTail(nullptr);
-  chunk += spec->null_keys ? "],\"usage\":null}" : "]}";
-  WriteAndApplyFaults(s, chunk, s->emitted, e.t);
+  std::string& f = BeginFrame();
+  f.append(s->head).append(content_open);
+  if (!s->faults.empty_deltas) AppendOutputWords(s->out_hash, s->out_seed, first, n, &f);
+  f.append(content_close);
+  SendAndApplyFaults(s, s->emitted, e.t);
 }
 
 std::string SimServer::Impl::NonStreamBody(const Stream* s, const char* finish_reason,
@@ -781,6 +784,19 @@ void SimServer::Impl::Handle(evhttp_request* req) {
     ReplyError(req, 404, "Not Found: " + path);
   }
   Snapshot();
+}
+
+void SimServer::Impl::BuildChunkParts() {
+  const std::string close_chunk = spec->null_keys ? "],\"usage\":null}" : "]}";
+  const std::string null_deltas =
+      spec->null_keys ? ",\"reasoning_content\":null,\"tool_calls\":null" : "";
+  role_body = "{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":";
+  role_body += spec->role_content_null ? "null" : "\"\"";
+  role_body += null_deltas + "}" + ChoiceTail(nullptr) + close_chunk;
+  content_open = "{\"index\":0,\"delta\":{";
+  if (spec->null_keys) content_open += "\"role\":null,";
+  content_open += "\"content\":\"";
+  content_close = "\"" + null_deltas + "}" + ChoiceTail(nullptr) + close_chunk;
 }
 
 json SimServer::Impl::CapqSimInfo() const {
@@ -1281,6 +1297,7 @@ Result<std::unique_ptr<SimServer>> SimServer::Start(const ServerOptions& options
   impl->opts = options;
   impl->scale = options.time_scale;
   impl->spec = &SpecFor(options.dialect);
+  impl->BuildChunkParts();
   Result<EngineProfile> profile = LoadProfile(options.profile_path);
   if (!profile.ok()) return profile.status();
   impl->profile = profile.value();
@@ -1333,6 +1350,10 @@ Result<std::unique_ptr<SimServer>> SimServer::Start(const ServerOptions& options
                                std::to_string(options.port) + ": " + std::strerror(errno));
   }
   evutil_socket_t lfd = evconnlistener_get_fd(impl->listener);
+  // Accepted sockets inherit TCP_NODELAY from the listener (Linux). Without it Nagle holds each
+  // small SSE frame until the client's delayed ACK (~40 ms), so clients saw chunks in bursts.
+  int nodelay = 1;
+  setsockopt(lfd, IPPROTO_TCP, TCP_NODELAY, &nodelay, sizeof(nodelay));
   if (!evhttp_bind_listener(impl->http, impl->listener)) {
     evconnlistener_free(impl->listener);
     impl->listener = nullptr;
