@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <random>
 #include <set>
 
 namespace capq::sim {
@@ -552,6 +553,107 @@ TEST(EngineTest, AdvanceBeforeTheStepEndsEmitsNothingNew) {
   EXPECT_EQ(*d.engine().NextEventTime(), 1'100'000);
   d.AdvanceTo(1'100'000);
   EXPECT_GT(d.events().size(), n);
+}
+
+// Random arrivals, cancels and flushes against a tiny pool with shared prefixes: every request ends
+// exactly once with the tokens it asked for, and the pool and running limits are never exceeded.
+TEST(EngineTest, RandomScheduleKeepsEveryInvariant) {
+  int64_t cached_total = 0, rejected_total = 0, cancelled_total = 0, stop_total = 0;
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937 rng(seed);
+    EngineProfile p = TestProfile();
+    p.max_total_tokens = 1200;
+    p.page_size = 16;
+    p.max_running_requests = 1 + static_cast<int>(rng() % 5);
+    p.chunked_prefill_size = 64 + rng() % 300;
+    p.policy = rng() % 2 ? SchedulePolicy::kPrefillFirst : SchedulePolicy::kDecodeFirst;
+    p.mixed_chunks = rng() % 2;
+    p.spec_draft_tokens = static_cast<int>(rng() % 4);
+    p.spec_accept_mean = p.spec_draft_tokens / 2.0;
+    p.step_jitter = 0.1;
+    Driver d(p);
+    std::vector<std::vector<uint32_t>> bases = {Prompt(900, 1), Prompt(900, 2), Prompt(900, 3)};
+    struct Want {
+      int64_t tokens = 0;
+      bool eos = false;
+      VirtNs cancelled_at = -1;
+      bool rejected_ok = false;
+    };
+    std::map<uint64_t, Want> want;
+    VirtNs t = 0;
+    for (uint64_t id = 0; id < 150; ++id) {
+      t += static_cast<VirtNs>(rng() % 4) * kMs;
+      std::vector<uint32_t> prompt;
+      const auto& base = bases[rng() % 3];
+      prompt.assign(base.begin(), base.begin() + 1 + rng() % 900);
+      for (int i = 0, extra = static_cast<int>(rng() % 200); i < extra; ++i) {
+        prompt.push_back(7'000'000 + static_cast<uint32_t>(rng() % 1000));
+      }
+      const int64_t max_new = 1 + rng() % 300;
+      const int64_t eos = rng() % 4 == 0 ? 1 + static_cast<int64_t>(rng() % 300) : -1;
+      Want& w = want[id];
+      w.rejected_ok = static_cast<int64_t>(prompt.size()) + max_new > 1200;
+      w.eos = eos > 0 && eos <= max_new;
+      w.tokens = w.eos ? eos : max_new;
+      d.Submit(id, std::move(prompt), max_new, t, eos);
+      if (rng() % 10 == 0) {
+        const uint64_t victim = rng() % (id + 1);
+        d.engine().Cancel(victim, t);
+        if (want[victim].cancelled_at < 0) want[victim].cancelled_at = t;
+      }
+      if (rng() % 20 == 0 && d.engine().Idle()) {
+        EXPECT_TRUE(d.engine().FlushCache());
+      }
+      const EngineStats st = d.engine().stats();
+      ASSERT_LE(st.pool_used_tokens, p.max_total_tokens);
+      ASSERT_LE(st.cache_tokens, p.max_total_tokens);
+      ASSERT_LE(st.running, p.max_running_requests);
+    }
+    d.RunUntilIdle();
+    std::map<uint64_t, int64_t> got_tokens, ends;
+    VirtNs last = 0;
+    for (const auto& e : d.events()) {
+      ASSERT_GE(e.t, last);
+      last = e.t;
+      const Want& w = want[e.request_id];
+      if (w.cancelled_at >= 0) {
+        ASSERT_LE(e.t, w.cancelled_at) << "event after cancel, seed " << seed;
+      }
+      if (e.kind == Kind::kTokens) {
+        got_tokens[e.request_id] += e.tokens;
+        ASSERT_EQ(got_tokens[e.request_id], e.total_tokens);
+        ASSERT_LE(e.tokens, 1 + p.spec_draft_tokens);
+      }
+      if (e.kind == Kind::kFinished || e.kind == Kind::kRejected) {
+        ASSERT_EQ(++ends[e.request_id], 1) << "two endings for " << e.request_id;
+      }
+      if (e.kind == Kind::kFinished) {
+        ASSERT_EQ(e.total_tokens, w.tokens);
+        ASSERT_STREQ(e.finish_reason, w.eos ? "stop" : "length");
+      }
+      if (e.kind == Kind::kRejected) {
+        ASSERT_TRUE(w.rejected_ok);
+      }
+    }
+    for (const auto& [id, w] : want) {
+      if (w.cancelled_at < 0) {
+        EXPECT_EQ(ends[id], 1) << "request " << id << " never ended";
+      }
+    }
+    EXPECT_TRUE(d.engine().Idle());
+    EXPECT_EQ(d.engine().stats().pool_used_tokens, 0);
+    cached_total += d.engine().stats().cached_tokens_total;
+    rejected_total += d.engine().stats().requests_rejected;
+    cancelled_total += d.engine().stats().requests_cancelled;
+    for (const auto& e : d.events()) {
+      stop_total += e.kind == Kind::kFinished && std::string(e.finish_reason) == "stop";
+    }
+  }
+  // The schedule really exercised cache hits, rejections, cancels and early stops.
+  EXPECT_GT(cached_total, 0);
+  EXPECT_GT(rejected_total, 0);
+  EXPECT_GT(cancelled_total, 0);
+  EXPECT_GT(stop_total, 0);
 }
 
 }  // namespace

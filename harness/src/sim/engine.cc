@@ -284,6 +284,7 @@ struct Engine::Impl {
   bool step_active = false;
   VirtNs step_start = 0;
   VirtNs step_end = 0;
+  VirtNs last_step_end = 0;
   std::vector<EngineEvent> pending;
   EngineStats stats;
   uint64_t entropy = 0;  // folds in every submitted prompt
@@ -329,7 +330,8 @@ void Engine::Submit(EngineRequest request, VirtNs now) {
   s.entropy = Mix(s.entropy ^ r->prompt_hash);
   s.waiting.push_back(std::move(r));
   if (!s.step_active) {
-    s.StartStep(now);
+    // A step never starts before the previous one ended, even if a caller's clock lags.
+    s.StartStep(std::max(now, s.last_step_end));
   } else if (s.step_start == now) {
     s.StartStep(now);  // no virtual time has passed: the arrival joins the step being formed
   }
@@ -370,6 +372,7 @@ void Engine::AdvanceTo(VirtNs t, std::vector<EngineEvent>* out) {
   while (s.step_active && s.step_end <= t) {
     const VirtNs end = s.step_end;
     s.CompleteStep();
+    s.last_step_end = end;
     s.StartStep(end);
   }
   s.Flush(out);
