@@ -1,0 +1,134 @@
+// Each simulator fault must trip the correctness gate made for it, with a reason in words; a
+// broken server never yields a pass.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "trial_test_util.h"
+
+namespace capq::testing {
+namespace {
+
+struct FaultCase {
+  std::string name;
+  std::string rule;   // one YAML list item under `faults:`
+  std::string gate;   // the gate that must fail
+  std::string words;  // must appear in that gate's evidence
+  // Gates that may fail as well because the fault really breaks them too (a cut stream also has
+  // no usage and no finish reason); any other failing gate is a defect.
+  std::set<std::string> also;
+};
+
+// Requests are numbered by arrival; with 2 warm-ups, 2..21 are the measured ones.
+std::vector<FaultCase> Cases() {
+  return {
+      {"http_500",
+       "{kind: http_status, status: 500, requests: [5]}",
+       "status_200",
+       "HTTP",
+       {"no_cancellations", "zero_errors", "exact_completion_tokens", "finish_reason",
+        "nonempty_deltas", "verify_cold"}},
+      {"cut",
+       "{kind: cut_connection, after_tokens: 3, requests: [6]}",
+       "no_cancellations",
+       "m",
+       {"zero_errors", "exact_completion_tokens", "finish_reason", "status_200", "verify_cold"}},
+      {"usage_off",
+       "{kind: usage_off_by, n: 1, requests: [7]}",
+       "exact_completion_tokens",
+       "m5",
+       {}},
+      {"early_stop",
+       "{kind: early_stop, after_tokens: 4, requests: [8]}",
+       "finish_reason",
+       "m6",
+       {"exact_completion_tokens"}},
+      {"empty_deltas",
+       "{kind: empty_deltas, requests: [9]}",
+       "nonempty_deltas",
+       "m7",
+       {"unique_outputs"}},
+      {"duplicate", "{kind: duplicate_output, requests: [10, 11]}", "unique_outputs", "m", {}},
+      {"malformed",
+       "{kind: malformed_json, after_tokens: 2, requests: [12]}",
+       "zero_errors",
+       "m10",
+       {"exact_completion_tokens", "nonempty_deltas", "unique_outputs"}},
+      {"missing_done", "{kind: missing_done, requests: [13]}", "zero_errors", "m11", {}},
+      {"error_frame",
+       "{kind: error_frame, after_tokens: 3, requests: [14]}",
+       "zero_errors",
+       "m12",
+       {"exact_completion_tokens", "finish_reason", "no_cancellations", "verify_cold"}},
+      {"stall",
+       "{kind: stall, after_tokens: 3, requests: [15]}",
+       "no_cancellations",
+       "m13",
+       {"zero_errors", "exact_completion_tokens", "finish_reason", "status_200", "verify_cold"}},
+  };
+}
+
+class TrialFault : public ::testing::TestWithParam<FaultCase> {};
+
+TEST_P(TrialFault, TripsItsGate) {
+  const FaultCase& fc = GetParam();
+  SimRowSpec spec;
+  spec.request_timeout_s = 100;  // 1 wall second at x100: the stall must time out quickly
+  Row row = MakeSimRow(spec);
+  std::string dir = ScratchDir("fault-" + fc.name);
+  std::string faults = WriteText(dir + "/faults.yaml", "faults:\n  - " + fc.rule + "\n");
+  auto sim = StartSim(row, faults);
+  ASSERT_TRUE(sim);
+  TrialReport rep = RunTrial(row, Options(sim->url(), dir + "/trial"));
+  sim->Stop();
+  EXPECT_EQ(rep.verdict.outcome, TrialOutcome::kCorrectnessFail)
+      << TrialOutcomeName(rep.verdict.outcome)
+      << (rep.verdict.reasons.empty() ? "" : ": " + rep.verdict.reasons[0]);
+  EXPECT_EQ(rep.verdict.ExitCode(), 2);
+  const GateResult* g = Gate(rep.verdict, fc.gate);
+  ASSERT_NE(g, nullptr);
+  EXPECT_FALSE(g->passed) << fc.gate << ": " << g->evidence;
+  EXPECT_NE(g->evidence.find(fc.words), std::string::npos) << g->evidence;
+  bool reason_names_gate = false;
+  for (const auto& r : rep.verdict.reasons) reason_names_gate |= r.rfind(fc.gate + ":", 0) == 0;
+  EXPECT_TRUE(reason_names_gate) << "no reason starts with '" << fc.gate << ":'";
+  for (const auto& other : rep.verdict.correctness.gates) {
+    if (other.name == fc.gate || !other.enabled || other.passed) continue;
+    EXPECT_TRUE(fc.also.count(other.name)) << "fault " << fc.name << " also failed unrelated gate "
+                                           << other.name << ": " << other.evidence;
+  }
+  // The recorded evidence reproduces the same verdict.
+  auto v = ValidateTrialDir(dir + "/trial");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_TRUE(v->problems.empty()) << v->problems[0];
+  EXPECT_EQ(v->verdict.outcome, TrialOutcome::kCorrectnessFail);
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, TrialFault, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<FaultCase>& i) { return i.param.name; });
+
+// A flush that says yes and keeps the cache: the second trial with the same seed sends the same
+// prompts, and only verify-cold can tell.
+TEST(TrialFaultLyingFlush, CaughtByVerifyCold) {
+  Row row = MakeSimRow({});
+  std::string dir = ScratchDir("lying-flush");
+  std::string faults = WriteText(dir + "/faults.yaml", "faults:\n  - {kind: lying_flush}\n");
+  auto sim = StartSim(row, faults);
+  ASSERT_TRUE(sim);
+  TrialReport first = RunTrial(row, Options(sim->url(), dir + "/first"));
+  EXPECT_EQ(first.verdict.outcome, TrialOutcome::kPass)
+      << (first.verdict.reasons.empty() ? "" : first.verdict.reasons[0]);
+  TrialReport second = RunTrial(row, Options(sim->url(), dir + "/second"));
+  EXPECT_EQ(second.verdict.outcome, TrialOutcome::kCorrectnessFail);
+  const GateResult* g = Gate(second.verdict, "verify_cold");
+  ASSERT_NE(g, nullptr);
+  EXPECT_FALSE(g->passed);
+  EXPECT_NE(g->evidence.find("cached prompt tokens"), std::string::npos) << g->evidence;
+  for (const auto& other : second.verdict.correctness.gates) {
+    if (other.name == "verify_cold") continue;
+    EXPECT_TRUE(!other.enabled || other.passed) << other.name << ": " << other.evidence;
+  }
+}
+
+}  // namespace
+}  // namespace capq::testing
