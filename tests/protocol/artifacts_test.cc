@@ -1,0 +1,175 @@
+#include "capq/protocol/artifacts.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+namespace capq {
+namespace {
+
+std::string Scratch(const std::string& name) {
+  std::string d = std::string(CAPQ_BINARY_DIR) + "/test-scratch/h5-art-" + name + "-" +
+                  std::to_string(::getpid());
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+TEST(WriteFileAtomic, WritesAndReplacesWithoutLeftovers) {
+  std::string d = Scratch("atomic");
+  ASSERT_TRUE(WriteFileAtomic(d + "/a.txt", "one").ok());
+  ASSERT_TRUE(WriteFileAtomic(d + "/a.txt", "two").ok());
+  EXPECT_EQ(*ReadWholeFile(d + "/a.txt"), "two");
+  int files = 0;
+  for (auto& e : std::filesystem::directory_iterator(d)) files += e.is_regular_file();
+  EXPECT_EQ(files, 1);
+  EXPECT_FALSE(WriteFileAtomic(d + "/no/such/dir/a.txt", "x").ok());
+}
+
+TEST(TrialDirWriter, CommitsWithChecksumsAndReplacesAPreviousTrial) {
+  std::string d = Scratch("writer");
+  for (const char* content : {"first", "second"}) {
+    auto w = TrialDirWriter::Create(d + "/trial");
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    ASSERT_TRUE(w->Write("verdict.json", content).ok());
+    ASSERT_TRUE(w->Write("raw.jsonl", "{}\n").ok());
+    EXPECT_FALSE(std::filesystem::exists(d + "/trial/" + std::string("x")));
+    ASSERT_TRUE(w->Commit().ok());
+  }
+  EXPECT_EQ(*ReadWholeFile(d + "/trial/verdict.json"), "second");
+  EXPECT_FALSE(std::filesystem::exists(d + "/trial.partial-" + std::to_string(::getpid())));
+  ChecksumReport ok = VerifyChecksums(d + "/trial");
+  EXPECT_TRUE(ok.ok) << (ok.problems.empty() ? "" : ok.problems[0]);
+  EXPECT_EQ(ok.files.size(), 2u);
+  // The format sha256sum -c reads.
+  std::string sums = *ReadWholeFile(d + "/trial/SHA256SUMS");
+  EXPECT_EQ(sums.substr(0, 64), *FileSha256Hex(d + "/trial/verdict.json"));
+  EXPECT_EQ(sums.substr(64, 15), "  verdict.json\n");
+}
+
+TEST(TrialDirWriter, RefusesToReplaceSomethingElse) {
+  std::string d = Scratch("refuse");
+  std::ofstream(d + "/notes.txt") << "mine";
+  auto w = TrialDirWriter::Create(d);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("refusing"), std::string::npos);
+}
+
+TEST(VerifyChecksums, ReportsTamperedMissingAndUnlistedFiles) {
+  std::string d = Scratch("verify");
+  auto w = TrialDirWriter::Create(d + "/t");
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE(w->Write("a.json", "{\"x\":1}").ok());
+  ASSERT_TRUE(w->Write("b.json", "{}").ok());
+  ASSERT_TRUE(w->Commit().ok());
+  std::ofstream(d + "/t/a.json") << "{\"x\":2}";
+  std::filesystem::remove(d + "/t/b.json");
+  std::ofstream(d + "/t/extra.txt") << "?";
+  ChecksumReport r = VerifyChecksums(d + "/t");
+  EXPECT_FALSE(r.ok);
+  std::string all;
+  for (auto& p : r.problems) all += p + "\n";
+  EXPECT_NE(all.find("a.json: checksum mismatch"), std::string::npos) << all;
+  EXPECT_NE(all.find("b.json: listed in SHA256SUMS but missing"), std::string::npos) << all;
+  EXPECT_NE(all.find("extra.txt: not listed"), std::string::npos) << all;
+  EXPECT_FALSE(VerifyChecksums(d).ok);  // no SHA256SUMS at all
+}
+
+Row GateRow(double below_ms) {
+  Row row;
+  row.id = "r";
+  row.slo = {{SloMetric::kTtft, 95, below_ms}};
+  return row;
+}
+
+CorrectnessReport AllPass() {
+  CorrectnessReport c;
+  c.gates.push_back({"status_200", true, true, "ok", {}});
+  return c;
+}
+
+TrialMetrics WithTtft(std::vector<double> v) {
+  TrialMetrics m;
+  m.ttft_values_ms = v;
+  m.ttft_ms = Summarize(v, PercentileMethod::kLinear);
+  return m;
+}
+
+TEST(Decide, EveryGateIsStrictlyBelow) {
+  TrialMetrics m = WithTtft(std::vector<double>(20, 100.0));
+  EXPECT_EQ(Decide(GateRow(100.0001), m, AllPass()).outcome, TrialOutcome::kPass);
+  TrialVerdict equal = Decide(GateRow(100), m, AllPass());
+  EXPECT_EQ(equal.outcome, TrialOutcome::kSloFail);
+  ASSERT_EQ(equal.reasons.size(), 1u);
+  EXPECT_EQ(equal.reasons[0], "p95 ttft 100.0 ms is not below 100.0 ms");
+  TrialVerdict none = Decide(GateRow(100), WithTtft({}), AllPass());
+  EXPECT_EQ(none.outcome, TrialOutcome::kSloFail);
+  EXPECT_NE(none.reasons[0].find("nothing measured"), std::string::npos);
+}
+
+TEST(Decide, CorrectnessIsSeparateAndWins) {
+  CorrectnessReport bad = AllPass();
+  bad.gates.push_back({"unique_outputs", true, false, "2 of 20 outputs repeat: m3, m4", {"m3"}});
+  TrialVerdict v = Decide(GateRow(50), WithTtft(std::vector<double>(20, 100.0)), bad);
+  EXPECT_EQ(v.outcome, TrialOutcome::kCorrectnessFail);
+  EXPECT_EQ(v.ExitCode(), 2);
+  EXPECT_FALSE(v.latency_pass);
+  EXPECT_FALSE(v.correctness_pass);
+  EXPECT_EQ(v.reasons.back(), "unique_outputs: 2 of 20 outputs repeat: m3, m4");
+  // A gate the row switched off does not fail the trial.
+  bad.gates.back().enabled = false;
+  EXPECT_EQ(Decide(GateRow(500), WithTtft(std::vector<double>(20, 100.0)), bad).outcome,
+            TrialOutcome::kPass);
+  EXPECT_EQ(Decide(GateRow(500), WithTtft(std::vector<double>(20, 1.0)), {}).outcome,
+            TrialOutcome::kCorrectnessFail);  // no gates evaluated: fail closed
+}
+
+TEST(Verdict, OutcomeNamesAndExitCodes) {
+  TrialVerdict v;
+  const std::pair<TrialOutcome, int> cases[] = {{TrialOutcome::kPass, 0},
+                                                {TrialOutcome::kSloFail, 1},
+                                                {TrialOutcome::kCorrectnessFail, 2},
+                                                {TrialOutcome::kCouldNotRun, 3},
+                                                {TrialOutcome::kInterrupted, 130}};
+  for (auto [o, code] : cases) {
+    v.outcome = o;
+    EXPECT_EQ(v.ExitCode(), code);
+    EXPECT_EQ(*ParseTrialOutcome(TrialOutcomeName(o)), o);
+  }
+  EXPECT_FALSE(ParseTrialOutcome("green").ok());
+}
+
+TEST(Verdict, JsonRoundTripKeepsTheFieldsReadersUse) {
+  TrialVerdict v = Decide(GateRow(50), WithTtft(std::vector<double>(20, 100.0)), AllPass());
+  VerdictContext ctx;
+  ctx.row_id = "r";
+  ctx.concurrency = 7;
+  ctx.trial_index = 2;
+  ctx.seed = 202;
+  ctx.phase = "confirm";
+  ctx.time_scale = 10;
+  ctx.started_utc = "2026-11-29T12:00:00.000Z";
+  nlohmann::json j = VerdictToJson(v, ctx);
+  for (const char* key : {"schema", "row_id", "concurrency", "trial", "seed", "phase", "outcome",
+                          "exit_code", "latency_pass", "correctness_pass", "slo", "correctness",
+                          "reasons", "time_scale", "started_utc", "complete"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["outcome"], "slo_fail");
+  EXPECT_EQ(j["exit_code"], 1);
+  EXPECT_EQ(j["slo"][0]["metric"], "ttft");
+  EXPECT_EQ(j["slo"][0]["measured_ms"], 100.0);
+  auto back = VerdictFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->verdict.outcome, TrialOutcome::kSloFail);
+  EXPECT_EQ(back->context.seed, 202u);
+  EXPECT_DOUBLE_EQ(back->verdict.slo[0].measured_ms, 100.0);
+  j.erase("outcome");
+  EXPECT_FALSE(VerdictFromJson(j).ok());
+}
+
+}  // namespace
+}  // namespace capq
