@@ -1,12 +1,285 @@
-#include <cstdio>
+// capq qualify: the main job. Baseline, locate, confirm (one process per trial), then the capacity
+// data, the report and the row with its new expectation.
+#include <signal.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+
+#include "capq/cli/args.h"
 #include "capq/cli/commands.h"
+#include "capq/clock.h"
+#include "capq/model/row_loader.h"
+#include "capq/protocol/capacity_data.h"
+#include "capq/protocol/qualify.h"
+#include "capq/protocol/report.h"
+#include "capq/sim/server.h"
 
 namespace capq::cli {
+namespace {
 
-int RunQualify(const Args&) {
-  std::fprintf(stderr, "capq qualify: not implemented yet\n");
-  return 3;
+namespace fs = std::filesystem;
+
+std::atomic<bool> g_qualify_cancel{false};
+
+extern "C" void OnQualifySignal(int) { g_qualify_cancel.store(true); }
+
+void InstallQualifySignals() {
+  struct sigaction sa {};
+  sa.sa_handler = &OnQualifySignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+constexpr const char* kUsage =
+    "usage: capq qualify ROW... [--url URL] [--out DIR] [--update] [--max-concurrency N]\n"
+    "                           [--trials N] [--max-trials N] [--sim-faults FILE] [--insecure]\n"
+    "\n"
+    "  Baseline at C=1, locate the boundary (exponential steps + bisection), confirm Cmax and\n"
+    "  Cmax+1 with independent trials, each in its own process. Without --url (or CAPQ_URL) a sim\n"
+    "  row runs against the embedded simulator.\n"
+    "  --out DIR            default artifacts/qualify-<row>-<utc>\n"
+    "  --update             rewrite each row file in place with the proven Cmax\n"
+    "  --max-concurrency N  never probe above N (default 256); no failure up to N is not a claim\n"
+    "  --trials N           confirmation trials per side (default: the row's trials.count)\n"
+    "  --max-trials N       per side when the sides overlap (default 2 x trials)\n"
+    "exit: 0 boundary proven for every row, 1 no boundary proven, 2 correctness failure,\n"
+    "      3 could not run (setup, identity, baseline), 130 interrupted\n";
+
+std::string CompactUtc() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
+  return buf;
+}
+
+std::string Today() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+  return buf;
+}
+
+std::string ClockNow() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%H:%M:%S", &tm);
+  return buf;
+}
+
+std::string SelfExe() {
+  std::error_code ec;
+  fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : p.string();
+}
+
+// Severity across rows: interrupted, correctness, could not run, no boundary, proven.
+int Worse(int a, int b) {
+  auto rank = [](int c) {
+    switch (c) {
+      case 130:
+        return 5;
+      case 2:
+        return 4;
+      case 3:
+        return 3;
+      case 1:
+        return 2;
+      default:
+        return c == 0 ? 0 : 1;
+    }
+  };
+  return rank(b) > rank(a) ? b : a;
+}
+
+Status WriteOutputs(const std::string& out_dir, const CapacityData& data) {
+  CAPQ_RETURN_IF_ERROR(
+      WriteCapacityData((fs::path(out_dir) / "capacity-data.json").string(), data));
+  return WriteReport((fs::path(out_dir) / "report.html").string(), data);
+}
+
+}  // namespace
+
+int RunQualify(const Args& args) {
+  ArgParser p({"url", "out", "max-concurrency", "trials", "max-trials", "sim-faults"},
+              {"update", "insecure", "help"});
+  if (Status st = p.Parse(args); !st.ok()) {
+    std::fprintf(stderr, "capq qualify: %s\n%s", st.message().c_str(), kUsage);
+    return 3;
+  }
+  if (p.Has("help")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (p.positionals().empty()) {
+    std::fputs(kUsage, stderr);
+    return 3;
+  }
+  Result<long long> max_c = p.GetInt("max-concurrency", 256);
+  Result<long long> trials = p.GetInt("trials", 0);
+  Result<long long> max_trials = p.GetInt("max-trials", 0);
+  for (const Status& st : {max_c.status(), trials.status(), max_trials.status()}) {
+    if (!st.ok()) {
+      std::fprintf(stderr, "capq qualify: %s\n", st.message().c_str());
+      return 3;
+    }
+  }
+  if (*max_c < 1 || *trials < 0 || *max_trials < 0) {
+    std::fprintf(stderr, "capq qualify: --max-concurrency must be >= 1, --trials >= 0\n");
+    return 3;
+  }
+
+  // Freeze: every row must load (the loader refuses vague rows) before anything runs.
+  std::vector<Row> rows;
+  for (const auto& path : p.positionals()) {
+    Result<Row> row = LoadRow(path);
+    if (!row.ok()) {
+      std::fprintf(stderr, "capq qualify: %s\n", row.status().message().c_str());
+      return 3;
+    }
+    rows.push_back(std::move(*row));
+  }
+  std::string url = p.GetOr("url", "");
+  if (url.empty()) {
+    if (const char* e = std::getenv("CAPQ_URL")) url = e;
+  }
+  for (const auto& row : rows) {
+    if (url.empty() && row.identity.engine != Engine::kSim) {
+      std::fprintf(stderr,
+                   "capq qualify: row %s is a %s row: pass --url or set CAPQ_URL (only sim rows "
+                   "can use the embedded simulator)\n",
+                   row.id.c_str(), EngineName(row.identity.engine));
+      return 3;
+    }
+  }
+  std::string exe = SelfExe();
+  if (exe.empty()) {
+    std::fprintf(stderr, "capq qualify: cannot resolve /proc/self/exe to spawn trials\n");
+    return 3;
+  }
+
+  std::string out_dir = p.GetOr("out", "");
+  if (out_dir.empty()) {
+    std::string name = rows.front().id;
+    if (rows.size() > 1) name += "-and-" + std::to_string(rows.size() - 1) + "-more";
+    out_dir = "artifacts/qualify-" + name + "-" + CompactUtc();
+  }
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) {
+    std::fprintf(stderr, "capq qualify: cannot create %s: %s\n", out_dir.c_str(),
+                 ec.message().c_str());
+    return 3;
+  }
+
+  InstallQualifySignals();
+  CapacityData data;
+  data.command = "capq qualify";
+  for (const auto& a : args) data.command += " " + a;
+
+  int exit_code = 0;
+  std::vector<std::string> row_lines;
+  for (const Row& row : rows) {
+    if (g_qualify_cancel.load()) break;
+    std::unique_ptr<sim::SimServer> embedded;
+    std::string row_url = url;
+    if (row_url.empty()) {
+      sim::ServerOptions so;
+      so.profile_path = row.identity.sim_profile;
+      so.time_scale = row.identity.time_scale;
+      so.faults_path = p.GetOr("sim-faults", "");
+      Result<std::unique_ptr<sim::SimServer>> srv = sim::SimServer::Start(so);
+      if (!srv.ok()) {
+        std::fprintf(stderr, "capq qualify: %s: embedded simulator: %s\n", row.id.c_str(),
+                     srv.status().message().c_str());
+        exit_code = Worse(exit_code, 3);
+        continue;
+      }
+      embedded = std::move(*srv);
+      row_url = embedded->url();
+      std::fprintf(stderr, "[%s] %s: embedded simulator at %s (profile %s, time scale %g)\n",
+                   ClockNow().c_str(), row.id.c_str(), row_url.c_str(),
+                   row.identity.sim_profile.c_str(), row.identity.time_scale);
+    }
+
+    ProcessTrialRunnerOptions ro;
+    ro.exe = exe;
+    ro.row_path = row.source_path;
+    ro.url = row_url;
+    ro.out_dir = out_dir;
+    ro.cancel = &g_qualify_cancel;
+    if (p.Has("insecure")) ro.extra_args.push_back("--insecure");
+    QualifyOptions qo;
+    qo.max_concurrency = static_cast<int>(*max_c);
+    qo.trials = static_cast<int>(*trials);
+    qo.max_trials_per_side = static_cast<int>(*max_trials);
+    qo.url = embedded ? row_url + " (embedded simulator)" : row_url;
+    qo.cancel = &g_qualify_cancel;
+    qo.progress = [](const std::string& line) {
+      std::fprintf(stderr, "[%s] %s\n", ClockNow().c_str(), line.c_str());
+    };
+    RowQualification q = Qualify(row, MakeProcessTrialRunner(ro), qo);
+    if (embedded) embedded->Stop();
+    q.complete = q.status != QualifyStatus::kInterrupted;
+    data.generated_utc = FormatUtc(RealtimeAnchor::Take().unix_ns);
+    data.rows.push_back(q);
+    std::string data_path = (fs::path(out_dir) / "capacity-data.json").string();
+    if (Status st = WriteOutputs(out_dir, data); !st.ok()) {
+      std::fprintf(stderr, "capq qualify: %s\n", st.ToString().c_str());
+      exit_code = Worse(exit_code, 3);
+    }
+
+    std::string row_note;
+    if (q.status == QualifyStatus::kProven ||
+        (q.status == QualifyStatus::kLowered && q.operating_point)) {
+      Row updated = RowWithQualification(row, q, Today(), data_path);
+      std::string beside = (fs::path(out_dir) / (row.id + ".yaml")).string();
+      if (Status st = capdata::WriteFileAtomic(beside, RowToYaml(updated)); !st.ok()) {
+        std::fprintf(stderr, "capq qualify: %s\n", st.ToString().c_str());
+        exit_code = Worse(exit_code, 3);
+      }
+      row_note = "row with expect.cmax = " + std::to_string(*updated.expect.cmax) + ": " + beside;
+      if (p.Has("update") && q.status == QualifyStatus::kProven) {
+        Result<std::string> original = capdata::ReadFileToString(row.source_path);
+        Result<std::string> spliced =
+            original.ok() ? SpliceRowExpectation(*original, updated, row.source_path)
+                          : Result<std::string>(original.status());
+        Status st =
+            spliced.ok() ? capdata::WriteFileAtomic(row.source_path, *spliced) : spliced.status();
+        if (st.ok()) {
+          row_note += "; updated in place: " + row.source_path;
+        } else {
+          std::fprintf(stderr, "capq qualify: --update %s: %s\n", row.source_path.c_str(),
+                       st.ToString().c_str());
+          exit_code = Worse(exit_code, 3);
+        }
+      } else if (p.Has("update")) {
+        row_note += " (not updated in place: the boundary is not proven)";
+      }
+    }
+    exit_code = Worse(exit_code, QualifyExitCode(q.status));
+    std::printf("%s\n", q.summary_line.c_str());
+    std::printf("  cost: %s\n", CostLine(q).c_str());
+    if (!row_note.empty()) std::printf("  %s\n", row_note.c_str());
+    std::fflush(stdout);
+  }
+  if (g_qualify_cancel.load()) exit_code = 130;
+  std::printf("capacity data: %s\nreport: %s\n",
+              (fs::path(out_dir) / "capacity-data.json").string().c_str(),
+              (fs::path(out_dir) / "report.html").string().c_str());
+  return exit_code;
 }
 
 }  // namespace capq::cli

@@ -1,12 +1,70 @@
+// capq report: rebuild report.html from capacity data alone.
 #include <cstdio>
+#include <filesystem>
 
+#include "capq/cli/args.h"
 #include "capq/cli/commands.h"
+#include "capq/protocol/capacity_data.h"
+#include "capq/protocol/report.h"
 
 namespace capq::cli {
 
-int RunReport(const Args&) {
-  std::fprintf(stderr, "capq report: not implemented yet\n");
-  return 3;
+namespace fs = std::filesystem;
+
+int RunReport(const Args& args) {
+  ArgParser p({"out"}, {"help"});
+  constexpr const char* kUsage =
+      "usage: capq report DIR... [--out FILE]\n"
+      "  Rebuilds DIR/report.html from DIR/capacity-data.json for each DIR. With --out, writes "
+      "one\n"
+      "  report over the rows of every DIR instead (the capacity surface needs several rows).\n";
+  if (Status st = p.Parse(args); !st.ok()) {
+    std::fprintf(stderr, "capq report: %s\n%s", st.message().c_str(), kUsage);
+    return 3;
+  }
+  if (p.Has("help")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (p.positionals().empty()) {
+    std::fputs(kUsage, stderr);
+    return 3;
+  }
+  CapacityData merged;
+  int rc = 0;
+  for (const auto& dir : p.positionals()) {
+    fs::path data_path =
+        fs::is_directory(dir) ? fs::path(dir) / "capacity-data.json" : fs::path(dir);
+    Result<CapacityData> d = ReadCapacityData(data_path.string());
+    if (!d.ok()) {
+      std::fprintf(stderr, "capq report: %s\n", d.status().ToString().c_str());
+      rc = 3;
+      continue;
+    }
+    if (p.Has("out")) {
+      for (auto& r : d->rows) merged.rows.push_back(std::move(r));
+      if (merged.generated_utc < d->generated_utc) merged.generated_utc = d->generated_utc;
+      continue;
+    }
+    fs::path html = data_path.parent_path() / "report.html";
+    if (Status st = WriteReport(html.string(), *d); !st.ok()) {
+      std::fprintf(stderr, "capq report: %s\n", st.ToString().c_str());
+      rc = 3;
+      continue;
+    }
+    std::printf("%s (%zu rows)\n", html.string().c_str(), d->rows.size());
+  }
+  if (p.Has("out") && !merged.rows.empty()) {
+    merged.command = "capq report";
+    for (const auto& a : args) merged.command += " " + a;
+    std::string out = *p.Get("out");
+    if (Status st = WriteReport(out, merged); !st.ok()) {
+      std::fprintf(stderr, "capq report: %s\n", st.ToString().c_str());
+      return 3;
+    }
+    std::printf("%s (%zu rows)\n", out.c_str(), merged.rows.size());
+  }
+  return rc;
 }
 
 }  // namespace capq::cli

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "capq/model/row.h"
 #include "capq/protocol/capacity_data.h"
@@ -58,5 +59,25 @@ std::string CostLine(const RowQualification& q);
 // notes with the p95 margins on both sides). REQUIRES: q.status is kProven or kLowered.
 Row RowWithQualification(const Row& row, const RowQualification& q, const std::string& today,
                          const std::string& capacity_data_path);
+
+// The row file's text with its `expect:` and `provenance:` blocks replaced by those of `updated`
+// (as RowToYaml writes them); every other line, comments included, is kept. The result is loaded
+// back (as if it were `row_path`) and must carry updated.expect.cmax, or an error is returned.
+Result<std::string> SpliceRowExpectation(const std::string& original_text, const Row& updated,
+                                         const std::string& row_path);
+
+// Runs each trial as its own process: `exe trial --row ROW --concurrency C --trial K --seed S
+// --phase P --url URL --out DIR --no-progress` through posix_spawn (argv, no shell), its stdout and
+// stderr going to DIR.log; then reads DIR. On cancel the child gets SIGINT and the trial ends as
+// "interrupted". Trial directories: <out_dir>/<row id>/<phase>/c<C>-t<K>.
+struct ProcessTrialRunnerOptions {
+  std::string exe;       // the capq executable (/proc/self/exe)
+  std::string row_path;  // the row file the child loads
+  std::string url;
+  std::string out_dir;
+  std::vector<std::string> extra_args;  // appended to every child's argv (e.g. --insecure)
+  const std::atomic<bool>* cancel = nullptr;
+};
+TrialRunner MakeProcessTrialRunner(const ProcessTrialRunnerOptions& options);
 
 }  // namespace capq
