@@ -1,6 +1,7 @@
 // capq rows check [PATHS] | capq rows show ID [--rows DIR]
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,11 @@ std::string SloText(const Row& row) {
 
 std::string IdentityText(const Row& row) {
   if (row.identity.engine == Engine::kSim) {
-    return std::string("sim ") + row.identity.sim_profile + " x" +
-           FormatNumber(row.identity.time_scale);
+    // The loader resolves profiles to absolute paths; relative to here they read like the row.
+    std::error_code ec;
+    std::filesystem::path shown = std::filesystem::proximate(row.identity.sim_profile, ec);
+    return std::string("sim ") + (ec ? row.identity.sim_profile : shown.string()) +
+           " (time_scale " + FormatNumber(row.identity.time_scale) + ")";
   }
   return std::string(EngineName(row.identity.engine)) + " " + row.identity.image;
 }
