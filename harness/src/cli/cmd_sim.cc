@@ -73,10 +73,10 @@ int RunSim(const Args& args) {
     std::fprintf(stderr, "capq sim: %s\n", server.status().ToString().c_str());
     return 1;
   }
-  std::printf("capq sim: listening on %s (profile %s, digest %s, time scale %g, dialect %s)\n",
+  // Exactly this shape: scripts read the URL and the digest from it.
+  std::printf("capq sim: listening on %s (profile %s, digest %s, time scale %g)\n",
               (*server)->url().c_str(), (*server)->profile().name.c_str(),
-              (*server)->identity_digest().c_str(), opts.time_scale,
-              sim::DialectName(opts.dialect));
+              (*server)->identity_digest().c_str(), opts.time_scale);
   std::fflush(stdout);
 
   int sig = 0;

@@ -531,9 +531,11 @@ void SimServer::Impl::SendFrame(Stream* s, VirtNs v, void (*done_cb)(evhttp_conn
 // Drops the stream: cancels its engine request if it still runs and stops watching its connection.
 // Whatever happens to the connection afterwards is libevent's business. Destroys `s`.
 void SimServer::Impl::Forget(Stream* s) {
+  bool cancelled = false;
   if (s->in_engine) {
     engine->Cancel(s->engine_id, last_v);
     s->in_engine = false;
+    cancelled = true;
   }
   if (s->delay_timer) {
     event_free(s->delay_timer);
@@ -546,6 +548,11 @@ void SimServer::Impl::Forget(Stream* s) {
   }
   if (s->conn) evhttp_connection_set_closecb(s->conn, nullptr, nullptr);
   streams.erase(s->engine_id);
+  if (cancelled) {
+    // A cancel at the start of the step in progress re-plans it: its end may have moved.
+    Rearm();
+    Snapshot();
+  }
 }
 
 void SimServer::Impl::EndReply(Stream* s) {
