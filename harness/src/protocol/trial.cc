@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <mutex>
 #include <thread>
 
@@ -304,7 +305,10 @@ TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
 
   if (!opt.skip_quiet_period && row.trials.quiet_period_s > 0) {
     const double wall_s = row.trials.quiet_period_s / scale;
-    Progress(opt, "quiet period " + std::to_string(row.trials.quiet_period_s) + " s");
+    char quiet[96];
+    std::snprintf(quiet, sizeof quiet, "quiet period %g s (%g s wall)", row.trials.quiet_period_s,
+                  wall_s);
+    Progress(opt, quiet);
     const MonoNs end = NowNs() + static_cast<MonoNs>(wall_s * 1e9);
     while (NowNs() < end && !Cancelled(opt.cancel)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -386,11 +390,13 @@ TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
   int completed = 0;
   for (const auto& r : meas) completed += (r.http_status == 200 && !r.cancelled) ? 1 : 0;
   if (s.load->interrupted) {
+    // The gates over a cut-short record set fail for the interruption's sake; their evidence
+    // stays in verdict.json, the reason says what happened.
     s.verdict.outcome = TrialOutcome::kInterrupted;
-    s.verdict.reasons.insert(s.verdict.reasons.begin(),
-                             "interrupted: " + std::to_string(completed) + " of " +
-                                 std::to_string(meas.size()) +
-                                 " measured requests completed before the signal");
+    s.verdict.reasons = {"interrupted: " + std::to_string(completed) + " of " +
+                         std::to_string(meas.size()) +
+                         " measured requests completed before the signal; the directory is "
+                         "incomplete and can never pass"};
     s.ctx.complete = false;
     return Finish(s);
   }
@@ -402,10 +408,10 @@ TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
     Result<std::string> alive = target.Probe(NowNs() + 2'000'000'000LL, opt.cancel);
     if (!alive.ok()) {
       s.verdict.outcome = TrialOutcome::kCouldNotRun;
-      s.verdict.reasons.insert(
-          s.verdict.reasons.begin(),
-          "server lost: " + alive.status().message() + "; " + std::to_string(completed) + " of " +
-              std::to_string(meas.size()) + " measured requests completed before it went away");
+      s.verdict.reasons = {"server lost: " + alive.status().message() + "; " +
+                           std::to_string(completed) + " of " + std::to_string(meas.size()) +
+                           " measured requests completed before it went away (their records "
+                           "are kept)"};
       s.ctx.complete = false;
       return Finish(s);
     }

@@ -135,7 +135,7 @@ Result<ValidateReport> ValidateTrialDir(const std::string& dir) {
     // A lost server or a signal is not visible in the records' gates alone: the recorded
     // outcome stands, with its reasons first.
     rep.verdict.outcome = was.outcome;
-    rep.verdict.reasons.insert(rep.verdict.reasons.begin(), was.reasons.begin(), was.reasons.end());
+    rep.verdict.reasons = was.reasons;
   }
   if (!rep.complete) {
     rep.verdict.reasons.insert(
