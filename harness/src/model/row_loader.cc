@@ -370,10 +370,9 @@ bool RowParser::Parse(const std::string& text, Row* row) {
   if (!doc.IsDefined() || doc.IsNull()) {
     return Fail(YAML::Mark::null_mark(), "", "empty file: expected a capq/row/v1 row (a mapping)");
   }
-  std::vector<YAML::Node> docs = {doc};
   try {
     MapView top;
-    if (!OpenMap(docs[0], docs[0].Mark(), "", "a capq/row/v1 row", &top)) return false;
+    if (!OpenMap(doc, doc.Mark(), "", "a capq/row/v1 row", &top)) return false;
     if (!CheckKeys(top, {"schema", "id", "title", "identity", "workload", "cache", "warmup",
                          "measured", "slo", "percentile_method", "correctness", "trials",
                          "request_timeout_s", "expect", "provenance"})) {
