@@ -158,6 +158,28 @@ TEST(SseFramer, ManyDataLinesCappedInTotal) {
   EXPECT_TRUE(f.overflowed());
 }
 
+// Regression (sse_framer_fuzz): a long non-data line set overflowed() only when it arrived split
+// across reads. Results must never depend on how the bytes were cut.
+TEST(SseFramer, LongLineCapDoesNotDependOnReadSizes) {
+  const std::string stream = std::string(
+                                 "\xe0\x9c\xf5\x91"
+                                 "eta:&\0\xffx: ",
+                                 13) +
+                             std::string(15, '\0') + "c\ndata:";
+  SseFramer whole(11), split(11);
+  std::vector<SseEvent> a, b;
+  whole.Feed(stream, 1, &a);
+  whole.Finish(2, &a);
+  for (char c : stream) split.Feed(std::string_view(&c, 1), 1, &b);
+  split.Finish(2, &b);
+  EXPECT_EQ(Datas(a), Datas(b));
+  EXPECT_EQ(Datas(a), (std::vector<std::string>{""}));
+  EXPECT_TRUE(whole.overflowed());
+  EXPECT_EQ(whole.overflowed(), split.overflowed());
+  EXPECT_EQ(whole.comments(), split.comments());
+  EXPECT_EQ(whole.unterminated_events(), 1);
+}
+
 TEST(SseFramer, CountsBytes) {
   SseFramer f;
   std::vector<SseEvent> out;

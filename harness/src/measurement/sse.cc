@@ -23,7 +23,7 @@ inline size_t FindEol(const char* p, size_t from, size_t end) {
 
 // A line may hold a field name and separator beyond the data it carries ("data: ").
 size_t SseFramer::LineRoom() const {
-  const size_t cap = max_event_bytes_ + 16;
+  const size_t cap = max_event_bytes_ + 16;  // keep in sync with Feed()
   return cap > line_.size() ? cap - line_.size() : 0;
 }
 
@@ -51,7 +51,16 @@ void SseFramer::Feed(std::string_view bytes, MonoNs arrival_ns, std::vector<SseE
       return;
     }
     if (line_.empty() && !line_truncated_) {
-      ProcessLine(std::string_view(p + i, eol - i), arrival_ns, out);
+      // Same cap as a line assembled across reads, so framing never depends on read sizes.
+      const size_t line_cap = max_event_bytes_ + 16;
+      if (eol - i > line_cap) {
+        overflowed_ = true;
+        line_truncated_ = true;
+        ProcessLine(std::string_view(p + i, line_cap), arrival_ns, out);
+        line_truncated_ = false;
+      } else {
+        ProcessLine(std::string_view(p + i, eol - i), arrival_ns, out);
+      }
     } else {
       const size_t room = LineRoom();
       const size_t take = std::min(room, eol - i);
