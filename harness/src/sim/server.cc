@@ -57,6 +57,8 @@ constexpr const char* kFlushText =
     "waiting requests, the operation will not be performed.)\n";
 // Uvicorn (SGLang, vLLM) closes idle keep-alive connections after 5 s; clients must reconnect.
 constexpr int kIdleTimeoutS = 5;
+// A request being answered is never timed out by the server (a day is "never" for a trial).
+constexpr int kStreamTimeoutS = 24 * 3600;
 
 constexpr double kTtftBucketsS[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08,  0.1,  0.25, 0.5,
                                     0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 15.0,  20.0, 30.0, 40.0,
@@ -557,7 +559,9 @@ void SimServer::Impl::Forget(Stream* s) {
 
 void SimServer::Impl::EndReply(Stream* s) {
   evhttp_request* req = s->req;
+  evhttp_connection* conn = s->conn;
   Forget(s);
+  if (conn) evhttp_connection_set_timeout(conn, kIdleTimeoutS);
   if (req) evhttp_send_reply_end(req);
 }
 
@@ -1264,6 +1268,9 @@ void SimServer::Impl::HandleChat(evhttp_request* req) {
   Stream* sp = s.get();
   streams.emplace(sp->engine_id, std::move(s));
   if (sp->conn) {
+    // Once evhttp has written anything it reads again to notice a close, with the connection's
+    // timeout: a stream may wait in the queue or stall far longer than an idle keep-alive may.
+    evhttp_connection_set_timeout(sp->conn, kStreamTimeoutS);
     evhttp_connection_set_closecb(sp->conn, OnConnectionClosed, sp);
     bufferevent* bev = evhttp_connection_get_bufferevent(sp->conn);
     evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
