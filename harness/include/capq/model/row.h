@@ -77,7 +77,7 @@ struct Measured {
 
 struct SloGate {
   SloMetric metric = SloMetric::kTtft;
-  double percentile = 95;  // in (0, 100]
+  double percentile = 95;  // in (0, 100): p100 is the max, not a tail percentile
   double below_ms = 0;     // strictly below: a value equal to it fails
 };
 
