@@ -111,6 +111,15 @@ TEST(TrialSim, PassDirectoryValidatesAndTamperIsCaught) {
         "server_info.json", "server_metrics.jsonl", "identity.json", "command.txt", "SHA256SUMS"}) {
     EXPECT_TRUE(std::filesystem::exists(dir + "/trial/" + f)) << f;
   }
+  {
+    std::ifstream in(dir + "/trial/identity.json");
+    auto id = nlohmann::json::parse(in);
+    EXPECT_EQ(id["readiness_probe"], "GET /health");
+    EXPECT_EQ(id["first_token_check"]["checked"], 22);  // 2 warm-ups + 20 measured
+    EXPECT_EQ(id["first_token_check"]["distinct_first_tokens"], 22);
+    EXPECT_EQ(id["cold_prefix"]["allowed_tokens"], 3);  // the profile's template prefix
+    EXPECT_EQ(id["check"]["ok"], true);
+  }
   auto v = ValidateTrialDir(dir + "/trial");
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   EXPECT_TRUE(v->checksums_ok);

@@ -88,13 +88,21 @@ PromptGenerator::PromptGenerator(uint64_t seed) : seed_(seed) {
   }
 }
 
-int PromptGenerator::SingleWordLeads() { return static_cast<int>(Leads().size()); }
+int PromptGenerator::SingleWordLeads() { return 2 * static_cast<int>(Leads().size()); }
 
 std::string PromptGenerator::LeadWord(int index) const {
   const int n = static_cast<int>(lead_order_.size());
   if (index < n) return Leads()[lead_order_[index]];
-  // Past the single-word list: "Riverstone"-like compounds, still distinct strings per index.
-  int k = index - n;
+  // Second tier: the same words in lower case. At the start of a text (no leading space) "river"
+  // is its own token in the usual BPE vocabularies, distinct from "River" and " river".
+  if (index < 2 * n) {
+    std::string s = Leads()[lead_order_[index - n]];
+    s[0] = static_cast<char>(s[0] - 'A' + 'a');
+    return s;
+  }
+  // Past both tiers: "Riverstone"-like compounds, still distinct strings per index (a sub-word
+  // tokenizer may split them so that they share a first token with a first-tier prompt).
+  int k = index - 2 * n;
   int a = lead_order_[k % n];
   int b = (k / n) % static_cast<int>(kWords.size());
   return Leads()[a] + kWords[b];

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -302,6 +303,37 @@ TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
   Result<TrialPlan> plan = MakeTrialPlan(effective, pin);
   if (!plan.ok()) return CouldNotRun(s, "planning prompts: " + plan.status().message());
   s.plan = std::move(*plan);
+
+  // No two prompts may share a first token (else they share a cacheable prefix): checked in the
+  // server's own tokenizer where it gives ids, on each prompt's first words.
+  {
+    std::map<int64_t, std::vector<std::string>> by_first;
+    int checked = 0;
+    std::string skipped;
+    for (const auto* list : {&s.plan->warmup, &s.plan->measured}) {
+      for (const auto& r : *list) {
+        const std::string& t = r.prompt.text;
+        size_t cut = t.find(' ', t.find(' ') + 1);
+        Result<std::vector<int64_t>> ids =
+            target.TokenIds(cut == std::string::npos ? t : t.substr(0, cut));
+        if (!ids.ok() || ids->empty()) {
+          skipped = ids.ok() ? "the server returned no ids" : ids.status().message();
+          break;
+        }
+        by_first[ids->front()].push_back(r.id);
+        ++checked;
+      }
+      if (!skipped.empty()) break;
+    }
+    nlohmann::json check = {{"checked", checked}, {"distinct_first_tokens", by_first.size()}};
+    if (!skipped.empty()) check["not_checked"] = skipped;
+    nlohmann::json shared = nlohmann::json::array();
+    for (const auto& [id, reqs] : by_first) {
+      if (reqs.size() > 1) shared.push_back({{"token", id}, {"requests", reqs}});
+    }
+    check["shared"] = shared;
+    s.identity["first_token_check"] = check;
+  }
 
   if (!opt.skip_quiet_period && row.trials.quiet_period_s > 0) {
     const double wall_s = row.trials.quiet_period_s / scale;

@@ -68,6 +68,24 @@ void TakeModels(const nlohmann::json& models, ServerFacts* f) {
   }
 }
 
+Result<std::vector<int64_t>> IdsFrom(const Result<HttpResponse>& r) {
+  if (!r.ok()) return r.status();
+  if (r->status != 200) {
+    return Status::Unavailable("POST /tokenize returned HTTP " + std::to_string(r->status));
+  }
+  try {
+    auto j = nlohmann::json::parse(r->body);
+    std::vector<int64_t> ids;
+    for (const auto& t : j.at("tokens")) {
+      // llama.cpp may answer [{"id":..,"piece":..}] when asked for pieces; plain ids otherwise.
+      ids.push_back(t.is_object() ? t.at("id").get<int64_t>() : t.get<int64_t>());
+    }
+    return ids;
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(std::string("POST /tokenize: no token ids (") + e.what() + ")");
+  }
+}
+
 std::optional<double> Metric(const std::map<std::string, double>& m, const char* name) {
   auto it = m.find(name);
   if (it == m.end()) return std::nullopt;
@@ -179,6 +197,11 @@ class SglangTarget : public Target {
     return Status::InvalidArgument("POST /tokenize: no count or tokens in the answer");
   }
 
+  Result<std::vector<int64_t>> TokenIds(const std::string& text) override {
+    nlohmann::json req = {{"prompt", text}, {"add_special_tokens", false}};
+    return IdsFrom(client().Post(base_url() + "/tokenize", req.dump()));
+  }
+
   ServerLoad ParseLoad(const std::string& text) const override {
     auto m = ParsePrometheus(text);
     return {Metric(m, "sglang:num_running_reqs"), Metric(m, "sglang:num_queue_reqs")};
@@ -281,6 +304,11 @@ class VllmTarget : public Target {
     return Status::InvalidArgument("POST /tokenize: no count or tokens in the answer");
   }
 
+  Result<std::vector<int64_t>> TokenIds(const std::string& text) override {
+    nlohmann::json req = {{"prompt", text}, {"add_special_tokens", false}};
+    return IdsFrom(client().Post(base_url() + "/tokenize", req.dump()));
+  }
+
   ServerLoad ParseLoad(const std::string& text) const override {
     auto m = ParsePrometheus(text);
     return {Metric(m, "vllm:num_requests_running"), Metric(m, "vllm:num_requests_waiting")};
@@ -367,6 +395,11 @@ class LlamacppTarget : public Target {
     } catch (const nlohmann::json::exception&) {
     }
     return Status::InvalidArgument("POST /tokenize: no tokens in the answer");
+  }
+
+  Result<std::vector<int64_t>> TokenIds(const std::string& text) override {
+    nlohmann::json req = {{"content", text}, {"add_special", false}};
+    return IdsFrom(client().Post(base_url() + "/tokenize", req.dump()));
   }
 
   ServerLoad ParseLoad(const std::string& text) const override {

@@ -1,7 +1,8 @@
 // Seeded synthetic prompts (seed, Part III: unique prompts, disjoint warm-up, no shared prefixes).
 //
-// A prompt is a run of plain lowercase words separated by single spaces, led by one capitalised
-// word that no other prompt of the same generator starts with, so no two prompts share a first
+// A prompt is a run of plain lowercase words separated by single spaces, led by one word
+// (capitalised, then in lower case once those run out) that no other prompt of the same generator
+// starts with, so no two prompts share a first
 // token and the cache can only ever reuse the chat template's own leading tokens. Lengths are exact
 // in the server's own tokens when a TokenCounter (the server's tokenize endpoint) is given: the
 // word count is corrected until the server counts exactly the target. Pure: no I/O of its own.

@@ -77,6 +77,11 @@ class Target {
   // Tokens of `text` alone (no template, no special tokens). Unimplemented when the server has
   // no tokenize endpoint.
   virtual Result<int64_t> CountTokens(const std::string& text) = 0;
+  // The token ids of `text` (no special tokens), where the tokenize endpoint returns them.
+  virtual Result<std::vector<int64_t>> TokenIds(const std::string& text) {
+    (void)text;
+    return Status::Unimplemented("no token ids from this server");
+  }
   Result<std::string> Metrics();  // GET /metrics body; error unless 200
   // Running and queued requests from a /metrics text, under this engine's metric names.
   virtual ServerLoad ParseLoad(const std::string& metrics_text) const = 0;
