@@ -52,42 +52,41 @@ note "tag $TAG resolves to $resolved"
 
 # 2. What do the rows pin? Row files are data: each identity.image value is matched against the
 #    digest form and only ever used as a quoted string.
-pinned_images=()
+rows_seen=0
+mismatched=()
 for row in "$ROWS_DIR"/*.yaml; do
   [[ -e "$row" ]] || continue
+  rows_seen=$((rows_seen + 1))
   image="$(sed -n 's/^  image:[[:space:]]*"\{0,1\}\([^"[:space:]#]*\).*$/\1/p' -- "$row" | head -n 1)"
   [[ "$image" =~ ^[a-z0-9][a-z0-9._/-]*@sha256:[0-9a-f]{64}$ ]] ||
     die "$row: identity.image '$image' is not pinned by digest"
-  pinned_images+=("$image")
+  [[ "${image##*@}" == "$resolved_digest" ]] || mismatched+=("$(basename -- "$row") pins $image")
 done
-((${#pinned_images[@]} > 0)) || die "no row files in $ROWS_DIR"
-mismatched=()
-for image in "${pinned_images[@]}"; do
-  [[ "${image##*@}" == "$resolved_digest" ]] || mismatched+=("$image")
-done
+((rows_seen > 0)) || die "no row files in $ROWS_DIR"
 
 # 3. Build the suite with the real-server families enabled (the default build leaves them disabled).
 cmake -S "$root" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCAPQ_REAL_SERVERS=ON >/dev/null
 cmake --build "$BUILD_DIR" -j 2 --target capq capq_capacity_suite
 capq="$BUILD_DIR/harness/capq"
 
-# 4. A server running exactly the image under test.
+# 4. A server running exactly the image under test (started only when something will use it).
 export CAPQ_URL="${CAPQ_URL:-http://127.0.0.1:$PORT}"
-if [[ "$LAUNCH" == "1" ]]; then
+start_server() {
+  [[ "$LAUNCH" == "1" ]] || return 0
   : "${CONTAINER:?set CONTAINER to the name of the server container, or LAUNCH=0}"
-  # shellcheck disable=SC2317  # invoked by the EXIT trap
-  stop_server() { docker rm -f "$CONTAINER" >/dev/null 2>&1 || true; }
-  trap stop_server EXIT
+  trap 'docker rm -f "$CONTAINER" >/dev/null 2>&1 || true' EXIT
   IMAGE="$resolved" PORT="$PORT" REPLACE=1 bash "$root/ci/b70/launch.sh"
+  # Trials read the running image's digest from the container (docker inspect), not from us.
   export CAPQ_CONTAINER="$CONTAINER"
-fi
+}
 
 if ((${#mismatched[@]} > 0)); then
   note "requalify: $TAG now resolves to $resolved_digest, but these rows pin another image:"
-  for image in "${mismatched[@]}"; do note "  $image"; done
+  for line in "${mismatched[@]}"; do note "  $line"; done
   note "the capacity claims belong to the pinned digest and do not carry over to a retagged image."
   if "$capq" qualify --help >/dev/null 2>&1; then
     note "running capq qualify on the new image; candidate rows go to $OUT_DIR/candidates"
+    start_server
     rows=("$ROWS_DIR"/*.yaml)
     "$capq" qualify "${rows[@]}" --url "$CAPQ_URL" --out "$OUT_DIR/candidates" ||
       note "capq qualify failed (exit $?); see $OUT_DIR/candidates"
@@ -98,6 +97,7 @@ if ((${#mismatched[@]} > 0)); then
 fi
 
 # 5. Same digest: the claims must still hold. Trial directories land in the artifacts directly.
+start_server
 note "every row pins $resolved_digest: running ctest -L family=b70 against $CAPQ_URL"
 export CAPQ_CAPACITY_DIR="$OUT_DIR/trials"
 rc=0
