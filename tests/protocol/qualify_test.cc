@@ -1,12 +1,27 @@
 #include "capq/protocol/qualify.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
+#include <regex>
 #include <set>
+#include <sstream>
 #include <utility>
+
+#include "capq/model/row_loader.h"
+#include "capq/protocol/capacity_data.h"
+#include "capq/sim/server.h"
+
+extern char** environ;
 
 namespace capq {
 namespace {
@@ -26,6 +41,7 @@ Row FakeRow() {
 
 // A fake server: p95 TTFT as a function of (C, trial), with optional broken streams.
 struct FakeServer {
+  explicit FakeServer(std::function<double(int c, int k)> f) : p95_ms(std::move(f)) {}
   std::function<double(int c, int k)> p95_ms;
   std::set<std::pair<int, int>> broken;  // (C, k) of confirm trials whose streams break
   std::set<int> broken_probe;            // C of probes whose streams break
@@ -144,7 +160,9 @@ TEST(QualifyTest, FailAtCmaxMovesDownNeverUp) {
   EXPECT_EQ(*q.operating_point, 3);
   EXPECT_EQ(q.Trials("confirm", 3).size(), 3u);
   for (const auto& r : server.calls) {
-    if (r.phase == "confirm") EXPECT_LE(r.concurrency, 5);
+    if (r.phase == "confirm") {
+      EXPECT_LE(r.concurrency, 5);
+    }
   }
 }
 
@@ -245,6 +263,259 @@ TEST(QualifyTest, RowUpdateCarriesCmaxAndMargins) {
       << updated.provenance.notes;
   EXPECT_NE(updated.provenance.notes.find("C=5 p95 1.00-1.00 s"), std::string::npos);
   EXPECT_NE(updated.provenance.notes.find("out/capacity-data.json"), std::string::npos);
+}
+
+// ---- End to end: the real trial path, one `capq trial` process per trial, against the embedded
+// simulator, on tiny rows that qualify in seconds (tests/data/capacity/rows).
+
+namespace fs = std::filesystem;
+
+const std::string kCapq = std::string(CAPQ_BINARY_DIR) + "/harness/capq";
+const std::string kRows = std::string(CAPQ_SOURCE_DIR) + "/tests/data/capacity/rows";
+
+fs::path E2eDir(const std::string& name) {
+  fs::path p =
+      fs::temp_directory_path() / ("capq_qualify_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs the capq command with argv (no shell); stdout to `out`, stderr to `err`. Returns the exit
+// code.
+int RunCapq(const std::vector<std::string>& args, const fs::path& out, const fs::path& err) {
+  std::vector<std::string> argv = {kCapq};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> c;
+  for (auto& a : argv) c.push_back(a.data());
+  c.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, kCapq.c_str(), &fa, nullptr, c.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return -1;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+class QualifyEndToEndTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(kCapq)) << kCapq << " is missing: build the capq target first";
+  }
+};
+
+TEST_F(QualifyEndToEndTest, ProcessPerTrialFindsTheRowsCmaxOnTheSimulator) {
+  Result<Row> row = LoadRow(kRows + "/qualify_tiny.yaml");
+  ASSERT_TRUE(row.ok()) << row.status().ToString();
+  ASSERT_TRUE(row->expect.cmax.has_value());
+  sim::ServerOptions so;
+  so.profile_path = row->identity.sim_profile;
+  so.time_scale = row->identity.time_scale;
+  auto srv = sim::SimServer::Start(so);
+  ASSERT_TRUE(srv.ok()) << srv.status().ToString();
+  fs::path out = E2eDir("lib");
+  ProcessTrialRunnerOptions ro;
+  ro.exe = kCapq;
+  ro.row_path = row->source_path;
+  ro.url = (*srv)->url();
+  ro.out_dir = out.string();
+  QualifyOptions qo;
+  qo.max_concurrency = 32;
+  RowQualification q = Qualify(*row, MakeProcessTrialRunner(ro), qo);
+  (*srv)->Stop();
+
+  ASSERT_EQ(q.status, QualifyStatus::kProven) << q.message;
+  EXPECT_EQ(q.cmax, row->expect.cmax);
+  EXPECT_LE(q.probes, q.probe_budget) << CostLine(q);
+  int c = *q.cmax;
+  for (int side : {c, c + 1}) {
+    auto ts = q.Trials("confirm", side);
+    ASSERT_EQ(ts.size(), static_cast<size_t>(row->trials.count));
+    for (const auto* t : ts) {
+      EXPECT_EQ(t->seed, row->trials.seeds[t->trial - 1]);
+      EXPECT_TRUE(fs::exists(out / t->dir / "verdict.json")) << t->dir;
+      EXPECT_TRUE(fs::exists(out / (t->dir + ".log")));
+      EXPECT_NE(t->command.find("--concurrency " + std::to_string(side)), std::string::npos)
+          << t->command;
+      EXPECT_NE(t->command.find("--phase confirm"), std::string::npos) << t->command;
+      EXPECT_FALSE(t->sha256sums.empty());
+      EXPECT_TRUE(t->correctness_pass);
+      EXPECT_EQ(t->totals.streams, row->measured.RequestsAt(side));
+      EXPECT_EQ(t->ttft_ms_by_arrival.size(), static_cast<size_t>(row->measured.RequestsAt(side)));
+      EXPECT_EQ(t->passed(), side == c);
+    }
+  }
+  for (const auto& t : q.trials) {
+    if (t.phase == "probe") {
+      EXPECT_NE(t.command.find("--phase probe"), std::string::npos);
+    }
+  }
+  fs::remove_all(out);
+}
+
+TEST_F(QualifyEndToEndTest, BrokenStreamDuringConfirmationFailsWithTheGateNamed) {
+  Result<Row> row = LoadRow(kRows + "/qualify_tiny.yaml");
+  ASSERT_TRUE(row.ok()) << row.status().ToString();
+  fs::path out = E2eDir("broken");
+  {
+    std::ofstream f(out / "faults.yaml");
+    f << "faults:\n  - kind: empty_deltas\n";
+  }
+  sim::ServerOptions so;
+  so.profile_path = row->identity.sim_profile;
+  so.time_scale = row->identity.time_scale;
+  auto clean = sim::SimServer::Start(so);
+  ASSERT_TRUE(clean.ok()) << clean.status().ToString();
+  so.faults_path = (out / "faults.yaml").string();
+  auto broken = sim::SimServer::Start(so);
+  ASSERT_TRUE(broken.ok()) << broken.status().ToString();
+  ProcessTrialRunnerOptions ro;
+  ro.exe = kCapq;
+  ro.row_path = row->source_path;
+  ro.out_dir = (out / "trials").string();
+  ro.url = (*clean)->url();
+  TrialRunner navigate = MakeProcessTrialRunner(ro);
+  ro.url = (*broken)->url();
+  TrialRunner confirm = MakeProcessTrialRunner(ro);
+  // Same profile, same identity: only the confirmation trials meet the broken server.
+  TrialRunner runner = [&](const Row& r, const TrialRequest& req) {
+    return req.phase == "confirm" ? confirm(r, req) : navigate(r, req);
+  };
+  QualifyOptions qo;
+  qo.max_concurrency = 32;
+  RowQualification q = Qualify(*row, runner, qo);
+  (*clean)->Stop();
+  (*broken)->Stop();
+  EXPECT_EQ(q.status, QualifyStatus::kCorrectnessFail) << q.message;
+  EXPECT_NE(q.failed_gate.find("nonempty_deltas"), std::string::npos) << q.failed_gate;
+  EXPECT_NE(q.summary_line.find("nonempty_deltas"), std::string::npos) << q.summary_line;
+  EXPECT_FALSE(q.cmax.has_value());
+  // It stopped at the first broken confirmation trial.
+  size_t confirms = 0;
+  for (const auto& t : q.trials) confirms += t.phase == "confirm";
+  EXPECT_EQ(confirms, 1u);
+  EXPECT_EQ(q.trials.back().outcome, "correctness_fail");
+  EXPECT_EQ(QualifyExitCode(q.status), 2);
+  fs::remove_all(out);
+}
+
+TEST_F(QualifyEndToEndTest, CommandWritesDataReportAndUpdatesTheRow) {
+  fs::path root = E2eDir("cli");
+  // The row's profile path is relative (../../../../rows/sim/profiles/small.yaml): rebuild that
+  // layout around a copy so --update can rewrite the copy in place.
+  fs::create_directories(root / "rows/sim/profiles");
+  fs::copy_file(std::string(CAPQ_SOURCE_DIR) + "/rows/sim/profiles/small.yaml",
+                root / "rows/sim/profiles/small.yaml");
+  fs::path row_dir = root / "a/b/c/d";
+  fs::create_directories(row_dir);
+  fs::path row_path = row_dir / "qualify_tiny.yaml";
+  fs::copy_file(kRows + "/qualify_tiny.yaml", row_path);
+  std::string before = Slurp(row_path);
+  fs::path out = root / "out";
+  int rc = RunCapq(
+      {"qualify", row_path.string(), "--out", out.string(), "--update", "--max-concurrency", "32"},
+      root / "stdout.txt", root / "stderr.txt");
+  std::string stdout_text = Slurp(root / "stdout.txt");
+  std::string stderr_text = Slurp(root / "stderr.txt");
+  ASSERT_EQ(rc, 0) << stdout_text << stderr_text;
+
+  std::istringstream lines(stdout_text);
+  std::string summary, cost;
+  std::getline(lines, summary);
+  std::getline(lines, cost);
+  EXPECT_TRUE(
+      std::regex_match(summary, std::regex("qualify_tiny: Cmax = 6 — C=6 p95 [0-9]+\\.[0-9]{2}/"
+                                           "[0-9]+\\.[0-9]{2} s pass, C=7 [0-9]+\\.[0-9]{2}/"
+                                           "[0-9]+\\.[0-9]{2} s fail")))
+      << summary;
+  EXPECT_NE(cost.find("cost: baseline 1 trial"), std::string::npos) << cost;
+  EXPECT_NE(cost.find("confirm 4 trials"), std::string::npos) << cost;
+  // Progress with counts and an ETA went to stderr.
+  EXPECT_NE(stderr_text.find("confirm 1/4: C=6 trial 1"), std::string::npos) << stderr_text;
+  EXPECT_NE(stderr_text.find("ETA"), std::string::npos);
+
+  auto data = ReadCapacityData((out / "capacity-data.json").string());
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  ASSERT_EQ(data->rows.size(), 1u);
+  EXPECT_EQ(data->rows[0].summary_line, summary);
+  std::string html = Slurp(out / "report.html");
+  EXPECT_NE(html.find("id=\"fig-ttft-qualify_tiny\""), std::string::npos);
+  EXPECT_NE(html.find("id=\"fig-arrival-qualify_tiny\""), std::string::npos);
+
+  // The row beside the data and the row updated in place both carry the proven Cmax.
+  auto beside = LoadRow((out / "qualify_tiny.yaml").string());
+  ASSERT_TRUE(beside.ok()) << beside.status().ToString();
+  EXPECT_EQ(beside->expect.cmax, 6);
+  auto updated = LoadRow(row_path.string());
+  ASSERT_TRUE(updated.ok()) << updated.status().ToString();
+  EXPECT_EQ(updated->expect.cmax, 6);
+  char today[16];
+  std::time_t now = std::time(nullptr);
+  std::strftime(today, sizeof today, "%Y-%m-%d", std::gmtime(&now));
+  EXPECT_EQ(updated->provenance.qualified_on, today);
+  EXPECT_NE(updated->provenance.notes.find("Margins: C=6 p95"), std::string::npos);
+  std::string after = Slurp(row_path);
+  // Everything but expect/provenance is kept as written, comments included.
+  EXPECT_EQ(after.substr(0, after.find("expect:")), before.substr(0, before.find("expect:")));
+
+  // capq report rebuilds the page from the capacity data alone.
+  fs::remove(out / "report.html");
+  rc = RunCapq({"report", out.string()}, root / "stdout2.txt", root / "stderr2.txt");
+  EXPECT_EQ(rc, 0) << Slurp(root / "stderr2.txt");
+  EXPECT_EQ(Slurp(out / "report.html"), html);
+  fs::remove_all(root);
+}
+
+// small_jitter puts run-to-run noise at the boundary: whatever the draw, the result must obey the
+// overlap rule — proven only when the sides separate, otherwise the lower point, never higher.
+TEST_F(QualifyEndToEndTest, JitteryBoundaryObeysTheOverlapRule) {
+  Result<Row> row = LoadRow(kRows + "/qualify_jitter.yaml");
+  ASSERT_TRUE(row.ok()) << row.status().ToString();
+  sim::ServerOptions so;
+  so.profile_path = row->identity.sim_profile;
+  so.time_scale = row->identity.time_scale;
+  auto srv = sim::SimServer::Start(so);
+  ASSERT_TRUE(srv.ok()) << srv.status().ToString();
+  fs::path out = E2eDir("jitter");
+  ProcessTrialRunnerOptions ro;
+  ro.exe = kCapq;
+  ro.row_path = row->source_path;
+  ro.url = (*srv)->url();
+  ro.out_dir = out.string();
+  QualifyOptions qo;
+  qo.max_concurrency = 32;
+  RowQualification q = Qualify(*row, MakeProcessTrialRunner(ro), qo);
+  (*srv)->Stop();
+  ASSERT_TRUE(q.status == QualifyStatus::kProven || q.status == QualifyStatus::kLowered)
+      << q.summary_line;
+  if (q.status == QualifyStatus::kProven) {
+    for (const auto* t : q.Trials("confirm", *q.cmax)) EXPECT_TRUE(t->passed());
+    for (const auto* t : q.Trials("confirm", *q.cmax + 1)) EXPECT_FALSE(t->passed());
+  } else {
+    EXPECT_FALSE(q.cmax.has_value());
+    ASSERT_TRUE(q.operating_point.has_value()) << q.message;
+    for (const auto* t : q.Trials("confirm", *q.operating_point)) EXPECT_TRUE(t->passed());
+    // The sides were extended before settling, and the point is not above any failing trial.
+    for (const auto& t : q.trials) {
+      if (t.phase == "confirm" && !t.passed()) {
+        EXPECT_GT(t.concurrency, *q.operating_point);
+      }
+    }
+    EXPECT_NE(q.message.find("noisy boundary"), std::string::npos);
+  }
+  fs::remove_all(out);
 }
 
 }  // namespace

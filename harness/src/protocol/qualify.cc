@@ -488,7 +488,8 @@ Row RowWithQualification(const Row& row, const RowQualification& q, const std::s
   int c = q.operating_point.value_or(q.cmax.value_or(0));
   out.expect.cmax = c;
   out.provenance.qualified_on = today;
-  out.provenance.source = "capq qualify" + std::string(q.url.empty() ? "" : " against " + q.url);
+  // The server URL is a deployment detail and never belongs in a row (row-schema.md).
+  out.provenance.source = "capq qualify";
   std::string label = GateLabel(q.row);
   double below = q.row.slo.empty() ? NAN : q.row.slo.front().below_ms;
   auto margin = [&](int cc) {

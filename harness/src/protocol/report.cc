@@ -206,6 +206,8 @@ std::string StatusClass(QualifyStatus s) {
 // Jitter so several trials at one C stay visible side by side.
 double Jitter(int index, int count, double width = 0.14) {
   if (count <= 1) return 0;
+  // Stay within +-0.4 of the C so neighbouring concurrencies never interleave.
+  width = std::min(width, 0.8 / count);
   return (index - (count - 1) / 2.0) * width;
 }
 
@@ -297,8 +299,8 @@ std::string FigThroughput(const RowQualification& q) {
         hi = std::max(hi, t->output_tok_s);
       }
       if (std::isfinite(lo)) {
-        p.HBand(lo, hi, cls, "C=" + std::to_string(c) + ": " + F(lo, 1) + "–" + F(hi, 1) + " tok/s",
-                anchor);
+        // Unlabelled: the caption and the legend carry the numbers, the points stay readable.
+        p.HBand(lo, hi, cls, "", anchor);
       }
       return std::make_pair(lo, hi);
     };
@@ -326,6 +328,15 @@ std::string FigThroughput(const RowQualification& q) {
   }
   std::string html = "<figure id=\"" + Id("fig-throughput", r.id) + "\">\n";
   html += p.Render(r.id + ": output throughput against concurrency");
+  if (auto b = Boundary(q)) {
+    html +=
+        "<div class=\"legend\"><span><i class=\"sw\" style=\"background:rgba(26,127,55,0.35)\">"
+        "</i>range of the C=" +
+        std::to_string(*b) +
+        " trials</span><span><i class=\"sw\" "
+        "style=\"background:rgba(198,40,40,0.35)\"></i>range of the C=" +
+        std::to_string(*b + 1) + " trials</span></div>\n";
+  }
   html += "<figcaption><b>Figure 1 — output throughput against C</b> (" +
           std::to_string(ts.size()) + " trials)." + caption +
           " Throughput describes completed work, not admission.</figcaption>\n</figure>\n";
@@ -387,7 +398,9 @@ std::string FigArrivalPanel(const RowQualification& q, int c, const Unit& u, dou
   };
   double mf = median(full), ms = median(steady);
   p.HLine(mf / u.div, "p95full", "full p95 " + F(mf / u.div, u.decimals) + " " + u.name);
-  p.HLine(ms / u.div, "p95steady", "steady p95 " + F(ms / u.div, u.decimals) + " " + u.name);
+  // Centred, so it does not sit on the full-p95 label when the two lines coincide.
+  p.HLine(ms / u.div, "p95steady", "steady p95 " + F(ms / u.div, u.decimals) + " " + u.name,
+          "middle");
   std::string title = "C=" + std::to_string(c) + " (" + std::to_string(ts.size()) + " trials)";
   p.TextPx(p.left, 16, title, "panel-title", "start");
   return p.Render(q.row.id + ": TTFT by arrival order at C=" + std::to_string(c));

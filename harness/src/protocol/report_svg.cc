@@ -129,7 +129,9 @@ void Plot::HLine(double y, const std::string& cls, const std::string& label,
   body_ += "<line class=\"" + cls + "\" x1=\"" + Px(left) + "\" y1=\"" + Px(py) + "\" x2=\"" +
            Px(width_ - right) + "\" y2=\"" + Px(py) + "\"/>\n";
   if (!label.empty()) {
-    double px = anchor == "start" ? left + 4 : width_ - right - 4;
+    double px = anchor == "start"    ? left + 4
+                : anchor == "middle" ? (left + width_ - right) / 2.0
+                                     : width_ - right - 4;
     body_ += "<text class=\"" + cls + "-label\" x=\"" + Px(px) + "\" y=\"" + Px(py - 4) +
              "\" text-anchor=\"" + anchor + "\">" + Esc(label) + "</text>\n";
   }

@@ -37,7 +37,7 @@ class Plot {
   void Marker(double x, double y, const std::string& shape, const std::string& cls,
               const std::string& title);  // shape: "tri" | "dash"
   void Line(double x1, double y1, double x2, double y2, const std::string& cls);
-  // `anchor` "end" puts the label at the right edge, "start" at the left.
+  // `anchor` "end" puts the label at the right edge, "start" at the left, "middle" in between.
   void HLine(double y, const std::string& cls, const std::string& label,
              const std::string& anchor = "end");
   void Band(double x0, double x1, const std::string& cls, const std::string& label);  // x range
