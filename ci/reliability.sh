@@ -1,0 +1,339 @@
+#!/usr/bin/env bash
+# The README's reliability figures, each measured here by running the real `capq` binary:
+#   1. faults injected / caught   every fault file under tests/data/reliability/faults/gates names
+#                                 the gate it must trip; one `capq trial` per file against the
+#                                 embedded simulator; plus process-level faults (server killed
+#                                 mid-trial, connection refused, health never ready)
+#   2. malformed rows / refused   `capq rows check` on each file of tests/data/rows_bad, which must
+#                                 fail with the file's `# expect:` message at its `# line:`
+#   3. fuzz executions, no crash  each libFuzzer target of the fuzz build for FUZZ_SECONDS
+#   4. interrupted runs kept      SIGINT/SIGTERM into running trials; each must exit 130, leave a
+#                                 sealed directory that `capq validate` calls incomplete, and hold
+#                                 every measured request its verdict says completed
+#
+# usage: ci/reliability.sh [BUILD_DIR]          (default: build; needs BUILD_DIR/harness/capq)
+# env:   CAPQ_FUZZ_DIR   fuzz build (default: build-fuzz; make it with
+#                        cmake --preset fuzz && cmake --build --preset fuzz)
+#        FUZZ_SECONDS    per fuzz target (default 20)
+#        INTERRUPTS      interrupted trials (default 6)
+#        KEEP=1          keep the scratch folder
+# Exit 0 when every injected fault was caught, every bad row refused as expected, no fuzzer crashed
+# and every interrupted run kept its data; 1 otherwise. Only loopback servers it starts itself.
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build="${1:-$root/build}"
+capq="$build/harness/capq"
+fuzz_dir="${CAPQ_FUZZ_DIR:-$root/build-fuzz}"
+fuzz_seconds="${FUZZ_SECONDS:-20}"
+interrupts="${INTERRUPTS:-6}"
+data="$root/tests/data/reliability"
+profile="$root/rows/sim/profiles/small.yaml"
+
+if [[ ! -x "$capq" ]]; then
+  echo "no capq binary at $capq" >&2
+  echo "build it: cmake --preset default && cmake --build --preset default --target capq" >&2
+  exit 2
+fi
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/capq-reliability.XXXXXX")"
+cleanup() {
+  local pid
+  # Only this shell's own jobs that still run: a reaped pid may belong to someone else by now.
+  for pid in $(jobs -pr); do
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  if [[ "${KEEP:-0}" == 1 ]]; then
+    echo "scratch kept: $work"
+  else
+    rm -rf "$work"
+  fi
+}
+trap cleanup EXIT
+
+failures=0
+note() { printf '  %-34s %s\n' "$1" "$2"; }
+
+# start_sim NAME TIME_SCALE [FAULTS]: a `capq sim` in the background; sets sim_pid and sim_url.
+start_sim() {
+  local name="$1" scale="$2" faults="${3:-}" i
+  local -a args=(sim --profile "$profile" --time-scale "$scale")
+  if [[ -n "$faults" ]]; then args+=(--faults "$faults"); fi
+  : >"$work/$name.sim.out"
+  "$capq" "${args[@]}" >>"$work/$name.sim.out" 2>&1 &
+  sim_pid=$!
+  sim_url=""
+  for ((i = 0; i < 200; i++)); do
+    sim_url="$(sed -n 's/^capq sim: listening on \(http:[^ ]*\) .*/\1/p' "$work/$name.sim.out" || true)"
+    if [[ -n "$sim_url" ]]; then return 0; fi
+    sleep 0.05
+  done
+  echo "capq sim did not start: $(cat "$work/$name.sim.out")" >&2
+  return 1
+}
+
+stop_sim() {
+  kill -9 "$sim_pid" 2>/dev/null || true
+  wait "$sim_pid" 2>/dev/null || true
+}
+
+# Output tokens the simulator generated so far (its Prometheus counter).
+sim_tokens() {
+  local v
+  v="$(curl -s --max-time 2 "$sim_url/metrics" |
+    sed -n 's/^sglang:generation_tokens_total{[^}]*} \([0-9.e+]*\)$/\1/p')"
+  printf '%.0f\n' "${v:-0}"
+}
+
+wait_tokens() {
+  local want="$1" i
+  for ((i = 0; i < 1200; i++)); do
+    if (($(sim_tokens) >= want)); then return 0; fi
+    sleep 0.05
+  done
+  return 1
+}
+
+# Measured requests in a raw.jsonl that completed with HTTP 200, not cancelled, not timed out.
+completed_records() {
+  grep '"phase":"measured"' "$1" | grep '"http_status":200' | grep '"cancelled":false' |
+    grep -c '"timed_out":false' || true
+}
+
+# bg_trial ROW OUT [ARGS...]: `capq trial` itself in the background (no wrapper in between, so a
+# signal sent to $trial_pid reaches capq); sets trial_pid.
+bg_trial() {
+  local row="$1" out="$2"
+  shift 2
+  "$capq" trial --row "$row" --concurrency 1 --trial 1 --out "$out" --skip-quiet-period \
+    --no-progress "$@" >"$out.log" 2>&1 &
+  trial_pid=$!
+}
+
+# wait_bounded PID SECONDS: its exit code, or 124 after SIGKILL when it outlived SECONDS.
+wait_bounded() {
+  local pid="$1" limit="$2" i rc=0
+  for ((i = 0; i < limit * 20; i++)); do
+    if ! kill -0 "$pid" 2>/dev/null; then break; fi
+    sleep 0.05
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    return 124
+  fi
+  wait "$pid" || rc=$?
+  return "$rc"
+}
+
+trial() {
+  # trial ROW OUT [ARGS...]: one trial, bounded; prints nothing; returns its exit code.
+  local row="$1" out="$2"
+  shift 2
+  timeout 180 "$capq" trial --row "$row" --concurrency 1 --trial 1 --out "$out" \
+    --skip-quiet-period --no-progress "$@" >"$out.log" 2>&1
+}
+
+echo "capq reliability figures ($(date -u +%Y-%m-%dT%H:%M:%SZ), $capq)"
+
+# ---------------------------------------------------------------------------------------------
+echo
+echo "1. faults injected / caught"
+injected=0
+caught=0
+fast="$data/rows/rel_fast.yaml"
+slow="$data/rows/rel_slow.yaml"
+mkdir -p "$work/faults"
+for f in "$data"/faults/gates/*.yaml; do
+  name="$(basename "$f" .yaml)"
+  gate="$(sed -n 's/^# gate: //p' "$f" | head -n 1)"
+  out="$work/faults/$name"
+  injected=$((injected + 1))
+  rc=0
+  if [[ "$name" == lying_flush ]]; then
+    # Only a second trial with the same prompts can tell that the flush kept the cache.
+    start_sim "$name" 100 "$f"
+    trial "$fast" "$out.first" --url "$sim_url" || true
+    trial "$fast" "$out" --url "$sim_url" || rc=$?
+    stop_sim
+  else
+    trial "$fast" "$out" --sim-faults "$f" || rc=$?
+  fi
+  if [[ "$rc" == 2 ]] && grep -q "^  - $gate: " "$out.log"; then
+    caught=$((caught + 1))
+    note "$name" "caught: $gate failed (exit 2)"
+  else
+    failures=$((failures + 1))
+    note "$name" "MISSED: exit $rc, no '$gate:' reason (see $out.log)"
+  fi
+done
+
+# Process-level faults: the server dies, was never there, or never becomes ready.
+injected=$((injected + 1))
+start_sim killed 5
+bg_trial "$slow" "$work/faults/server_killed" --url "$sim_url" --setup-timeout 20
+rc=0
+if wait_tokens $((16 * 8)); then
+  kill -9 "$sim_pid"
+  wait "$sim_pid" 2>/dev/null || true  # reaped here, so the shell prints no "Killed" notice
+  killed_at=$SECONDS
+  wait_bounded "$trial_pid" 60 || rc=$?
+  took=$((SECONDS - killed_at))
+else
+  rc=-1
+  took=0
+fi
+stop_sim
+kept="$(completed_records "$work/faults/server_killed/raw.jsonl" 2>/dev/null || echo 0)"
+if [[ "$rc" == 3 ]] && grep -q "server lost" "$work/faults/server_killed.log" && ((took <= 10)); then
+  caught=$((caught + 1))
+  note "server killed mid-trial" "caught: 'server lost', exit 3 after ${took}s, $kept completed requests kept"
+else
+  failures=$((failures + 1))
+  note "server killed mid-trial" "MISSED: exit $rc after ${took}s"
+fi
+
+injected=$((injected + 1))
+# A port nothing listens on: one a simulator just gave back.
+start_sim refused_port 100
+port="${sim_url##*:}"
+stop_sim
+rc=0
+trial "$fast" "$work/faults/refused" --url "http://127.0.0.1:$port" --setup-timeout 3 || rc=$?
+if [[ "$rc" == 3 ]] && grep -q "server unreachable" "$work/faults/refused.log"; then
+  caught=$((caught + 1))
+  note "connection refused" "caught: 'server unreachable', exit 3"
+else
+  failures=$((failures + 1))
+  note "connection refused" "MISSED: exit $rc"
+fi
+
+injected=$((injected + 1))
+start_sim never_ready 100 "$data/faults/health_never_ready.yaml"
+rc=0
+trial "$fast" "$work/faults/never_ready" --url "$sim_url" --setup-timeout 3 || rc=$?
+stop_sim
+if [[ "$rc" == 3 ]] && grep -q "not ready.*503" "$work/faults/never_ready.log"; then
+  caught=$((caught + 1))
+  note "health never ready" "caught: 'not ready ... HTTP 503', exit 3"
+else
+  failures=$((failures + 1))
+  note "health never ready" "MISSED: exit $rc"
+fi
+fig_faults="$caught of $injected injected faults caught"
+echo "  => $fig_faults"
+
+# ---------------------------------------------------------------------------------------------
+echo
+echo "2. malformed rows / refused with the right message"
+rows=0
+refused=0
+for f in "$root"/tests/data/rows_bad/*.yaml; do
+  rows=$((rows + 1))
+  expect="$(sed -n 's/^# expect: //p' "$f" | head -n 1)"
+  line="$(sed -n 's/^# line: //p' "$f" | head -n 1)"
+  rc=0
+  msg="$("$capq" rows check "$f" 2>&1 >/dev/null)" || rc=$?
+  if [[ "$rc" != 0 && -n "$expect" && "$msg" == *"$f:$line:"* && "$msg" == *"$expect"* ]]; then
+    refused=$((refused + 1))
+  else
+    failures=$((failures + 1))
+    note "$(basename "$f")" "NOT refused as expected (exit $rc): $msg"
+  fi
+done
+fig_rows="$refused of $rows malformed rows refused with the expected message and line"
+echo "  => $fig_rows"
+
+# ---------------------------------------------------------------------------------------------
+echo
+echo "3. fuzz executions with no crash (${fuzz_seconds}s per target)"
+execs=0
+ran=0
+crashed=0
+for name in sse_framer chunk_decoder row_loader; do
+  bin=""
+  for cand in "$fuzz_dir/tests/capq_${name}_fuzz" "$fuzz_dir/capq_${name}_fuzz"; do
+    if [[ -x "$cand" ]]; then bin="$cand"; fi
+  done
+  if [[ -z "$bin" ]]; then
+    note "$name" "not built in $fuzz_dir"
+    continue
+  fi
+  corpus="$work/corpus-$name"
+  mkdir -p "$corpus"
+  rc=0
+  "$bin" -max_total_time="$fuzz_seconds" -print_final_stats=1 -artifact_prefix="$work/$name-" \
+    "$corpus" >"$work/$name.fuzz.log" 2>&1 || rc=$?
+  n="$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$work/$name.fuzz.log" | tail -n 1)"
+  n="${n:-0}"
+  ran=$((ran + 1))
+  execs=$((execs + n))
+  if [[ "$rc" == 0 ]]; then
+    note "$name" "$n executions, no crash"
+  else
+    crashed=$((crashed + 1))
+    failures=$((failures + 1))
+    note "$name" "CRASH after $n executions (exit $rc): see $work/$name.fuzz.log"
+  fi
+done
+if ((ran == 0)); then
+  fig_fuzz="not measured: no fuzz build in $fuzz_dir (cmake --preset fuzz && cmake --build --preset fuzz)"
+else
+  fig_fuzz="$execs fuzz executions over $ran targets, $crashed crashes"
+  if ((ran < 3)); then
+    fig_fuzz="$fig_fuzz (only $ran of 3 targets built: cmake --build --preset fuzz)"
+  fi
+fi
+echo "  => $fig_fuzz"
+
+# ---------------------------------------------------------------------------------------------
+echo
+echo "4. interrupted runs that kept their data"
+kept_runs=0
+kept_records=0
+mkdir -p "$work/interrupt"
+for ((i = 1; i <= interrupts; i++)); do
+  if ((i % 2)); then sig=INT; else sig=TERM; fi
+  out="$work/interrupt/run$i"
+  start_sim "interrupt$i" 5
+  bg_trial "$slow" "$out" --url "$sim_url" --setup-timeout 20
+  # Interrupt at a different point of each run: after 2 + i measured requests were generated.
+  rc=0
+  if wait_tokens $((16 * (4 + i))); then
+    kill -s "$sig" "$trial_pid"
+    wait_bounded "$trial_pid" 60 || rc=$?
+  else
+    rc=-1
+  fi
+  stop_sim
+  have="$(completed_records "$out/raw.jsonl" 2>/dev/null || echo 0)"
+  said="$(sed -n 's/.*interrupted: \([0-9]*\) of [0-9]* measured requests completed.*/\1/p' \
+    "$out.log" | head -n 1)"
+  vrc=0
+  "$capq" validate "$out" >"$out.validate" 2>&1 || vrc=$?
+  if [[ "$rc" == 130 && "$vrc" != 0 && "$have" == "${said:-x}" ]] &&
+    grep -q "checksums: ok" "$out.validate" && grep -q "(incomplete)" "$out.validate" &&
+    ! grep -q "re-derived verdict: pass" "$out.validate"; then
+    kept_runs=$((kept_runs + 1))
+    kept_records=$((kept_records + have))
+    note "SIG$sig run $i" "exit 130, $have completed requests on disk, validate: incomplete"
+  else
+    failures=$((failures + 1))
+    note "SIG$sig run $i" "LOST: exit $rc, $have on disk vs ${said:-?} reported, validate exit $vrc"
+  fi
+done
+fig_interrupt="$kept_runs of $interrupts interrupted runs kept their data ($kept_records measured requests)"
+echo "  => $fig_interrupt"
+
+echo
+echo "reliability figures:"
+echo "  faults injected / caught:            $fig_faults"
+echo "  malformed rows / refused:            $fig_rows"
+echo "  fuzz executions with no crash:       $fig_fuzz"
+echo "  interrupted runs that kept data:     $fig_interrupt"
+if ((failures > 0)); then
+  echo "FAILED: $failures checks did not hold"
+  exit 1
+fi
+echo "all held"

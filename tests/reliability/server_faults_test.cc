@@ -1,0 +1,163 @@
+// A broken server never yields a green trial, and never a hung one: `capq trial` as a process
+// against `capq sim` as a process that is killed, hangs, refuses or is never ready.
+#include <gtest/gtest.h>
+
+#include "process_util.h"
+
+namespace capq::reliability {
+namespace {
+
+// capq trial against `url`, writing to `out`; extra flags appended.
+std::vector<std::string> TrialArgv(const std::string& row, const std::string& url,
+                                   const std::string& out,
+                                   const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> a = {Exe(),
+                                "trial",
+                                "--row",
+                                DataPath("rows/" + row),
+                                "--concurrency",
+                                "1",
+                                "--trial",
+                                "1",
+                                "--url",
+                                url,
+                                "--out",
+                                out,
+                                "--skip-quiet-period",
+                                "--no-progress"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+// `capq validate DIR` must never call a directory good unless the test says it is complete.
+void ExpectValidateNeverPasses(const std::string& dir, const std::string& log_prefix) {
+  RunResult v = RunProcess({Exe(), "validate", dir}, log_prefix, 60);
+  EXPECT_NE(v.exit_code, 0) << v.out << v.err;
+  EXPECT_FALSE(Contains(v.out, "re-derived verdict: pass")) << v.out;
+  EXPECT_TRUE(Contains(v.out, "incomplete")) << v.out << v.err;
+}
+
+TEST(ServerFaults, KilledServerEndsTheTrialWithServerLostAndKeepsCompletedRecords) {
+  const std::string dir = Scratch("killed");
+  SimProcess sim = StartSim(dir, 5);
+  ASSERT_FALSE(sim.url.empty());
+  auto trial =
+      Child::Start(TrialArgv("rel_slow.yaml", sim.url, dir + "/trial", {"--setup-timeout", "20"}),
+                   dir + "/trial.out", dir + "/trial.err");
+  ASSERT_TRUE(trial);
+  // 16 output tokens per request: 2 warm-up + at least 6 measured requests generated.
+  ASSERT_TRUE(WaitForGeneratedTokens(sim.port, 16 * 8, 60)) << trial->Out() << trial->Err();
+  ASSERT_FALSE(trial->WaitFor(0)) << "the trial ended before the kill: " << trial->Out();
+  sim.child->Signal(SIGKILL);
+  const double killed_at = WallS();
+  ASSERT_TRUE(sim.child->WaitFor(10));
+
+  auto code = trial->WaitFor(60);
+  ASSERT_TRUE(code) << "capq trial hangs after its server died";
+  // rel_slow's request timeout is 5 wall seconds; the final liveness probe is bounded by 2 s.
+  const double after_kill_s = trial->EndedAtS() - killed_at;
+  EXPECT_LT(after_kill_s, 5.0 + 2.0 + 3.0) << "the trial outlived the request timeout";
+  EXPECT_EQ(*code, 3) << trial->Out() << trial->Err();
+  const std::string out = trial->Out();
+  EXPECT_TRUE(Contains(out, "server lost")) << out;
+  EXPECT_TRUE(Contains(out, "verdict: could_not_run")) << out;
+  EXPECT_FALSE(Contains(out, "verdict: pass")) << out;
+
+  const int kept = CompletedMeasuredRecords(dir + "/trial/raw.jsonl");
+  EXPECT_GE(kept, 5) << "requests completed before the kill must be in raw.jsonl";
+  EXPECT_LT(kept, 24) << "the server died: not every measured request can have completed";
+
+  nlohmann::json v = ReadJson(dir + "/trial/verdict.json");
+  EXPECT_EQ(v.value("outcome", ""), "could_not_run") << v.dump(1);
+  EXPECT_EQ(v.value("exit_code", -1), 3);
+  EXPECT_EQ(v.value("complete", true), false);
+  // Nothing green: a latency figure over the requests that happened to finish before the server
+  // died is no SLO pass.
+  EXPECT_EQ(v.value("latency_pass", true), false) << "latency_pass in a could_not_run verdict";
+  EXPECT_EQ(v.value("correctness_pass", true), false);
+  ASSERT_TRUE(v.contains("reasons") && !v["reasons"].empty());
+  EXPECT_TRUE(Contains(v["reasons"][0].get<std::string>(), "server lost")) << v["reasons"];
+  ExpectValidateNeverPasses(dir + "/trial", dir + "/validate");
+}
+
+// A request the server never finishes is cut by the request timeout, counted as cancelled, and
+// the no_cancellations gate fails with that request named.
+void ExpectHungRequestIsCancelled(const std::string& name, const std::string& faults) {
+  const std::string dir = Scratch(name);
+  SimProcess sim = StartSim(dir, 100, DataPath("faults/" + faults));
+  ASSERT_FALSE(sim.url.empty());
+  RunResult r = RunProcess(TrialArgv("rel_fast.yaml", sim.url, dir + "/trial"), dir + "/trial", 90);
+  ASSERT_FALSE(r.timed_out) << "capq trial hangs on a hung request";
+  // rel_fast: 22 requests of ~60 ms and one cut at the 2 s request timeout.
+  EXPECT_LT(r.wall_s, 45) << r.out;
+  EXPECT_EQ(r.exit_code, 2) << "a cancelled request is a correctness failure\n" << r.out << r.err;
+  EXPECT_FALSE(Contains(r.out, "verdict: pass")) << r.out;
+
+  nlohmann::json v = ReadJson(dir + "/trial/verdict.json");
+  EXPECT_EQ(v.value("outcome", ""), "correctness_fail") << v.dump(1);
+  EXPECT_EQ(v.value("correctness_pass", true), false);
+  const nlohmann::json* gate = FindGate(v, "no_cancellations");
+  ASSERT_NE(gate, nullptr) << v.dump(1);
+  EXPECT_EQ(gate->value("passed", true), false) << gate->dump();
+  ASSERT_TRUE(gate->contains("offending_ids"));
+  EXPECT_EQ((*gate)["offending_ids"].size(), 1u) << gate->dump();
+  EXPECT_TRUE(Contains(gate->value("evidence", ""), "1 of 20")) << gate->dump();
+  bool reason_names_gate = false;
+  for (const auto& why : v["reasons"]) {
+    reason_names_gate |= Contains(why.get<std::string>(), "no_cancellations");
+  }
+  EXPECT_TRUE(reason_names_gate) << v["reasons"];
+
+  // The raw record of that request says it timed out.
+  int timed_out = 0;
+  std::ifstream in(dir + "/trial/raw.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.value("timed_out", false)) ++timed_out;
+  }
+  EXPECT_EQ(timed_out, 1);
+}
+
+TEST(ServerFaults, StallMidStreamIsCutByTheRequestTimeout) {
+  ExpectHungRequestIsCancelled("stall", "stall_measured.yaml");
+}
+
+TEST(ServerFaults, NoFirstByteIsCutByTheRequestTimeout) {
+  ExpectHungRequestIsCancelled("slow-first-byte", "slow_first_byte_beyond_timeout.yaml");
+}
+
+TEST(ServerFaults, ConnectionRefusedIsASetupErrorWithinTheDeadline) {
+  const std::string dir = Scratch("refused");
+  const std::string url = "http://127.0.0.1:" + std::to_string(FreePort());
+  RunResult r =
+      RunProcess(TrialArgv("rel_fast.yaml", url, dir + "/trial", {"--setup-timeout", "3"}),
+                 dir + "/trial", 60);
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_LT(r.wall_s, 3.0 + 10.0) << "the setup deadline was 3 s";
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_TRUE(Contains(r.out, "server unreachable")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "127.0.0.1")) << "the error names the server it tried: " << r.out;
+  nlohmann::json v = ReadJson(dir + "/trial/verdict.json");
+  EXPECT_EQ(v.value("outcome", ""), "could_not_run");
+  ExpectValidateNeverPasses(dir + "/trial", dir + "/validate");
+}
+
+TEST(ServerFaults, HealthNeverReadyIsASetupErrorWithinTheDeadline) {
+  const std::string dir = Scratch("never-ready");
+  SimProcess sim = StartSim(dir, 100, DataPath("faults/health_never_ready.yaml"));
+  ASSERT_FALSE(sim.url.empty());
+  RunResult r =
+      RunProcess(TrialArgv("rel_fast.yaml", sim.url, dir + "/trial", {"--setup-timeout", "3"}),
+                 dir + "/trial", 60);
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_LT(r.wall_s, 3.0 + 10.0) << "the setup deadline was 3 s";
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_TRUE(Contains(r.out, "not ready")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "503")) << r.out;
+  EXPECT_EQ(SimGeneratedTokens(sim.port), 0) << "no load may reach a server that is not ready";
+  ExpectValidateNeverPasses(dir + "/trial", dir + "/validate");
+}
+
+}  // namespace
+}  // namespace capq::reliability
