@@ -24,6 +24,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -247,7 +249,12 @@ void RunOnce(benchmark::State& state, int streams, int max_running, int max_toke
     state.counters["late_p50_us"] = l.p50_us;
     state.counters["late_p99_us"] = l.p99_us;
     state.counters["late_max_us"] = l.max_us;
-    std::filesystem::remove(o.truth_log_path);
+    // CAPQ_BENCH_KEEP_TRUTH=1 keeps the truth log for a closer look (its path is printed).
+    if (std::getenv("CAPQ_BENCH_KEEP_TRUTH")) {
+      std::fprintf(stderr, "truth log kept: %s\n", o.truth_log_path.c_str());
+    } else {
+      std::filesystem::remove(o.truth_log_path);
+    }
   }
   std::filesystem::remove(o.profile_path);
 }

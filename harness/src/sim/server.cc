@@ -18,6 +18,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
+#include <event2/http_struct.h>
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
 #include <event2/thread.h>
@@ -149,8 +150,16 @@ std::string BodyOf(evhttp_request* req) {
 
 void AppendInt(std::string* out, int64_t v) {
   char buf[24];
-  int n = std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(v));
-  out->append(buf, static_cast<size_t>(n));
+  char* end = buf + sizeof(buf);
+  char* p = end;
+  const bool neg = v < 0;
+  uint64_t u = neg ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+  do {
+    *--p = static_cast<char>('0' + u % 10);
+    u /= 10;
+  } while (u != 0);
+  if (neg) *--p = '-';
+  out->append(p, static_cast<size_t>(end - p));
 }
 
 }  // namespace
@@ -181,6 +190,8 @@ struct Stream {
   bool role_sent = false;
   bool stalled = false;  // stall fault: the connection stays open, silent
   bool malformed_sent = false;
+  bufferevent* bev = nullptr;  // set once the headers are out: chunks are appended to it directly
+  bool chunked = true;
   int64_t cached_tokens = 0;
   int64_t emitted = 0;  // output tokens the engine produced so far
   int64_t frame_index = 0;
@@ -236,9 +247,11 @@ struct SimServer::Impl {
 
   std::string frame;  // reused frame buffer
   // Constant parts of every chunk for this dialect (after the per-stream head).
-  std::string role_body;      // the whole role chunk after the head
-  std::string content_open;   // up to the content string's opening quote
-  std::string content_close;  // from the content string's closing quote to the end
+  std::string role_body;            // the whole role chunk after the head
+  std::string content_open;         // up to the content string's opening quote
+  std::string content_close;        // from the content string's closing quote to the end
+  std::string finish_length_close;  // the finish chunk after its empty delta
+  std::string finish_stop_close;
 
   ~Impl();
 
@@ -263,11 +276,23 @@ struct SimServer::Impl {
   void WriteFrame(Stream* s, std::string_view payload, VirtNs v,
                   void (*done_cb)(evhttp_connection*, void*) = nullptr);
   // The hot path builds a frame's payload in place: BeginFrame, append, SendFrame.
+  // The frame starts kFrameRoom bytes into `frame`: room for the chunk-size line in front.
+  static constexpr size_t kFrameRoom = 18;
   std::string& BeginFrame() {
-    frame.assign("data: ");
+    frame.assign(kFrameRoom, ' ');
+    frame += "data: ";
     return frame;
   }
   void SendFrame(Stream* s, VirtNs v, void (*done_cb)(evhttp_connection*, void*) = nullptr);
+  void FlushStaged();
+  // Frames built but not yet written, all of one stream (see SendFrame).
+  struct StagedTruth {
+    int64_t index;
+    VirtNs v;
+  };
+  Stream* staged_stream = nullptr;
+  std::string staged;
+  std::vector<StagedTruth> staged_truth;
   void EndReply(Stream* s);
   void CutNow(Stream* s);
   void SendErrorFrameAndEnd(Stream* s, int status, const std::string& message, VirtNs v);
@@ -382,6 +407,7 @@ void SimServer::Impl::Pump(VirtNs now) {
   events.clear();
   engine->AdvanceTo(now, &events);
   for (const EngineEvent& e : events) Dispatch(e);
+  FlushStaged();
   if (erase_pending && !Busy()) {
     erase_pending = false;
     DoFlush();
@@ -512,6 +538,9 @@ void SimServer::Impl::StartReply(Stream* s) {
   evhttp_add_header(h, "Cache-Control", "no-cache");
   evhttp_send_reply_start(s->req, 200, "OK");
   s->headers_sent = true;
+  // Chunked unless the client spoke HTTP/1.0 (then the body ends when the connection closes).
+  s->chunked = s->req->chunked;
+  if (s->conn) s->bev = evhttp_connection_get_bufferevent(s->conn);
 }
 
 void SimServer::Impl::WriteFrame(Stream* s, std::string_view payload, VirtNs v,
@@ -523,16 +552,59 @@ void SimServer::Impl::WriteFrame(Stream* s, std::string_view payload, VirtNs v,
 void SimServer::Impl::SendFrame(Stream* s, VirtNs v, void (*done_cb)(evhttp_connection*, void*)) {
   if (!s->req) return;
   frame += "\n\n";
-  if (truth.is_open()) truth.Append(s->id, s->frame_index, v, NowNs(), DueMono(v));
+  const size_t payload_len = frame.size() - kFrameRoom;
+  if (done_cb || !s->bev) {
+    FlushStaged();
+    if (truth.is_open()) truth.Append(s->id, s->frame_index, v, NowNs(), DueMono(v));
+    ++s->frame_index;
+    evbuffer_add(scratch, frame.data() + kFrameRoom, payload_len);
+    evhttp_send_reply_chunk_with_cb(s->req, scratch, done_cb, nullptr);
+    evbuffer_drain(scratch, evbuffer_get_length(scratch));
+    return;
+  }
+  // The hot path frames the chunk itself and stages it; all frames of one stream from one engine
+  // event (a step's tokens, or content + finish + usage + [DONE]) leave in one write. evhttp's own
+  // chunk call would format the size with printf and re-register callbacks for every frame; evhttp
+  // enabled writing when it sent the headers, so bytes appended to the output go out the same way.
+  size_t start = kFrameRoom;
+  if (s->chunked) {
+    frame += "\r\n";
+    char hex[16];
+    size_t n = 0;
+    for (size_t len = payload_len; len > 0 || n == 0; len >>= 4) {
+      hex[n++] = "0123456789abcdef"[len & 15];
+    }
+    frame[--start] = '\n';
+    frame[--start] = '\r';
+    for (size_t i = 0; i < n; ++i) frame[--start] = hex[i];  // least significant digit last
+  }
+  if (staged_stream && staged_stream != s) FlushStaged();
+  staged_stream = s;
+  staged.append(frame, start, std::string::npos);
+  staged_truth.push_back({s->frame_index, v});
   ++s->frame_index;
-  evbuffer_add(scratch, frame.data(), frame.size());
-  evhttp_send_reply_chunk_with_cb(s->req, scratch, done_cb, nullptr);
-  evbuffer_drain(scratch, evbuffer_get_length(scratch));
+}
+
+void SimServer::Impl::FlushStaged() {
+  Stream* s = staged_stream;
+  if (!s) return;
+  staged_stream = nullptr;
+  if (s->req && s->bev) {
+    const MonoNs now = NowNs();  // right before the write
+    if (truth.is_open()) {
+      for (const StagedTruth& t : staged_truth)
+        truth.Append(s->id, t.index, t.v, now, DueMono(t.v));
+    }
+    bufferevent_write(s->bev, staged.data(), staged.size());
+  }
+  staged.clear();
+  staged_truth.clear();
 }
 
 // Drops the stream: cancels its engine request if it still runs and stops watching its connection.
 // Whatever happens to the connection afterwards is libevent's business. Destroys `s`.
 void SimServer::Impl::Forget(Stream* s) {
+  if (staged_stream == s) FlushStaged();
   bool cancelled = false;
   if (s->in_engine) {
     engine->Cancel(s->engine_id, last_v);
@@ -696,10 +768,15 @@ void SimServer::Impl::OnFinished(Stream* s, const EngineEvent& e) {
     return;
   }
   if (!s->headers_sent) StartReply(s);
-  std::string fin = s->head + "{\"index\":0,\"delta\":{}" + ChoiceTail(reason);
-  fin += spec->null_keys ? "],\"usage\":null}" : "]}";
-  WriteFrame(s, fin, e.t);
-  if (s->include_usage) WriteFrame(s, s->head + "],\"usage\":" + UsageJson(s, e.t) + "}", e.t);
+  BeginFrame()
+      .append(s->head)
+      .append("{\"index\":0,\"delta\":{}")
+      .append(std::strcmp(reason, "stop") == 0 ? finish_stop_close : finish_length_close);
+  SendFrame(s, e.t);
+  if (s->include_usage) {
+    BeginFrame().append(s->head).append("],\"usage\":").append(UsageJson(s, e.t)).append("}");
+    SendFrame(s, e.t);
+  }
   if (!f.missing_done) WriteFrame(s, "[DONE]", e.t);
   EndReply(s);
 }
@@ -807,6 +884,8 @@ void SimServer::Impl::BuildChunkParts() {
   content_open = "{\"index\":0,\"delta\":{";
   if (spec->null_keys) content_open += "\"role\":null,";
   content_open += "\"content\":\"";
+  finish_length_close = ChoiceTail("length") + close_chunk;
+  finish_stop_close = ChoiceTail("stop") + close_chunk;
   content_close = "\"" + null_deltas + "}" + ChoiceTail(nullptr) + close_chunk;
 }
 

@@ -74,16 +74,21 @@ uint64_t PromptHash(const std::vector<uint32_t>& prompt_ids) {
   return Mix64(h, prompt_ids.size());
 }
 
-std::string OutputWord(uint64_t prompt_hash, uint64_t seed, int64_t index) {
+namespace {
+void AppendWord(uint64_t prompt_hash, uint64_t seed, int64_t index, std::string* out) {
   uint64_t h = Mix64(Mix64(prompt_hash, seed), static_cast<uint64_t>(index));
-  int syllables = 2 + static_cast<int>(h & 1);
+  const int syllables = 2 + static_cast<int>(h & 1);
   h >>= 1;
-  std::string w;
-  w.reserve(6);
   for (int i = 0; i < syllables; ++i) {
-    w += kSyllables[h & 31];
+    out->append(kSyllables[h & 31], 2);
     h >>= 5;
   }
+}
+}  // namespace
+
+std::string OutputWord(uint64_t prompt_hash, uint64_t seed, int64_t index) {
+  std::string w;
+  AppendWord(prompt_hash, seed, index, &w);
   return w;
 }
 
@@ -91,7 +96,7 @@ void AppendOutputWords(uint64_t prompt_hash, uint64_t seed, int64_t first, int64
                        std::string* out) {
   for (int64_t i = first; i < first + count; ++i) {
     if (i > 0) out->push_back(' ');
-    out->append(OutputWord(prompt_hash, seed, i));
+    AppendWord(prompt_hash, seed, i, out);
   }
 }
 
