@@ -459,7 +459,7 @@ std::string SummaryLine(const RowQualification& q) {
     case QualifyStatus::kBaselineMismatch:
       return id + ": baseline outside tolerance — " + q.message;
     case QualifyStatus::kInterrupted:
-      return id + ": interrupted — " + q.message;
+      return id + ": " + q.message + " (nothing proven; the trials so far are kept)";
   }
   return id + ": " + q.message;
 }

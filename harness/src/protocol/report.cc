@@ -566,7 +566,7 @@ std::string FigSurface(const CapacityData& d) {
   }
   x.label = "request shape (input / output tokens)";
   Axis y = NiceAxis(0, max_c * 1.15 + 1, 6, "max passing concurrency", true);
-  Plot p(std::max(420, 160 * static_cast<int>(rows.size()) + 120), 320, x, y);
+  Plot p(std::max(420, 210 * static_cast<int>(rows.size()) + 120), 320, x, y);
   int points = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     auto b = Boundary(*rows[i]);
