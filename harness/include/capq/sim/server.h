@@ -2,6 +2,24 @@
 // driven by a libevent loop in wall time, speaking one server dialect's endpoint names, chunk
 // shapes and metrics (server-apis.md).
 //
+// Endpoints (all dialects): POST /v1/chat/completions (stream true|false), GET /health,
+// GET /v1/models, GET /metrics (Prometheus text), POST /tokenize.
+//   sglang:   GET /server_info (/get_server_info, /model_info), GET|POST /flush_cache,
+//             POST /v1/tokenize; sglang:* metrics.
+//   vllm:     GET /version, POST /reset_prefix_cache (always 200); vllm:* metrics.
+//   llamacpp: GET /props, GET /slots, POST /slots/{id}?action=erase, GET /v1/health;
+//             llamacpp:* metrics.
+// Each dialect's chunk shapes, error bodies and names are in dialect.h/.cc; the identity digest
+// (ProfileDigest) is under "capq_sim" in /server_info, /version and /props.
+//
+// Requests: prompt_tokens = words of every message's content + chat_template_tokens
+// (tokenizer.h). max_completion_tokens wins over max_tokens; without either, 128 (SGLang's default
+// max_new_tokens). With ignore_eos the output runs to max_tokens ("length"); without it, it stops
+// ("stop") at a length seeded by (prompt, seed) in [eos_min_tokens, max_tokens]. Temperature 0 is
+// greedy: the seed does not change the text. A prompt + max_tokens that cannot fit the context or
+// the token pool is a 400 before any stream byte (llama.cpp caps max_tokens to the context
+// instead, as the real server does).
+//
 // Threading: Start() spawns one event-loop thread that owns every connection, the engine and the
 // timers; nothing else touches them. The public methods may be called from any thread.
 // Virtual time: wall = t0 + virtual / time_scale, where t0 is the moment Start() returned. Every
