@@ -407,3 +407,64 @@ TEST(ServerLifecycleTest, StartFailsOnBadProfileOrOptions) {
 
 }  // namespace
 }  // namespace capq::sim
+
+namespace capq::sim {
+namespace {
+
+using namespace capq::sim::testing;
+
+size_t AppendTo(char* p, size_t size, size_t n, void* out) {
+  static_cast<std::string*>(out)->append(p, size * n);
+  return size * n;
+}
+
+// Streams end with evhttp's terminating chunk after frames the server appends itself: the
+// connection must stay usable for the next request (keep-alive), as clients reuse it.
+TEST(ServerConnectionTest, KeepAliveConnectionServesSeveralStreams) {
+  auto s = StartServer(TinyProfileYaml());
+  ASSERT_NE(s, nullptr);
+  std::unique_ptr<CURL, void (*)(CURL*)> h(curl_easy_init(), curl_easy_cleanup);
+  const std::string url = s->url() + "/v1/chat/completions";
+  for (int i = 0; i < 3; ++i) {
+    std::string body = ChatBody("keep alive " + std::to_string(i), 4, true);
+    std::string out;
+    curl_easy_setopt(h.get(), CURLOPT_URL, url.c_str());
+    curl_easy_setopt(h.get(), CURLOPT_POSTFIELDS, body.c_str());
+    curl_easy_setopt(h.get(), CURLOPT_WRITEFUNCTION, AppendTo);
+    curl_easy_setopt(h.get(), CURLOPT_WRITEDATA, &out);
+    curl_easy_setopt(h.get(), CURLOPT_TIMEOUT_MS, 20000L);
+    ASSERT_EQ(curl_easy_perform(h.get()), CURLE_OK);
+    long new_connections = -1;
+    curl_easy_getinfo(h.get(), CURLINFO_NUM_CONNECTS, &new_connections);
+    EXPECT_EQ(new_connections, i == 0 ? 1 : 0) << "request " << i;
+    Decoded d = Decode(out);
+    EXPECT_TRUE(d.done_last);
+    EXPECT_EQ(d.usage["completion_tokens"], 4);
+  }
+}
+
+// An HTTP/1.0 client gets no chunked encoding: the body is the SSE text and ends with the
+// connection.
+TEST(ServerConnectionTest, Http10ClientGetsAPlainBody) {
+  auto s = StartServer(TinyProfileYaml());
+  ASSERT_NE(s, nullptr);
+  std::unique_ptr<CURL, void (*)(CURL*)> h(curl_easy_init(), curl_easy_cleanup);
+  const std::string url = s->url() + "/v1/chat/completions";
+  std::string body = ChatBody("old client", 5, true);
+  std::string out;
+  curl_easy_setopt(h.get(), CURLOPT_URL, url.c_str());
+  curl_easy_setopt(h.get(), CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_0);
+  curl_easy_setopt(h.get(), CURLOPT_POSTFIELDS, body.c_str());
+  curl_easy_setopt(h.get(), CURLOPT_WRITEFUNCTION, AppendTo);
+  curl_easy_setopt(h.get(), CURLOPT_WRITEDATA, &out);
+  curl_easy_setopt(h.get(), CURLOPT_TIMEOUT_MS, 20000L);
+  ASSERT_EQ(curl_easy_perform(h.get()), CURLE_OK);
+  Decoded d = Decode(out);
+  EXPECT_TRUE(d.done_last);
+  EXPECT_EQ(d.unparsable, 0);
+  EXPECT_EQ(Words(d.text), 5);
+  EXPECT_EQ(out.rfind("data: ", 0), 0u);  // no chunk-size line in front
+}
+
+}  // namespace
+}  // namespace capq::sim
