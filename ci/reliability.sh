@@ -13,7 +13,8 @@
 #
 # usage: ci/reliability.sh [BUILD_DIR]          (default: build; needs BUILD_DIR/harness/capq)
 # env:   CAPQ_FUZZ_DIR   fuzz build (default: build-fuzz; make it with
-#                        cmake --preset fuzz && cmake --build --preset fuzz)
+#                        cmake --preset fuzz && cmake --build --preset fuzz); several dirs may be
+#                        given separated by ':', the first that holds a target is used
 #        FUZZ_SECONDS    per fuzz target (default 20)
 #        INTERRUPTS      interrupted trials (default 6)
 #        KEEP=1          keep the scratch folder
@@ -248,13 +249,16 @@ echo "  => $fig_rows"
 # ---------------------------------------------------------------------------------------------
 echo
 echo "3. fuzz executions with no crash (${fuzz_seconds}s per target)"
+IFS=: read -r -a fuzz_dirs <<<"$fuzz_dir"
 execs=0
 ran=0
 crashed=0
 for name in sse_framer chunk_decoder row_loader; do
   bin=""
-  for cand in "$fuzz_dir/tests/capq_${name}_fuzz" "$fuzz_dir/capq_${name}_fuzz"; do
-    if [[ -x "$cand" ]]; then bin="$cand"; fi
+  for dir in "${fuzz_dirs[@]}"; do
+    for cand in "$dir/tests/capq_${name}_fuzz" "$dir/capq_${name}_fuzz"; do
+      if [[ -z "$bin" && -x "$cand" ]]; then bin="$cand"; fi
+    done
   done
   if [[ -z "$bin" ]]; then
     note "$name" "not built in $fuzz_dir"
@@ -270,7 +274,7 @@ for name in sse_framer chunk_decoder row_loader; do
   ran=$((ran + 1))
   execs=$((execs + n))
   if [[ "$rc" == 0 ]]; then
-    note "$name" "$n executions, no crash"
+    note "$name" "$n executions, no crash ($bin)"
   else
     crashed=$((crashed + 1))
     failures=$((failures + 1))

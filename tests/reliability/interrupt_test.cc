@@ -13,6 +13,8 @@ struct SignalCase {
   const char* name;
 };
 
+void PrintTo(const SignalCase& c, std::ostream* os) { *os << c.name; }
+
 class Interrupt : public ::testing::TestWithParam<SignalCase> {};
 
 void ExpectPartialTrialDir(const std::string& trial_dir, const std::string& log_prefix) {

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -38,7 +39,11 @@ inline double WallS() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-inline std::string Exe() { return CAPQ_EXE; }
+// The binary under test: the one this build made, or CAPQ_TEST_EXE (e.g. an installed capq).
+inline std::string Exe() {
+  const char* e = std::getenv("CAPQ_TEST_EXE");
+  return e && *e ? e : CAPQ_EXE;
+}
 inline std::string SourcePath(const std::string& rel) {
   return std::string(CAPQ_SOURCE_DIR) + "/" + rel;
 }
