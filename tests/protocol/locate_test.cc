@@ -192,6 +192,46 @@ TEST(LocateTest, MovesExplainEachProbe) {
   EXPECT_EQ(loc.moves().back(), "bisect");
 }
 
+TEST(LocateTest, ARightPredictionCostsTwoProbes) {
+  for (int cmax = 1; cmax <= 60; ++cmax) {
+    Locator loc(Locator::Options{256, true});
+    loc.AddKnown(ProbePoint{1, cmax >= 1 ? ProbeVerdict::kPass : ProbeVerdict::kSloFail, 0.1, ""});
+    loc.SetPrediction(cmax);
+    int probes = 0;
+    while (auto next = loc.Next()) {
+      ++probes;
+      loc.Record(
+          ProbePoint{*next, *next <= cmax ? ProbeVerdict::kPass : ProbeVerdict::kSloFail, NAN, ""});
+    }
+    ASSERT_EQ(loc.state(), Locator::State::kBoundary);
+    EXPECT_EQ(loc.last_pass(), cmax);
+    EXPECT_LE(probes, cmax == 1 ? 1 : 2) << "cmax=" << cmax;
+  }
+}
+
+TEST(LocateTest, AWrongPredictionStillFindsTheBoundary) {
+  for (int predicted : {1, 3, 9, 20, 200}) {
+    for (int cmax = 1; cmax <= 40; ++cmax) {
+      Locator loc(Locator::Options{256, true});
+      loc.AddKnown(ProbePoint{1, ProbeVerdict::kPass, NAN, ""});
+      loc.SetPrediction(predicted);
+      int probes = 0;
+      while (auto next = loc.Next()) {
+        ASSERT_LT(++probes, 40);
+        loc.Record(ProbePoint{*next, *next <= cmax ? ProbeVerdict::kPass : ProbeVerdict::kSloFail,
+                              NAN, ""});
+      }
+      ASSERT_EQ(loc.state(), Locator::State::kBoundary) << predicted << " " << cmax;
+      EXPECT_EQ(loc.last_pass(), cmax);
+      // The two prediction probes, then either plain search upward from a low prediction or a
+      // bisection below a high one.
+      int below = static_cast<int>(std::ceil(std::log2(predicted + 1)));
+      EXPECT_LE(probes, 2 + std::max(ExponentialBisectionBound(cmax), below))
+          << predicted << " " << cmax;
+    }
+  }
+}
+
 TEST(LocateTest, ProbeBudget) {
   EXPECT_EQ(LocateProbeBudget(1), 2);
   EXPECT_EQ(LocateProbeBudget(2), 3);

@@ -49,6 +49,7 @@ constexpr const char* kUsage =
     "  --max-concurrency N  never probe above N (default 256); no failure up to N is not a claim\n"
     "  --trials N           confirmation trials per side (default: the row's trials.count)\n"
     "  --max-trials N       per side when the sides overlap (default 2 x trials)\n"
+    "  --no-predict         sim rows: do not start the search at the engine model's prediction\n"
     "exit: 0 boundary proven for every row, 1 no boundary proven, 2 correctness failure,\n"
     "      3 could not run (setup, identity, baseline), 130 interrupted\n";
 
@@ -114,7 +115,7 @@ Status WriteOutputs(const std::string& out_dir, const CapacityData& data) {
 
 int RunQualify(const Args& args) {
   ArgParser p({"url", "out", "max-concurrency", "trials", "max-trials", "sim-faults"},
-              {"update", "insecure", "help"});
+              {"update", "insecure", "no-predict", "help"});
   if (Status st = p.Parse(args); !st.ok()) {
     std::fprintf(stderr, "capq qualify: %s\n%s", st.message().c_str(), kUsage);
     return 3;
@@ -226,6 +227,10 @@ int RunQualify(const Args& args) {
     qo.trials = static_cast<int>(*trials);
     qo.max_trials_per_side = static_cast<int>(*max_trials);
     qo.url = embedded ? row_url + " (embedded simulator)" : row_url;
+    if (!p.Has("no-predict")) {
+      // Navigation only: the probes and confirmations still decide.
+      qo.predicted_cmax = PredictCmax(row, qo.max_concurrency, &qo.prediction_note);
+    }
     qo.cancel = &g_qualify_cancel;
     qo.progress = [](const std::string& line) {
       std::fprintf(stderr, "[%s] %s\n", ClockNow().c_str(), line.c_str());

@@ -388,7 +388,9 @@ json RowQualificationToJson(const RowQualification& q) {
               {"locate",
                {{"max_concurrency", q.max_concurrency},
                 {"probes", q.probes},
-                {"probe_budget", q.probe_budget}}},
+                {"probe_budget", q.probe_budget},
+                {"predicted_cmax", q.predicted_cmax ? json(*q.predicted_cmax) : json(nullptr)},
+                {"prediction", q.prediction_note}}},
               {"baseline",
                {{"checked", b.checked},
                 {"within", b.within},
@@ -450,6 +452,10 @@ Result<CapacityData> CapacityDataFromJson(const json& j) {
         q.max_concurrency = Get<int>(rj["locate"], "max_concurrency", 0);
         q.probes = Get<int>(rj["locate"], "probes", 0);
         q.probe_budget = Get<int>(rj["locate"], "probe_budget", 0);
+        if (rj["locate"].contains("predicted_cmax") && !rj["locate"]["predicted_cmax"].is_null()) {
+          q.predicted_cmax = rj["locate"]["predicted_cmax"].get<int>();
+        }
+        q.prediction_note = Get<std::string>(rj["locate"], "prediction", "");
       }
       if (rj.contains("baseline")) {
         const json& b = rj["baseline"];

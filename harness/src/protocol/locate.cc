@@ -83,6 +83,19 @@ std::optional<Locator::Choice> Locator::Choose() const {
   const int hi = first_fail();
   const int lo = last_pass();
 
+  if (prediction_ >= 1) {
+    const int pc = std::min(prediction_, cap);
+    const ProbePoint* at = Find(pc);
+    if (!at && pc > lo && (hi == 0 || pc < hi)) return Choice{pc, "predicted Cmax"};
+    if (at && at->verdict == ProbeVerdict::kPass && pc + 1 <= cap && !Find(pc + 1) &&
+        (hi == 0 || pc + 1 < hi)) {
+      return Choice{pc + 1, "predicted Cmax + 1"};
+    }
+    if (at && at->verdict == ProbeVerdict::kSloFail && pc - 1 > lo && !Find(pc - 1)) {
+      return Choice{pc - 1, "predicted Cmax - 1"};
+    }
+  }
+
   if (hi == 0) {
     if (lo == 0) return Choice{1, "start at C=1"};
     Choice c{std::min(2 * lo, cap), "double"};

@@ -102,6 +102,8 @@ class Run {
     if (max_per_side_ < trials_) max_per_side_ = trials_;
     q_.row = RowInfoFromRow(row);
     q_.max_concurrency = opt.max_concurrency;
+    q_.predicted_cmax = opt.predicted_cmax;
+    q_.prediction_note = opt.prediction_note;
     q_.url = opt.url;
     q_.started_utc = FormatUtc(RealtimeAnchor::Take().unix_ns);
   }
@@ -222,6 +224,12 @@ class Run {
     // 3. Locate.
     Locator loc(Locator::Options{opt_.max_concurrency, true});
     loc.AddKnown(ProbePoint{1, ToProbeVerdict(base.outcome), base.GateRatio(), ""});
+    if (opt_.predicted_cmax) {
+      loc.SetPrediction(*opt_.predicted_cmax);
+      Say("locate: predicted Cmax = " + std::to_string(*opt_.predicted_cmax) +
+          (opt_.prediction_note.empty() ? "" : " (" + opt_.prediction_note + ")") +
+          "; probing it and its neighbour first");
+    }
     BeginPhase("locate");
     int probe_no = 0;
     while (auto next = loc.Next()) {

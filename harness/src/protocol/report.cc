@@ -840,7 +840,14 @@ std::string RowSection(const RowQualification& q) {
   html += FigThroughput(q);
   html += "<h3>Confirmation trials</h3>\n" + TblBoundary(q);
   html += FigArrival(q);
-  html += "<h3>Baseline and locator probes (navigation, not evidence)</h3>\n" + TblLocate(q);
+  html += "<h3>Baseline and locator probes (navigation, not evidence)</h3>\n";
+  if (q.predicted_cmax) {
+    html += "<p class=\"meta\">The search started at the predicted Cmax = " +
+            std::to_string(*q.predicted_cmax) +
+            (q.prediction_note.empty() ? "" : " (" + Esc(q.prediction_note) + ")") +
+            "; a prediction only chooses where to probe.</p>\n";
+  }
+  html += TblLocate(q);
   html += "<h3>Qualification cost</h3>\n" + FigTimeline(q) + TblCost(q);
   html += "<details><summary>Trial directories, commands and checksums (" +
           std::to_string(q.trials.size()) +

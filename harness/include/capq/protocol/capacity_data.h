@@ -136,7 +136,9 @@ struct RowQualification {
   std::string summary_line;            // "row: Cmax = 4 — C=4 p95 ... pass, C=5 ... fail"
   int max_concurrency = 0;
   int probes = 0;
-  int probe_budget = 0;  // ceil(log2 Cmax) + 2 when a Cmax was found
+  int probe_budget = 0;               // ceil(log2 Cmax) + 2 when a Cmax was found
+  std::optional<int> predicted_cmax;  // the locator's hint, when one was given
+  std::string prediction_note;
   BaselineCheck baseline;
   std::vector<PhaseCost> phases;
   std::vector<TrialSummary> trials;  // in the order they ran

@@ -54,6 +54,10 @@ class Locator {
 
   // A point known without spending a probe (the C = 1 baseline trial). Not counted as a probe.
   void AddKnown(const ProbePoint& p);
+  // A predicted Cmax (e.g. from the simulator's engine model): the search probes it and its
+  // neighbour first, so a right prediction costs two probes; a wrong one falls back to the
+  // search above from whatever the two probes showed.
+  void SetPrediction(int predicted_cmax) { prediction_ = predicted_cmax; }
   // The next concurrency to probe; nullopt when state() != kSearching.
   std::optional<int> Next() const;
   void Record(const ProbePoint& p);
@@ -86,6 +90,7 @@ class Locator {
   std::vector<bool> interpolated_;   // per probe: chosen by interpolation
   std::string stop_reason_;
   bool stopped_ = false;
+  int prediction_ = 0;
 };
 
 // The probe budget the protocol targets on smooth (simulated) rows: ceil(log2(cmax)) + 2.

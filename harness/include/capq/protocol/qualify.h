@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,13 +36,22 @@ using TrialRunner = std::function<TrialSummary(const Row& row, const TrialReques
 
 struct QualifyOptions {
   int max_concurrency = 256;
-  int trials = 0;               // per side; 0 = row.trials.count
-  int max_trials_per_side = 0;  // when the sides overlap; 0 = 2 x trials
-  int max_steps_down = 3;       // how far below the candidate to look for an operating point
-  std::string url;              // recorded
+  int trials = 0;                     // per side; 0 = row.trials.count
+  int max_trials_per_side = 0;        // when the sides overlap; 0 = 2 x trials
+  int max_steps_down = 3;             // how far below the candidate to look for an operating point
+  std::optional<int> predicted_cmax;  // a hint for the locator (PredictCmax); navigation only
+  std::string prediction_note;        // how it was predicted, recorded in the capacity data
+  std::string url;                    // recorded
   const std::atomic<bool>* cancel = nullptr;
   std::function<void(const std::string&)> progress;  // one line per event, no newline
 };
+
+// Predicts Cmax offline for a simulator row: each C from 1 up runs through the row's engine
+// profile (capq/sim/predict.h, virtual time, no sockets) with the row's prompt, output, warm-up and
+// measured counts, until the row's first SLO gate (TTFT only) is no longer met. nullopt when the
+// row is not a sim row, its gate is not TTFT, or nothing fails up to `max_concurrency`.
+// `note` says what was predicted, e.g. "engine model: p95 TTFT 858 ms at C=6, 2222 ms at C=7".
+std::optional<int> PredictCmax(const Row& row, int max_concurrency, std::string* note);
 
 // The seed of a trial: confirm trial k uses row.trials.seeds[k-1] (the seeds the ctest suites use)
 // and a derived seed beyond them; baseline and probes get seeds derived from the row, phase and C,
