@@ -5,12 +5,53 @@
 namespace capq::sim {
 namespace {
 
+constexpr Route kSglangRoutes[] = {
+    {"/v1/chat/completions", Endpoint::kChat, false, true},
+    {"/health", Endpoint::kHealth, true, false},
+    {"/v1/models", Endpoint::kModels, true, false},
+    {"/metrics", Endpoint::kMetrics, true, false},
+    {"/tokenize", Endpoint::kTokenize, false, true},
+    {"/v1/tokenize", Endpoint::kTokenize, false, true},
+    {"/server_info", Endpoint::kServerInfo, true, false},
+    {"/get_server_info", Endpoint::kServerInfo, true, false},
+    {"/model_info", Endpoint::kServerInfo, true, false},
+    {"/get_model_info", Endpoint::kServerInfo, true, false},
+    {"/flush_cache", Endpoint::kFlush, true, true},
+};
+constexpr Route kVllmRoutes[] = {
+    {"/v1/chat/completions", Endpoint::kChat, false, true},
+    {"/health", Endpoint::kHealth, true, false},
+    {"/v1/models", Endpoint::kModels, true, false},
+    {"/metrics", Endpoint::kMetrics, true, false},
+    {"/tokenize", Endpoint::kTokenize, false, true},
+    {"/version", Endpoint::kVersion, true, false},
+    {"/reset_prefix_cache", Endpoint::kFlush, false, true},
+};
+constexpr Route kLlamacppRoutes[] = {
+    {"/v1/chat/completions", Endpoint::kChat, false, true},
+    {"/health", Endpoint::kHealth, true, false},
+    {"/v1/health", Endpoint::kHealth, true, false},
+    {"/v1/models", Endpoint::kModels, true, false},
+    {"/models", Endpoint::kModels, true, false},
+    {"/metrics", Endpoint::kMetrics, true, false},
+    {"/tokenize", Endpoint::kTokenize, false, true},
+    {"/props", Endpoint::kProps, true, false},
+    {"/slots", Endpoint::kSlots, true, false},
+    {"/slots/", Endpoint::kSlotAction, false, true},
+};
+template <size_t N>
+constexpr int Count(const Route (&)[N]) {
+  return static_cast<int>(N);
+}
+
 // Sources: server-apis.md sections 1, 2, 4, 5, 6 (read from each server's code, late 2026).
 constexpr DialectSpec kSpecs[] = {
     {
         Dialect::kSglang,
         "sglang",
         "sglang",
+        kSglangRoutes,
+        Count(kSglangRoutes),
         /*health_ok_body=*/"",
         "text/plain",
         /*health_loading_body=*/"",
@@ -43,6 +84,8 @@ constexpr DialectSpec kSpecs[] = {
         Dialect::kVllm,
         "vllm",
         "vllm",
+        kVllmRoutes,
+        Count(kVllmRoutes),
         /*health_ok_body=*/"",
         "text/plain",
         /*health_loading_body=*/"",
@@ -75,6 +118,8 @@ constexpr DialectSpec kSpecs[] = {
         Dialect::kLlamacpp,
         "llamacpp",
         "llamacpp",
+        kLlamacppRoutes,
+        Count(kLlamacppRoutes),
         /*health_ok_body=*/"{\"status\":\"ok\"}",
         "application/json",
         /*health_loading_body=*/

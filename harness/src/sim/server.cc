@@ -837,39 +837,54 @@ void SimServer::Impl::Handle(evhttp_request* req) {
   const evhttp_cmd_type method = evhttp_request_get_command(req);
   const bool get = method == EVHTTP_REQ_GET || method == EVHTTP_REQ_HEAD;
   const bool post = method == EVHTTP_REQ_POST;
-  const Dialect d = spec->dialect;
-
-  auto only = [&](bool ok) {
-    if (!ok) ReplyError(req, 405, "Method Not Allowed");
-    return ok;
-  };
-  if (path == "/v1/chat/completions") {
-    if (only(post)) HandleChat(req);
-  } else if (path == "/health" || (d == Dialect::kLlamacpp && path == "/v1/health")) {
-    if (only(get)) HandleHealth(req);
-  } else if (path == "/v1/models" || (d == Dialect::kLlamacpp && path == "/models")) {
-    if (only(get)) HandleModels(req);
-  } else if (path == "/metrics") {
-    if (only(get)) HandleMetrics(req);
-  } else if ((path == "/tokenize" || (d == Dialect::kSglang && path == "/v1/tokenize"))) {
-    if (only(post)) HandleTokenize(req);
-  } else if (d == Dialect::kSglang && (path == "/server_info" || path == "/get_server_info" ||
-                                       path == "/model_info" || path == "/get_model_info")) {
-    if (only(get)) HandleServerInfo(req);
-  } else if (d == Dialect::kSglang && path == "/flush_cache") {
-    if (only(get || post)) HandleFlush(req);
-  } else if (d == Dialect::kVllm && path == "/version") {
-    if (only(get)) HandleVersion(req);
-  } else if (d == Dialect::kVllm && path == "/reset_prefix_cache") {
-    if (only(post)) HandleFlush(req);
-  } else if (d == Dialect::kLlamacpp && path == "/props") {
-    if (only(get)) HandleProps(req);
-  } else if (d == Dialect::kLlamacpp && path == "/slots") {
-    if (only(get)) HandleSlots(req);
-  } else if (d == Dialect::kLlamacpp && path.rfind("/slots/", 0) == 0) {
-    if (only(post)) HandleSlotAction(req, path);
-  } else {
+  const Route* route = nullptr;
+  for (int i = 0; i < spec->route_count && !route; ++i) {
+    const Route& r = spec->routes[i];
+    const bool prefix = r.endpoint == Endpoint::kSlotAction;
+    if (prefix ? path.rfind(r.path, 0) == 0 && path.size() > std::strlen(r.path) : path == r.path) {
+      route = &r;
+    }
+  }
+  if (!route) {
     ReplyError(req, 404, "Not Found: " + path);
+  } else if (!((get && route->get) || (post && route->post))) {
+    ReplyError(req, 405, "Method Not Allowed");
+  } else {
+    switch (route->endpoint) {
+      case Endpoint::kChat:
+        HandleChat(req);
+        break;
+      case Endpoint::kHealth:
+        HandleHealth(req);
+        break;
+      case Endpoint::kModels:
+        HandleModels(req);
+        break;
+      case Endpoint::kMetrics:
+        HandleMetrics(req);
+        break;
+      case Endpoint::kTokenize:
+        HandleTokenize(req);
+        break;
+      case Endpoint::kServerInfo:
+        HandleServerInfo(req);
+        break;
+      case Endpoint::kFlush:
+        HandleFlush(req);
+        break;
+      case Endpoint::kVersion:
+        HandleVersion(req);
+        break;
+      case Endpoint::kProps:
+        HandleProps(req);
+        break;
+      case Endpoint::kSlots:
+        HandleSlots(req);
+        break;
+      case Endpoint::kSlotAction:
+        HandleSlotAction(req, path);
+        break;
+    }
   }
   Snapshot();
 }

@@ -22,10 +22,34 @@ enum class ErrorStyle {
   kLlamacpp,  // {"error":{"code","message","type"}}
 };
 
+// What an endpoint does; the server has one handler per role.
+enum class Endpoint {
+  kChat,
+  kHealth,
+  kModels,
+  kMetrics,
+  kTokenize,
+  kServerInfo,
+  kFlush,
+  kVersion,
+  kProps,
+  kSlots,
+  kSlotAction,  // path prefix "/slots/": POST /slots/{id}?action=erase
+};
+
+struct Route {
+  const char* path;  // exact path, or a prefix ending in '/' for kSlotAction
+  Endpoint endpoint;
+  bool get;   // GET (and HEAD) allowed
+  bool post;  // POST allowed
+};
+
 struct DialectSpec {
   Dialect dialect;
   const char* name;
   const char* owned_by;  // /v1/models data[].owned_by
+  const Route* routes;   // every path this dialect serves; anything else is 404
+  int route_count;
   // Health: body and content type of the 200 answer.
   const char* health_ok_body;
   const char* health_content_type;
