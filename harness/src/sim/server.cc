@@ -184,7 +184,6 @@ struct Stream {
   RequestFaults faults;
   EngineRequest pending;  // the engine request, until submitted
   // Progress.
-  bool submitted = false;
   bool in_engine = false;  // submitted and not finished/rejected/cancelled
   bool headers_sent = false;
   bool role_sent = false;
@@ -208,7 +207,6 @@ struct SimServer::Impl {
   FaultPlan faults;
   TruthLog truth;
   std::string model_json;  // served_model_name as a JSON string literal
-  std::string metric_labels;
 
   event_base* base = nullptr;
   evhttp* http = nullptr;
@@ -468,7 +466,6 @@ void SimServer::Impl::SubmitStream(Stream* s) {
   // Collect every step that ended before this arrival first (Engine::Submit's contract).
   Pump(now);
   s->arrival_v = last_v;
-  s->submitted = true;
   s->in_engine = true;
   if (s->streaming && !spec->headers_at_first_token) StartReply(s);
   engine->Submit(std::move(s->pending), last_v);
