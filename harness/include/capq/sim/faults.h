@@ -18,6 +18,8 @@
 //     - kind: health_503_for_s
 //       seconds: 2.0
 //
+// A request's index counts every POST /v1/chat/completions the server received, in arrival order
+// from 0, including rejected ones. The prompt text is every message's content joined by newlines.
 // Selectors: `requests` (a list of indices, or one integer), `prompt_contains`, `probability`; a
 // rule with several selectors needs all of them; a rule with none matches every request. The draw
 // for `probability` is a hash of (seed, rule position, request index), so a given file and request
