@@ -182,9 +182,15 @@ class Loop {
     next_ = 0;
     live_.clear();
     live_.resize(reqs.size());
-    const MonoNs burst_ns = NowNs();
+    // Build the burst's handles first so that the C sends follow the burst start back to back.
     const size_t first = std::min<size_t>(static_cast<size_t>(concurrency), reqs.size());
-    for (size_t i = 0; i < first; ++i) StartNext(burst_ns);
+    std::vector<std::unique_ptr<Transfer>> burst;
+    burst.reserve(first);
+    for (size_t i = 0; i < first; ++i) burst.push_back(Prepare());
+    const MonoNs burst_ns = NowNs();
+    for (auto& tr : burst) {
+      if (!Launch(std::move(tr), burst_ns)) StartNext(burst_ns);
+    }
     while (active_ > 0) {
       if (Cancelled()) {
         CancelAll();
@@ -227,8 +233,10 @@ class Loop {
     return 0;
   }
 
-  void StartNext(MonoNs intended_ns) {
-    if (next_ >= reqs_->size()) return;
+  // Builds the easy handle for request `next_` (not yet sent). Null when curl could not make one;
+  // the record then says so and counts as a failed, started request.
+  std::unique_ptr<Transfer> Prepare() {
+    if (next_ >= reqs_->size()) return nullptr;
     const PlannedRequest& req = (*reqs_)[next_];
     RawRecord* rec = &recs_[next_];
     ++next_;
@@ -237,16 +245,16 @@ class Loop {
     tr->slot_index = next_ - 1;
     tr->max_body_bytes = spec_.max_body_bytes;
     tr->easy.reset(curl_easy_init());
-    rec->intended_send_ns = intended_ns;
     if (!tr->easy) {
       rec->actual_send_ns = NowNs();
+      rec->intended_send_ns = rec->actual_send_ns;
       rec->end_ns = rec->actual_send_ns;
       rec->transport_error = "curl_easy_init failed";
       rec->cancelled = true;
       ++progress_.started;
       ++progress_.completed;
       ++progress_.failed;
-      return;
+      return nullptr;
     }
     CURL* e = tr->easy.get();
     curl_easy_setopt(e, CURLOPT_URL, spec_.url.c_str());
@@ -273,8 +281,16 @@ class Loop {
     curl_easy_setopt(e, CURLOPT_HEADERDATA, tr.get());
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, tr->errbuf);
     curl_easy_setopt(e, CURLOPT_PRIVATE, tr.get());
+    return tr;
+  }
+
+  // Hands a prepared transfer to curl; curl writes the request on the next loop turn.
+  bool Launch(std::unique_ptr<Transfer> tr, MonoNs intended_ns) {
+    if (!tr) return false;
+    RawRecord* rec = tr->rec;
+    rec->intended_send_ns = intended_ns;
     rec->actual_send_ns = NowNs();
-    const CURLMcode mc = curl_multi_add_handle(multi_.get(), e);
+    const CURLMcode mc = curl_multi_add_handle(multi_.get(), tr->easy.get());
     ++progress_.started;
     if (mc != CURLM_OK) {
       rec->end_ns = NowNs();
@@ -282,11 +298,20 @@ class Loop {
       rec->cancelled = true;
       ++progress_.completed;
       ++progress_.failed;
-      return;
+      return false;
     }
     ++active_;
     ++progress_.in_flight;
     live_[tr->slot_index] = std::move(tr);
+    return true;
+  }
+
+  // A slot whose request could not be started moves on to the next request, so a failure to
+  // build one handle never leaves requests silently unsent.
+  void StartNext(MonoNs intended_ns) {
+    while (next_ < reqs_->size()) {
+      if (Launch(Prepare(), intended_ns)) return;
+    }
   }
 
   void Wait() {
