@@ -19,6 +19,8 @@ struct FaultCase {
   std::set<std::string> also;
 };
 
+void PrintTo(const FaultCase& c, std::ostream* os) { *os << c.name; }
+
 // Requests are numbered by arrival; with 2 warm-ups, 2..21 are the measured ones.
 std::vector<FaultCase> Cases() {
   return {

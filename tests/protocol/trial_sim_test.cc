@@ -2,6 +2,7 @@
 // the directory and its re-validation.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -140,6 +141,33 @@ TEST(TrialSim, PassDirectoryValidatesAndTamperIsCaught) {
   EXPECT_NE(t->verdict.outcome, TrialOutcome::kPass);
 }
 
+TEST(TrialSim, WithoutTokenizeTheWarmupsCalibrateFromUsage) {
+  SimRowSpec spec;
+  spec.input_tokens = 300;
+  Row row = MakeSimRow(spec);
+  std::string dir = ScratchDir("usage-calibration");
+  auto sim = StartSim(row);
+  ASSERT_TRUE(sim);
+  TrialOptions o = Options(sim->url(), dir + "/trial");
+  o.ignore_tokenize_endpoint = true;
+  TrialReport rep = RunTrial(row, o);
+  ASSERT_EQ(rep.verdict.outcome, TrialOutcome::kPass)
+      << (rep.verdict.reasons.empty() ? "" : rep.verdict.reasons[0]);
+  std::ifstream in(dir + "/trial/plan.json");
+  auto plan = nlohmann::json::parse(in);
+  EXPECT_EQ(plan["calibration"], "usage_prompt_tokens");
+  EXPECT_NE(plan["calibration_note"].get<std::string>().find("51.0 template tokens"),
+            std::string::npos)
+      << plan["calibration_note"];
+  // The simulator counts a word as a token, so the fit is exact: 300 + 51 template tokens.
+  EXPECT_EQ(rep.metrics->prompt_tokens_min, 351);
+  EXPECT_EQ(rep.metrics->prompt_tokens_max, 351);
+  auto v = ValidateTrialDir(dir + "/trial");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_TRUE(v->problems.empty()) << v->problems[0];
+  EXPECT_EQ(v->verdict.outcome, TrialOutcome::kPass);
+}
+
 TEST(TrialSim, SloGateIsStrictAndSaysWhy) {
   SimRowSpec spec;
   spec.slo_below_ms = 1;  // no prefill fits in a virtual millisecond
@@ -229,11 +257,17 @@ TEST(TrialSim, ServerKilledMidTrialKeepsCompletedRecords) {
   std::string dir = ScratchDir("killed");
   auto sim = StartSim(row);
   ASSERT_TRUE(sim);
+  std::atomic<bool> done{false};
   std::thread killer([&] {
-    while (sim->requests_received() < 12) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    // Bounded: a trial that ends early (a broken server) must not leave this thread spinning.
+    const MonoNs give_up = NowNs() + 30'000'000'000LL;
+    while (sim->requests_received() < 12 && !done && NowNs() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
     sim->Stop();
   });
   TrialReport rep = RunTrial(row, Options(sim->url(), dir + "/trial"));
+  done = true;
   killer.join();
   EXPECT_EQ(rep.verdict.outcome, TrialOutcome::kCouldNotRun);
   ASSERT_FALSE(rep.verdict.reasons.empty());
@@ -267,13 +301,18 @@ TEST(TrialSim, InterruptWritesAPartialDirectoryThatNeverPasses) {
   auto sim = StartSim(row);
   ASSERT_TRUE(sim);
   std::atomic<bool> cancel{false};
+  std::atomic<bool> done{false};
   std::thread stopper([&] {
-    while (sim->requests_received() < 10) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const MonoNs give_up = NowNs() + 30'000'000'000LL;
+    while (sim->requests_received() < 10 && !done && NowNs() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
     cancel = true;
   });
   TrialOptions o = Options(sim->url(), dir + "/trial");
   o.cancel = &cancel;
   TrialReport rep = RunTrial(row, o);
+  done = true;
   stopper.join();
   EXPECT_EQ(rep.verdict.outcome, TrialOutcome::kInterrupted);
   EXPECT_EQ(rep.verdict.ExitCode(), 130);

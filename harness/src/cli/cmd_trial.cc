@@ -104,7 +104,7 @@ void PrintTrialSummary(const Row& row, const TrialOptions& o, const TrialReport&
 int RunTrial(const Args& args) {
   ArgParser p({"row", "concurrency", "trial", "url", "out", "seed", "phase", "setup-timeout",
                "sim-faults", "sim-truth-log"},
-              {"insecure", "skip-quiet-period", "no-progress"});
+              {"insecure", "skip-quiet-period", "no-progress", "no-tokenize"});
   if (Status st = p.Parse(args); !st.ok()) {
     std::fprintf(stderr, "capq trial: %s\n", st.message().c_str());
     return 3;
@@ -146,6 +146,7 @@ int RunTrial(const Args& args) {
   o.phase = p.GetOr("phase", "confirm");
   o.insecure_tls = p.Has("insecure");
   o.skip_quiet_period = p.Has("skip-quiet-period");
+  o.ignore_tokenize_endpoint = p.Has("no-tokenize");
   if (const char* key = std::getenv("CAPQ_API_KEY")) o.api_key = key;
   o.out_dir = p.GetOr("out", "capq-trials/" + row->id + "_c" + std::to_string(o.concurrency) +
                                  "_t" + std::to_string(o.trial_index));

@@ -123,6 +123,18 @@ Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in) {
   return plan;
 }
 
+void RewordRequest(const Row& row, const TrialPlan& plan, int64_t words, int64_t estimated_tokens,
+                   PlanRequest* r) {
+  const int index = r->warmup ? r->index : static_cast<int>(plan.warmup.size()) + r->index;
+  PromptGenerator gen(plan.seed);
+  r->prompt.text = gen.Text(index, std::max<int64_t>(1, words));
+  r->prompt.lead_word = gen.LeadWord(index);
+  r->prompt.message_tokens = estimated_tokens;
+  r->prompt.calibrated = false;
+  r->prompt.sha256 = TextSha256Hex(r->prompt.text);
+  r->body = ChatRequestBody(row, r->prompt.text, r->max_tokens, plan.seed);
+}
+
 nlohmann::json PlanToJson(const TrialPlan& plan) {
   nlohmann::json warm = nlohmann::json::array(), meas = nlohmann::json::array();
   for (const auto& r : plan.warmup) warm.push_back(RequestToJson(r));

@@ -287,7 +287,9 @@ TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
   Progress(opt, "planning prompts");
   TokenCounter counter = [&target](const std::string& text) { return target.CountTokens(text); };
   const TokenCounter* counter_ptr = &counter;
-  Result<int64_t> tok_check = target.CountTokens("Hello world");
+  Result<int64_t> tok_check = opt.ignore_tokenize_endpoint
+                                  ? Result<int64_t>(Status::Unimplemented("ignored by option"))
+                                  : target.CountTokens("Hello world");
   if (!tok_check.ok()) {
     if (tok_check.status().code() != Status::Code::kUnimplemented) {
       return CouldNotRun(s, "tokenize: " + tok_check.status().message());
@@ -352,11 +354,89 @@ TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
   if (Cancelled(opt.cancel)) return CouldNotRun(s, "interrupted before any load", true);
 
   // 5. Load: warm-up, then the measured closed-loop burst; /metrics sampled alongside.
+  std::string before_text, after_text;
+  s.server_metrics.push_back(Snapshot(target, "before", t0, &before_text));
+  MetricsSampler sampler(row.identity.engine, topts, 250);
+  sampler.Start(t0);
+
+  // Without a tokenize endpoint the first warm-ups calibrate: w0 at the word count of its target,
+  // w1 at half of it; their usage.prompt_tokens give tokens per word and the template overhead,
+  // and every later prompt is reworded to match its target.
+  std::optional<LoadResult> calibration_load;
+  size_t calibration_requests = 0;
+  if (s.plan->calibration == "word_count" && !s.plan->warmup.empty()) {
+    TrialPlan& plan = *s.plan;
+    calibration_requests = std::min<size_t>(2, plan.warmup.size());
+    const int64_t w0 = std::max<int64_t>(1, plan.warmup[0].prompt.target_tokens);
+    const int64_t w1 = std::max<int64_t>(1, w0 / 2);
+    if (calibration_requests == 2) RewordRequest(effective, plan, w1, w1, &plan.warmup[1]);
+    LoadSpec cal;
+    cal.url = target.ChatUrl();
+    cal.api_key = opt.api_key;
+    for (size_t i = 0; i < calibration_requests; ++i) {
+      const auto& r = plan.warmup[i];
+      cal.warmup.push_back({r.id, Phase::kWarmup, r.index, r.body});
+    }
+    cal.warmup_concurrency = 1;
+    cal.concurrency = 1;
+    cal.request_timeout_s = row.request_timeout_s / scale;
+    cal.connect_timeout_s = std::min(30.0, cal.request_timeout_s);
+    cal.insecure_tls = opt.insecure_tls;
+    cal.cancel = opt.cancel;
+    Progress(opt, "calibrating prompt length from usage.prompt_tokens");
+    Result<LoadResult> cl = RunLoad(cal);
+    if (!cl.ok()) {
+      sampler.Stop();
+      return CouldNotRun(s, "load generator: " + cl.status().message());
+    }
+    std::vector<std::optional<int64_t>> p(calibration_requests);
+    for (size_t i = 0; i < calibration_requests && i < cl->records.size(); ++i) {
+      p[i] = DecodeRecord(cl->records[i]).prompt_tokens;
+    }
+    double per_word = 0, template_tokens = 0;
+    if (calibration_requests == 2 && p[0] && p[1] && w0 != w1) {
+      per_word = static_cast<double>(*p[0] - *p[1]) / static_cast<double>(w0 - w1);
+      template_tokens = static_cast<double>(*p[0]) - per_word * static_cast<double>(w0);
+    } else if (p[0]) {
+      per_word = static_cast<double>(*p[0]) / static_cast<double>(w0);  // overhead unknown: 0
+    }
+    char note[256];
+    if (per_word > 0 && std::isfinite(per_word)) {
+      for (size_t i = calibration_requests; i < plan.warmup.size(); ++i) {
+        auto& r = plan.warmup[i];
+        int64_t words = std::max<int64_t>(1, std::llround(r.prompt.target_tokens / per_word));
+        RewordRequest(effective, plan, words, std::llround(words * per_word), &r);
+      }
+      for (auto& r : plan.measured) {
+        int64_t words = std::max<int64_t>(1, std::llround(r.prompt.target_tokens / per_word));
+        RewordRequest(effective, plan, words, std::llround(words * per_word), &r);
+      }
+      std::snprintf(note, sizeof note,
+                    "no tokenize endpoint: %.4f tokens per word and %.1f template tokens fitted "
+                    "from the usage.prompt_tokens of %zu warm-up(s); lengths are approximate",
+                    per_word, template_tokens, calibration_requests);
+      plan.calibration = "usage_prompt_tokens";
+    } else {
+      std::snprintf(note, sizeof note,
+                    "no tokenize endpoint and no usage.prompt_tokens in the calibration warm-ups: "
+                    "a word was taken as a token");
+    }
+    plan.calibration_note = note;
+    calibration_load = std::move(*cl);
+    if (calibration_load->interrupted) {
+      sampler.Stop();
+      s.load = std::move(calibration_load);
+      return CouldNotRun(s, "interrupted during calibration", true);
+    }
+  }
+
   LoadSpec spec;
   spec.url = target.ChatUrl();
   spec.api_key = opt.api_key;
-  for (const auto& r : s.plan->warmup)
+  for (size_t i = calibration_requests; i < s.plan->warmup.size(); ++i) {
+    const auto& r = s.plan->warmup[i];
     spec.warmup.push_back({r.id, Phase::kWarmup, r.index, r.body});
+  }
   for (const auto& r : s.plan->measured) {
     spec.measured.push_back({r.id, Phase::kMeasured, r.index, r.body});
   }
@@ -371,15 +451,21 @@ TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
       opt.on_progress(LoadLine(p, opt.concurrency));
     };
   }
-  std::string before_text, after_text;
-  s.server_metrics.push_back(Snapshot(target, "before", t0, &before_text));
-  MetricsSampler sampler(row.identity.engine, topts, 250);
-  sampler.Start(t0);
   Result<LoadResult> load = RunLoad(spec);
   sampler.Stop();
   for (auto& l : sampler.TakeLines()) s.server_metrics.push_back(std::move(l));
   if (!load.ok()) return CouldNotRun(s, "load generator: " + load.status().message());
   s.load = std::move(*load);
+  if (calibration_load) {
+    // The calibration warm-ups are warm-ups like the rest: first in the raw records.
+    LoadResult merged = std::move(*calibration_load);
+    merged.records.insert(merged.records.end(), std::make_move_iterator(s.load->records.begin()),
+                          std::make_move_iterator(s.load->records.end()));
+    merged.measured_start_ns = s.load->measured_start_ns;
+    merged.end_ns = s.load->end_ns;
+    merged.interrupted = s.load->interrupted;
+    s.load = std::move(merged);
+  }
   s.server_metrics.push_back(Snapshot(target, "after", t0, &after_text));
 
   // 6. Decode, validate, measure, decide.

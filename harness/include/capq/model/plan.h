@@ -36,8 +36,10 @@ struct TrialPlan {
   int trial_index = 1;  // 1-based
   uint64_t seed = 0;
   std::string phase = "confirm";
-  // "tokenize": lengths exact in the server's tokens; "word_count": no tokenize endpoint, a word
-  // was taken as a token (the server's prompt_tokens range in the metrics is the authority).
+  // "tokenize": lengths exact in the server's tokens; "usage_prompt_tokens": no tokenize endpoint,
+  // tokens per word fitted from the first warm-ups' usage.prompt_tokens (lengths approximate);
+  // "word_count": neither, a word was taken as a token. The server's prompt_tokens range in the
+  // metrics is the authority on input length in every case.
   std::string calibration;
   std::string calibration_note;
   int warmup_concurrency = 1;
@@ -58,6 +60,12 @@ struct PlanInputs {
 Result<uint64_t> TrialSeed(const Row& row, int trial_index, std::optional<uint64_t> override_seed);
 
 Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in);
+
+// Rebuilds one request's prompt with `words` words (same generator index, so it stays unique and
+// disjoint) and its body; message_tokens = `estimated_tokens`, calibrated = false. Used to
+// calibrate from the server's usage.prompt_tokens when it has no tokenize endpoint.
+void RewordRequest(const Row& row, const TrialPlan& plan, int64_t words, int64_t estimated_tokens,
+                   PlanRequest* r);
 
 // A streaming chat completion body: model, one user message, stream + include_usage, temperature,
 // top_p when the row sets it, max_tokens and max_completion_tokens, ignore_eos, seed.

@@ -41,6 +41,9 @@ struct TrialOptions {
   std::string api_key;            // from CAPQ_API_KEY; never written anywhere
   bool insecure_tls = false;      // recorded in the trial metadata when set
   bool skip_quiet_period = false;
+  // Calibrate prompt lengths from the warm-ups' usage.prompt_tokens even when the server has a
+  // tokenize endpoint (recorded as calibration "usage_prompt_tokens" in plan.json).
+  bool ignore_tokenize_endpoint = false;
   double setup_timeout_s = 120;  // wall seconds from start for readiness, idle and flush together
   std::string command_line;      // recorded (command.txt)
   const std::atomic<bool>* cancel = nullptr;
