@@ -32,6 +32,9 @@ using ::testing::Not;
 struct ServerOptions {
   bool close_after_response = false;  // close right after each response, no "Connection: close"
   int idle_close_ms = -1;             // close a connection idle this long between requests
+  // Read a second request on a kept-alive connection, then close without answering: the race
+  // where an idle-timeout close crosses the client's next request on the wire.
+  bool drop_reused_requests = false;
 };
 
 class LoopbackServer {
@@ -88,6 +91,7 @@ class LoopbackServer {
   std::atomic<int> connections{0};
   std::atomic<int> in_flight{0};
   std::atomic<int> max_in_flight{0};
+  std::atomic<int> dropped{0};
 
  private:
   void AcceptLoop() {
@@ -155,6 +159,7 @@ class LoopbackServer {
   void Serve(int fd) {
     std::string buf;
     bool first_request = true;
+    int served_on_connection = 0;
     while (!stop_) {
       // Read one request: head, then Content-Length bytes of body.
       size_t head_end;
@@ -181,6 +186,11 @@ class LoopbackServer {
       }
       const std::string body = buf.substr(head_end + 4, body_len);
       buf.erase(0, head_end + 4 + body_len);
+      if (opt_.drop_reused_requests && served_on_connection > 0) {
+        ++dropped;
+        return;
+      }
+      ++served_on_connection;
       {
         std::lock_guard<std::mutex> l(mu_);
         heads_.push_back(head + "\r\nbody-bytes: " + std::to_string(body.size()));
@@ -467,6 +477,20 @@ TEST(RunLoad, ServerClosingKeptAliveConnectionsIsNotAnError) {
     EXPECT_FALSE(r.cancelled);
   }
   EXPECT_EQ(server.requests.load(), 10);
+}
+
+TEST(RunLoad, ReusedConnectionClosedUnderTheRequestIsRetriedCleanly) {
+  LoopbackServer server(LoopbackServer::Options{.drop_reused_requests = true});
+  Result<LoadResult> res = RunLoad(Spec(server, 0, 4, 1, R"({"n":2})"));
+  ASSERT_TRUE(res.ok());
+  for (const RawRecord& r : res->records) {
+    EXPECT_EQ(r.http_status, 200) << Describe(r);
+    EXPECT_EQ(r.transport_error, "") << Describe(r);
+    EXPECT_FALSE(r.cancelled) << Describe(r);
+    EXPECT_EQ(r.events.size(), 6u) << Describe(r);
+  }
+  EXPECT_EQ(server.dropped.load(), 3);  // requests 2..4 each met a closing connection first
+  EXPECT_EQ(server.requests.load(), 4);
 }
 
 TEST(RunLoad, IdleKeepAliveClosedBetweenPhasesReconnects) {
