@@ -193,10 +193,14 @@ class Loop {
     }
     while (active_ > 0) {
       if (Cancelled()) {
+        // Keep what already reached our sockets, start nothing new, then cut the rest.
+        stopping_ = true;
+        Wait(0);
+        Drain();
         CancelAll();
         return false;
       }
-      Wait();
+      Wait(20);
       Drain();
       MaybeProgress(false);
     }
@@ -309,22 +313,23 @@ class Loop {
   // A slot whose request could not be started moves on to the next request, so a failure to
   // build one handle never leaves requests silently unsent.
   void StartNext(MonoNs intended_ns) {
-    while (next_ < reqs_->size()) {
+    while (!stopping_ && next_ < reqs_->size()) {
       if (Launch(Prepare(), intended_ns)) return;
     }
   }
 
-  void Wait() {
+  // Waits up to max_wait_ms (the loop wakes at least that often to see the cancel flag and report
+  // progress) and lets curl act on every ready socket and expired timer.
+  void Wait(long max_wait_ms) {
     const MonoNs now = NowNs();
-    // Wake at least every 20 ms to see the cancel flag and report progress.
-    long wait_ms = 20;
+    long wait_ms = max_wait_ms;
     if (timer_deadline_ns_ >= 0) {
       const MonoNs left = timer_deadline_ns_ - now;
       wait_ms =
           left <= 0 ? 0 : std::min<long>(wait_ms, static_cast<long>((left + 999999) / 1000000));
     }
     epoll_event evs[256];
-    const int n = wait_ms == 0 ? 0 : epoll_wait(epfd_.get(), evs, 256, static_cast<int>(wait_ms));
+    const int n = epoll_wait(epfd_.get(), evs, 256, static_cast<int>(wait_ms));
     int running = 0;
     for (int i = 0; i < n; ++i) {
       int flags = 0;
@@ -429,6 +434,7 @@ class Loop {
   RawRecord* recs_ = nullptr;
   size_t next_ = 0;
   int active_ = 0;
+  bool stopping_ = false;  // cancelled: completions no longer start requests
   LoadProgress progress_;
   MonoNs last_progress_ns_ = 0;
   // Transfers of the current phase by request index; null once done. Declared after multi_ so
