@@ -236,7 +236,11 @@ int RunQualify(const Args& args) {
       std::fprintf(stderr, "[%s] %s\n", ClockNow().c_str(), line.c_str());
     };
     RowQualification q = Qualify(row, MakeProcessTrialRunner(ro), qo);
-    if (embedded) embedded->Stop();
+    std::string sim_digest;
+    if (embedded) {
+      sim_digest = embedded->identity_digest();
+      embedded->Stop();
+    }
     q.complete = q.status != QualifyStatus::kInterrupted;
     data.generated_utc = FormatUtc(RealtimeAnchor::Take().unix_ns);
     data.rows.push_back(q);
@@ -250,6 +254,10 @@ int RunQualify(const Args& args) {
     if (q.status == QualifyStatus::kProven ||
         (q.status == QualifyStatus::kLowered && q.operating_point)) {
       Row updated = RowWithQualification(row, q, Today(), data_path);
+      if (!sim_digest.empty() && updated.identity.image.empty()) {
+        // Pin the profile the boundary was measured on, so a changed profile fails the row.
+        updated.identity.image = "capq-sim@" + sim_digest;
+      }
       std::string beside = (fs::path(out_dir) / (row.id + ".yaml")).string();
       if (Status st = capdata::WriteFileAtomic(beside, RowToYaml(updated)); !st.ok()) {
         std::fprintf(stderr, "capq qualify: %s\n", st.ToString().c_str());

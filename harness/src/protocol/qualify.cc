@@ -483,7 +483,8 @@ std::string CostLine(const RowQualification& q) {
         p.name + " " + std::to_string(p.trials) + " " + unit + " " + Fmt("%.1f", p.wall_s) + " s";
     total += p.trials;
   }
-  out += "; " + std::to_string(total) + " trials, " + Fmt("%.1f", q.wall_s) + " s";
+  out += "; " + std::to_string(total) + (total == 1 ? " trial, " : " trials, ") +
+         Fmt("%.1f", q.wall_s) + " s";
   if (q.cmax && q.probe_budget) {
     out += " (locate budget ceil(log2 Cmax)+2 = " + std::to_string(q.probe_budget) + ")";
   }
