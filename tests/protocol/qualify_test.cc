@@ -478,6 +478,28 @@ TEST_F(QualifyEndToEndTest, CommandWritesDataReportAndUpdatesTheRow) {
   fs::remove_all(root);
 }
 
+TEST(ProcessTrialRunnerTest, ATrialProcessThatNeverEndsIsStoppedAtItsDeadline) {
+  fs::path dir = E2eDir("deadline");
+  fs::path fake = dir / "never_ends.sh";
+  {
+    std::ofstream f(fake);
+    f << "#!/bin/sh\nexec sleep 600\n";
+  }
+  fs::permissions(fake, fs::perms::owner_all);
+  ProcessTrialRunnerOptions ro;
+  ro.exe = fake.string();
+  ro.row_path = "unused.yaml";
+  ro.url = "http://127.0.0.1:1";
+  ro.out_dir = (dir / "out").string();
+  ro.trial_deadline_s = 0.3;
+  TrialSummary t = MakeProcessTrialRunner(ro)(FakeRow(), TrialRequest{"probe", 3, 1, 42});
+  EXPECT_EQ(t.outcome, "could_not_run");
+  ASSERT_FALSE(t.reasons.empty());
+  EXPECT_NE(t.reasons.back().find("wall deadline"), std::string::npos) << t.reasons.back();
+  EXPECT_EQ(t.dir, "fake/probe/c3-t1");
+  fs::remove_all(dir);
+}
+
 // small_jitter puts run-to-run noise at the boundary: whatever the draw, the result must obey the
 // overlap rule — proven only when the sides separate, otherwise the lower point, never higher.
 TEST_F(QualifyEndToEndTest, JitteryBoundaryObeysTheOverlapRule) {

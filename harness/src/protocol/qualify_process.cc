@@ -34,7 +34,8 @@ TrialSummary CouldNotRun(const std::string& dir, const std::string& why) {
 // Spawns argv with stdout/stderr to `log_path`, stdin from /dev/null. Returns the exit code
 // (128 + signal when killed), or -1 with `error` set.
 int SpawnAndWait(const std::vector<std::string>& argv, const std::string& log_path,
-                 const std::atomic<bool>* cancel, std::string* error) {
+                 const std::atomic<bool>* cancel, double deadline_s, bool* timed_out,
+                 std::string* error) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
@@ -52,6 +53,8 @@ int SpawnAndWait(const std::vector<std::string>& argv, const std::string& log_pa
     return -1;
   }
   bool forwarded = false;
+  bool killed = false;
+  const auto start = std::chrono::steady_clock::now();
   while (true) {
     int status = 0;
     pid_t r = waitpid(pid, &status, WNOHANG);
@@ -68,6 +71,16 @@ int SpawnAndWait(const std::vector<std::string>& argv, const std::string& log_pa
       // The child writes what it measured, marks it incomplete and exits 130.
       kill(pid, SIGINT);
       forwarded = true;
+    }
+    double elapsed_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (deadline_s > 0 && elapsed_s > deadline_s && !*timed_out) {
+      *timed_out = true;
+      kill(pid, SIGINT);
+    }
+    if (*timed_out && !killed && elapsed_s > deadline_s + 30) {
+      kill(pid, SIGKILL);
+      killed = true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -176,8 +189,27 @@ TrialRunner MakeProcessTrialRunner(const ProcessTrialRunnerOptions& options) {
     argv.insert(argv.end(), options.extra_args.begin(), options.extra_args.end());
     std::string log = dir.string() + ".log";
     std::string error;
-    int code = SpawnAndWait(argv, log, options.cancel, &error);
+    double deadline_s = options.trial_deadline_s;
+    if (deadline_s <= 0) {
+      double scale = row.identity.time_scale > 0 ? row.identity.time_scale : 1;
+      deadline_s = 600 + (row.warmup.requests + row.measured.RequestsAt(req.concurrency)) *
+                             row.request_timeout_s / scale;
+    }
+    bool timed_out = false;
+    int code = SpawnAndWait(argv, log, options.cancel, deadline_s, &timed_out, &error);
     if (code < 0) return CouldNotRun(rel, error);
+    if (timed_out) {
+      TrialSummary t =
+          CouldNotRun(rel, "trial process still running after its " + std::to_string(deadline_s) +
+                               " s wall deadline: stopped; see " + log);
+      if (auto partial = ReadTrialDir(dir.string()); partial.ok()) {
+        partial->dir = rel;
+        partial->outcome = "could_not_run";
+        partial->reasons.push_back(t.reasons.front());
+        return *partial;
+      }
+      return t;
+    }
     Result<TrialSummary> t = ReadTrialDir(dir.string());
     if (!t.ok()) {
       return CouldNotRun(rel, "trial process exited with code " + std::to_string(code) +

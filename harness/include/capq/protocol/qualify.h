@@ -87,6 +87,10 @@ struct ProcessTrialRunnerOptions {
   std::string out_dir;
   std::vector<std::string> extra_args;  // appended to every child's argv (e.g. --insecure)
   const std::atomic<bool>* cancel = nullptr;
+  // A backstop against a trial process that never ends: after this many wall seconds it gets
+  // SIGINT, 30 s later SIGKILL, and the trial counts as could not run. 0 = derived from the row:
+  // 600 s of setup plus every warm-up and measured request at its full request timeout.
+  double trial_deadline_s = 0;
 };
 TrialRunner MakeProcessTrialRunner(const ProcessTrialRunnerOptions& options);
 
