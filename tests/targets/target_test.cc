@@ -193,6 +193,19 @@ TEST(SglangTarget, FactsUseTheEffectiveRunningLimit) {
       << bad.Summary();
   EXPECT_NE(bad.Summary().find("image pinned repo/img@sha256:aaaa"), std::string::npos);
   EXPECT_NE(bad.Summary().find("requalify"), std::string::npos);
+  // A model path without a snapshot: CAPQ_MODEL_REVISION is compared instead.
+  ServerFacts mounted = *f;
+  mounted.model_path = "/model";
+  row.identity.server_expect.clear();
+  in.running_image = "sha256:" + std::string(64, 'a');
+  in.model_revision = "0000000000000000000000000000000000000000";
+  IdentityCheck rev = CheckIdentity(row, mounted, in);
+  EXPECT_FALSE(rev.ok());
+  EXPECT_NE(rev.Summary().find("model_revision pinned 2bf7f1646dc0875cff4404fdfef976cfb0ff2199"),
+            std::string::npos)
+      << rev.Summary();
+  in.model_revision.clear();
+  EXPECT_TRUE(CheckIdentity(row, mounted, in).ok()) << "unverifiable is recorded, not refused";
   // A pinned key the server does not report fails closed.
   row.identity.server_expect = {{"speculative_num_steps", "7"}};
   in.running_image = "sha256:" + std::string(64, 'a');

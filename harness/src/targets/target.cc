@@ -261,11 +261,18 @@ IdentityCheck CheckIdentity(const Row& row, const ServerFacts& facts, const Iden
       f.verified = true;
       f.match = SameValue(f.running, f.pinned);
       f.note = "from the model path " + facts.model_path;
+    } else if (!in.model_revision.empty()) {
+      f.running = in.model_revision;
+      f.verified = true;
+      f.match = SameValue(f.running, f.pinned);
+      f.note = "from CAPQ_MODEL_REVISION (the server's model path " +
+               (facts.model_path.empty() ? std::string("is not reported") : facts.model_path) + ")";
     } else {
       f.running = facts.model_path;
       f.note = "unverifiable: the server's model path (" +
                (facts.model_path.empty() ? std::string("not reported") : facts.model_path) +
-               ") names no snapshot; the revision is taken from the row";
+               ") names no snapshot and CAPQ_MODEL_REVISION is not set; the revision is taken from "
+               "the row";
     }
     add(std::move(f));
   }
@@ -299,6 +306,7 @@ IdentityCheck CheckIdentity(const Row& row, const ServerFacts& facts, const Iden
 
 IdentityInputs ResolveRunningImage() {
   IdentityInputs in;
+  if (const char* rev = std::getenv("CAPQ_MODEL_REVISION"); rev && *rev) in.model_revision = rev;
   if (const char* d = std::getenv("CAPQ_IMAGE_DIGEST"); d && *d) {
     in.running_image = d;
     in.image_source = "CAPQ_IMAGE_DIGEST";

@@ -136,6 +136,9 @@ struct IdentityInputs {
   std::string running_image;
   std::string image_source;  // "CAPQ_IMAGE_DIGEST", "docker inspect <container>"
   std::string image_error;
+  // The model snapshot when the server's model path does not name one (e.g. mounted at /model):
+  // CAPQ_MODEL_REVISION, the 40-hex snapshot the deployment mounted.
+  std::string model_revision;
   // Simulator rows: the digest of the row's own profile, computed locally ("sha256:<hex>").
   std::string sim_profile_digest;
 };
@@ -145,7 +148,8 @@ struct IdentityInputs {
 IdentityCheck CheckIdentity(const Row& row, const ServerFacts& facts, const IdentityInputs& in);
 
 // The running image digest for a real engine: CAPQ_IMAGE_DIGEST if set, else `docker inspect`
-// of CAPQ_CONTAINER (run without a shell). Fills running_image/image_source or image_error.
+// of CAPQ_CONTAINER (run without a shell). Fills running_image/image_source or image_error, and
+// model_revision from CAPQ_MODEL_REVISION.
 IdentityInputs ResolveRunningImage();
 
 // Runs argv[0] (looked up in PATH) with no shell; returns its stdout. Error on spawn failure,
