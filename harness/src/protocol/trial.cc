@@ -515,6 +515,8 @@ TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
                          std::to_string(meas.size()) +
                          " measured requests completed before the signal; the directory is "
                          "incomplete and can never pass"};
+    // Nothing green: a latency figure over the requests that happened to finish is no SLO pass.
+    s.verdict.latency_pass = false;
     s.ctx.complete = false;
     return Finish(s);
   }
@@ -530,6 +532,7 @@ TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
                            std::to_string(completed) + " of " + std::to_string(meas.size()) +
                            " measured requests completed before it went away (their records "
                            "are kept)"};
+      s.verdict.latency_pass = false;  // as above: nothing green in a trial that could not run
       s.ctx.complete = false;
       return Finish(s);
     }
