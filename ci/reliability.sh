@@ -172,7 +172,7 @@ done
 
 # Process-level faults: the server dies, was never there, or never becomes ready.
 injected=$((injected + 1))
-start_sim killed 5
+start_sim killed 1
 bg_trial "$slow" "$work/faults/server_killed" --url "$sim_url" --setup-timeout 20
 rc=0
 if wait_tokens $((16 * 8)); then
@@ -266,9 +266,13 @@ for name in sse_framer chunk_decoder row_loader; do
   fi
   corpus="$work/corpus-$name"
   mkdir -p "$corpus"
+  # New inputs go to the scratch corpus (the first folder); the row loader also starts from the
+  # project's real and malformed rows.
+  seeds=()
+  if [[ "$name" == row_loader ]]; then seeds=("$root/rows/b70" "$root/tests/data/rows_bad"); fi
   rc=0
   "$bin" -max_total_time="$fuzz_seconds" -print_final_stats=1 -artifact_prefix="$work/$name-" \
-    "$corpus" >"$work/$name.fuzz.log" 2>&1 || rc=$?
+    "$corpus" "${seeds[@]}" >"$work/$name.fuzz.log" 2>&1 || rc=$?
   n="$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$work/$name.fuzz.log" | tail -n 1)"
   n="${n:-0}"
   ran=$((ran + 1))
@@ -300,7 +304,7 @@ mkdir -p "$work/interrupt"
 for ((i = 1; i <= interrupts; i++)); do
   if ((i % 2)); then sig=INT; else sig=TERM; fi
   out="$work/interrupt/run$i"
-  start_sim "interrupt$i" 5
+  start_sim "interrupt$i" 1
   bg_trial "$slow" "$out" --url "$sim_url" --setup-timeout 20
   # Interrupt at a different point of each run: after 2 + i measured requests were generated.
   rc=0

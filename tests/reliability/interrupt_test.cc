@@ -34,7 +34,7 @@ void ExpectPartialTrialDir(const std::string& trial_dir, const std::string& log_
 
 TEST_P(Interrupt, TrialWritesWhatItMeasuredMarksItIncompleteAndExits130) {
   const std::string dir = Scratch(std::string("trial-") + GetParam().name);
-  SimProcess sim = StartSim(dir, 5);
+  SimProcess sim = StartSim(dir, 1);
   ASSERT_FALSE(sim.url.empty());
   auto trial =
       Child::Start({Exe(), "trial", "--row", DataPath("rows/rel_slow.yaml"), "--concurrency", "1",
@@ -56,7 +56,7 @@ TEST_P(Interrupt, TrialWritesWhatItMeasuredMarksItIncompleteAndExits130) {
 
   const int kept = CompletedMeasuredRecords(dir + "/trial/raw.jsonl");
   EXPECT_GE(kept, 3) << "requests measured before the signal must be on disk";
-  EXPECT_LT(kept, 24) << "nothing new may start after the signal";
+  EXPECT_LT(kept, 40) << "nothing new may start after the signal";
   ExpectPartialTrialDir(dir + "/trial", dir + "/validate");
 }
 
@@ -69,7 +69,7 @@ class InterruptQualify : public ::testing::TestWithParam<SignalCase> {};
 
 TEST_P(InterruptQualify, KeepsFinishedTrialsMarksTheRunIncompleteAndExits130) {
   const std::string dir = Scratch(std::string("qualify-") + GetParam().name);
-  SimProcess sim = StartSim(dir, 5);
+  SimProcess sim = StartSim(dir, 1);
   ASSERT_FALSE(sim.url.empty());
   const std::string out = dir + "/q";
   auto q = Child::Start({Exe(), "qualify", DataPath("rows/rel_slow.yaml"), "--url", sim.url,
@@ -108,7 +108,7 @@ TEST_P(InterruptQualify, KeepsFinishedTrialsMarksTheRunIncompleteAndExits130) {
   EXPECT_TRUE(Contains(base.out, "checksums: ok")) << base.out;
   EXPECT_TRUE(Contains(base.out, "complete: yes")) << base.out;
   EXPECT_EQ(base.exit_code, 0) << base.out << base.err;
-  EXPECT_GE(CompletedMeasuredRecords(baseline + "/raw.jsonl"), 24);
+  EXPECT_GE(CompletedMeasuredRecords(baseline + "/raw.jsonl"), 40);
 
   // The trial that was running when the signal came is partial and never passes.
   std::vector<std::string> partial;
