@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -106,6 +107,10 @@ class Child {
     }
     if (pid == 0) {
       ::setpgid(0, 0);
+      // Own process group (for the destructor), but never outliving a test binary that was
+      // killed before its destructors could run.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() == 1) ::_exit(125);
       int in = ::open("/dev/null", O_RDONLY);
       int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
