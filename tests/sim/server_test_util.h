@@ -4,6 +4,7 @@
 
 #include <curl/curl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -208,7 +209,10 @@ inline std::string TinyProfileWith(const std::string& key, const std::string& va
 }
 
 inline std::string WriteTemp(const std::string& name, const std::string& text) {
-  std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "capq_sim_server_tests";
+  // One folder per process: ctest runs tests of this binary in parallel processes, and two of them
+  // writing the same profile name would truncate the file under the other's reader.
+  std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
+                              ("capq_sim_server_tests_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   std::filesystem::path p = dir / name;
   std::ofstream(p) << text;
