@@ -3,21 +3,16 @@
 #include <algorithm>
 #include <cmath>
 
+#include "capq/hash.h"
+
 namespace capq {
 namespace {
-
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 // A seeded normal draw (Box-Muller over splitmix64), rounded and kept >= 1; stddev 0 -> mean.
 int64_t DrawLength(int64_t mean, int64_t stddev, uint64_t seed, uint64_t salt, int index) {
   if (stddev <= 0) return mean;
-  uint64_t s = Mix(seed ^ Mix(salt ^ Mix(static_cast<uint64_t>(index) + 7)));
-  uint64_t s2 = Mix(s);
+  uint64_t s = SplitMix64(seed ^ SplitMix64(salt ^ SplitMix64(static_cast<uint64_t>(index) + 7)));
+  uint64_t s2 = SplitMix64(s);
   double u1 = (static_cast<double>(s >> 11) + 1.0) / 9007199254740993.0;  // (0, 1]
   double u2 = static_cast<double>(s2 >> 11) / 9007199254740992.0;
   double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);

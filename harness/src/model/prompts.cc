@@ -6,6 +6,8 @@
 #include <array>
 #include <cmath>
 
+#include "capq/hash.h"
+
 namespace capq {
 namespace {
 
@@ -67,23 +69,15 @@ const std::vector<std::string>& Leads() {
   return leads;
 }
 
-// splitmix64: a tiny, well-mixed, portable generator (std distributions differ across libraries).
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 }  // namespace
 
 PromptGenerator::PromptGenerator(uint64_t seed) : seed_(seed) {
   const int n = static_cast<int>(Leads().size());
   lead_order_.resize(n);
   for (int i = 0; i < n; ++i) lead_order_[i] = i;
-  uint64_t state = Mix(seed ^ 0x6c656164ULL);
+  uint64_t state = SplitMix64(seed ^ 0x6c656164ULL);
   for (int i = n - 1; i > 0; --i) {  // Fisher-Yates with the seeded stream
-    state = Mix(state);
+    state = SplitMix64(state);
     std::swap(lead_order_[i], lead_order_[state % static_cast<uint64_t>(i + 1)]);
   }
 }
@@ -110,10 +104,10 @@ std::string PromptGenerator::LeadWord(int index) const {
 
 std::string PromptGenerator::Text(int index, int64_t words) const {
   std::string out = LeadWord(index);
-  uint64_t state = Mix(seed_ ^ Mix(static_cast<uint64_t>(index) + 1));
+  uint64_t state = SplitMix64(seed_ ^ SplitMix64(static_cast<uint64_t>(index) + 1));
   out.reserve(static_cast<size_t>(words) * 7);
   for (int64_t i = 1; i < words; ++i) {
-    state = Mix(state);
+    state = SplitMix64(state);
     out += ' ';
     out += kWords[state % kWords.size()];
   }

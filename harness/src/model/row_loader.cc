@@ -13,6 +13,8 @@
 #include <sstream>
 #include <system_error>
 
+#include "capq/hash.h"
+
 namespace capq {
 namespace {
 
@@ -1089,11 +1091,7 @@ std::string RowError::ToString() const {
 
 uint64_t DeriveTrialSeed(const std::string& row_id, int trial_index) {
   std::string key = row_id + "#" + std::to_string(trial_index);
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : key) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
+  uint64_t h = Fnv1a64(key);
   return (h ^ (h >> 31)) % 2147483647ull + 1;
 }
 

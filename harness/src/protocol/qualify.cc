@@ -7,27 +7,12 @@
 #include <sstream>
 
 #include "capq/clock.h"
+#include "capq/hash.h"
 #include "capq/protocol/locate.h"
 
 namespace capq {
 
 namespace {
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-uint64_t Fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
 
 std::string Fmt(const char* fmt, double v) {
   char buf[64];
@@ -420,8 +405,8 @@ uint64_t TrialSeed(const Row& row, const std::string& phase, int concurrency, in
   if (phase == "confirm" && trial >= 1 && static_cast<size_t>(trial) <= row.trials.seeds.size()) {
     return row.trials.seeds[trial - 1];
   }
-  uint64_t base = Fnv1a(row.id) ^ (row.trials.seeds.empty() ? 0 : row.trials.seeds.front());
-  uint64_t x = SplitMix64(base ^ Fnv1a(phase));
+  uint64_t base = Fnv1a64(row.id) ^ (row.trials.seeds.empty() ? 0 : row.trials.seeds.front());
+  uint64_t x = SplitMix64(base ^ Fnv1a64(phase));
   x = SplitMix64(x ^ static_cast<uint64_t>(concurrency));
   x = SplitMix64(x ^ static_cast<uint64_t>(trial));
   // Small positive numbers read well in file names and commands.

@@ -4,24 +4,16 @@
 #include <cmath>
 #include <deque>
 
+#include "capq/hash.h"
 #include "engine_radix.h"
 
 namespace capq::sim {
 namespace {
 
-uint64_t Mix(uint64_t x) {  // splitmix64 finaliser: a cheap, well-spread counter-based draw
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-double Unit(uint64_t h) { return static_cast<double>(h >> 11) * 0x1.0p-53; }  // [0, 1)
-
 uint64_t HashTokens(const std::vector<uint32_t>& tokens) {
   uint64_t h = 0x243f6a8885a308d3ULL ^ tokens.size();
   for (uint32_t t : tokens) h = (h ^ t) * 0x100000001b3ULL;
-  return Mix(h);
+  return SplitMix64(h);
 }
 
 int64_t RoundUp(int64_t v, int64_t page) { return (v + page - 1) / page * page; }
@@ -178,12 +170,14 @@ struct Engine::Impl {
                   p.b3_s_per_decode_row * static_cast<double>(decode_rows) +
                   p.b4_s_per_decode_kv_token * static_cast<double>(decode_kv) + p.overhead_s;
     if (p.step_jitter > 0) {
-      const double u = Unit(Mix(p.jitter_seed ^ Mix(stats.steps ^ Mix(entropy))));
+      const double u =
+          UnitInterval(SplitMix64(p.jitter_seed ^ SplitMix64(stats.steps ^ SplitMix64(entropy))));
       secs *= 1 + p.step_jitter * (2 * u - 1);
     }
     if (p.epoch_jitter > 0) {
       if (!epoch_factor_set) {
-        const double u = Unit(Mix(Mix(p.jitter_seed + 0x5bd1e995) ^ Mix(epoch) ^ entropy));
+        const double u = UnitInterval(
+            SplitMix64(SplitMix64(p.jitter_seed + 0x5bd1e995) ^ SplitMix64(epoch) ^ entropy));
         epoch_factor = 1 + p.epoch_jitter * (2 * u - 1);
         epoch_factor_set = true;
       }
@@ -199,7 +193,8 @@ struct Engine::Impl {
     int64_t accepted = 0;
     uint64_t h = 0;
     for (int i = 0; i < k; ++i) {
-      if (i % 4 == 0) h = Mix(profile.jitter_seed ^ Mix(r.prompt_hash + (r.generated << 3) + i));
+      if (i % 4 == 0)
+        h = SplitMix64(profile.jitter_seed ^ SplitMix64(r.prompt_hash + (r.generated << 3) + i));
       const uint32_t draw = static_cast<uint32_t>(h & 0xffff);
       h >>= 16;
       if (draw >= accept_threshold) break;
@@ -327,7 +322,7 @@ void Engine::Submit(EngineRequest request, VirtNs now) {
     r->stop_is_eos = true;
   }
   r->prompt_hash = HashTokens(r->prompt);
-  s.entropy = Mix(s.entropy ^ r->prompt_hash);
+  s.entropy = SplitMix64(s.entropy ^ r->prompt_hash);
   s.waiting.push_back(std::move(r));
   if (!s.step_active) {
     // A step never starts before the previous one ended, even if a caller's clock lags.

@@ -4,15 +4,10 @@
 #include <cmath>
 #include <string>
 
+#include "capq/hash.h"
+
 namespace capq::sim {
 namespace {
-
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 std::vector<uint32_t> MakePrompt(const PredictOptions& o, int shared, uint64_t request_key) {
   std::vector<uint32_t> t(static_cast<size_t>(o.prompt_tokens));
@@ -20,10 +15,11 @@ std::vector<uint32_t> MakePrompt(const PredictOptions& o, int shared, uint64_t r
     // Shared template tokens are the same small ids everywhere; the rest are distinct per request
     // from their first position on, so no two prompts share more than the template.
     t[static_cast<size_t>(i)] =
-        i < shared ? static_cast<uint32_t>(i + 1)
-                   : static_cast<uint32_t>(
-                         Mix(Mix(o.prompt_seed) ^ Mix(request_key) ^ static_cast<uint64_t>(i)) |
-                         0x80000000u);
+        i < shared
+            ? static_cast<uint32_t>(i + 1)
+            : static_cast<uint32_t>(SplitMix64(SplitMix64(o.prompt_seed) ^ SplitMix64(request_key) ^
+                                               static_cast<uint64_t>(i)) |
+                                    0x80000000u);
   }
   return t;
 }

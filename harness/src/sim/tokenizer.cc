@@ -18,15 +18,6 @@ uint32_t TemplateId(int position) {
 
 }  // namespace
 
-uint64_t Fnv1a64(std::string_view bytes, uint64_t basis) {
-  uint64_t h = basis;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 uint64_t Mix64(uint64_t a, uint64_t b) {
   uint64_t z = a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2));
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

@@ -23,9 +23,10 @@
 #include <string_view>
 #include <vector>
 
+#include "capq/hash.h"
+
 namespace capq::sim {
 
-uint64_t Fnv1a64(std::string_view bytes, uint64_t basis = 14695981039346656037ull);
 // A well-mixed combination of two 64-bit values (splitmix64 finaliser), for seeds and indices.
 uint64_t Mix64(uint64_t a, uint64_t b);
 
