@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -150,16 +151,7 @@ std::string BodyOf(evhttp_request* req) {
 
 void AppendInt(std::string* out, int64_t v) {
   char buf[24];
-  char* end = buf + sizeof(buf);
-  char* p = end;
-  const bool neg = v < 0;
-  uint64_t u = neg ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
-  do {
-    *--p = static_cast<char>('0' + u % 10);
-    u /= 10;
-  } while (u != 0);
-  if (neg) *--p = '-';
-  out->append(p, static_cast<size_t>(end - p));
+  out->append(buf, std::to_chars(buf, buf + sizeof(buf), v).ptr);
 }
 
 }  // namespace

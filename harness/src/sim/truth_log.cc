@@ -1,6 +1,7 @@
 #include "capq/sim/truth_log.h"
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 
 namespace capq::sim {
@@ -10,16 +11,7 @@ constexpr size_t kBlockBytes = 1 << 20;
 // Appends a decimal integer; snprintf's format parsing was a visible share of each chunk write.
 void AppendDec(std::string* out, int64_t v) {
   char buf[24];
-  char* end = buf + sizeof(buf);
-  char* p = end;
-  const bool neg = v < 0;
-  uint64_t u = neg ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
-  do {
-    *--p = static_cast<char>('0' + u % 10);
-    u /= 10;
-  } while (u != 0);
-  if (neg) *--p = '-';
-  out->append(p, static_cast<size_t>(end - p));
+  out->append(buf, std::to_chars(buf, buf + sizeof(buf), v).ptr);
 }
 }  // namespace
 
