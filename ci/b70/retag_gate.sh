@@ -65,7 +65,7 @@ done
 ((rows_seen > 0)) || die "no row files in $ROWS_DIR"
 
 # 3. Build the suite with the real-server families enabled (the default build leaves them disabled).
-cmake -S "$root" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCAPQ_REAL_SERVERS=ON >/dev/null
+cmake -S "$root" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD_DIR" -j 2 --target capq capq_capacity_suite
 capq="$BUILD_DIR/harness/capq"
 
