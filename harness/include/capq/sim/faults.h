@@ -33,13 +33,15 @@
 //   cut_connection    after `after_tokens` tokens close the TCP connection (no terminating chunk,
 //                     no [DONE])
 //   missing_done      end the stream normally but without `data: [DONE]`
-//   malformed_json    after `after_tokens` tokens send one frame whose JSON is truncated, then
-//   carry on usage_off_by      report usage.completion_tokens (and total_tokens) off by `n` (may be
-//   negative) early_stop        stop after `after_tokens` tokens with finish_reason "stop", even
-//   with ignore_eos empty_deltas      every content delta is "" (usage still counts the tokens)
+//   malformed_json    after `after_tokens` tokens send one frame whose JSON is truncated,
+//                     then carry on
+//   usage_off_by      report usage.completion_tokens (and total_tokens) off by `n` (may be
+//                     negative)
+//   early_stop        stop after `after_tokens` tokens with finish_reason "stop", even with
+//                     ignore_eos
+//   empty_deltas      every content delta is "" (usage still counts the tokens)
 //   duplicate_output  the output text is that of the prompt `same_as` (default: one fixed text
-//   shared
-//                     by every request this rule matches)
+//                     shared by every request this rule matches)
 //   slow_first_byte   hold the request `delay_ms` virtual milliseconds before anything happens
 //   stall             after `after_tokens` tokens send nothing more and keep the connection open
 //   lying_flush       the flush call answers success but keeps the cache (server-wide; selectors
