@@ -9,7 +9,8 @@
 
 namespace {
 
-constexpr const char* kUsage = R"(capq — the largest concurrency whose p95 TTFT stays strictly below the SLO, proven.
+constexpr const char* kUsage =
+    R"(capq — the largest concurrency whose p95 TTFT stays strictly below the SLO, proven.
 
 usage: capq <command> [args]
 

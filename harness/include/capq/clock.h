@@ -1,5 +1,5 @@
-// The time base: every timestamp in capq is steady_clock (CLOCK_MONOTONIC) nanoseconds. One realtime
-// anchor per trial lines those up with server logs.
+// The time base: every timestamp in capq is steady_clock (CLOCK_MONOTONIC) nanoseconds. One
+// realtime anchor per trial lines those up with server logs.
 #pragma once
 
 #include <chrono>

@@ -1,5 +1,6 @@
-// Logging goes through spdlog. The default level is "warn" so a command's own output stays readable;
-// CAPQ_LOG_LEVEL (trace|debug|info|warn|error|off) or --verbose raises it. Logs go to stderr.
+// Logging goes through spdlog. The default level is "warn" so a command's own output stays
+// readable; CAPQ_LOG_LEVEL (trace|debug|info|warn|error|off) or --verbose raises it. Logs go to
+// stderr.
 #pragma once
 
 #include <spdlog/spdlog.h>

@@ -12,20 +12,22 @@ class Status {
  public:
   enum class Code {
     kOk = 0,
-    kInvalidArgument,   // bad input: a row, a flag, a request
-    kNotFound,          // a file, a row id, an endpoint
-    kIoError,           // a file could not be read or written
-    kUnavailable,       // a server could not be reached or is not ready
+    kInvalidArgument,     // bad input: a row, a flag, a request
+    kNotFound,            // a file, a row id, an endpoint
+    kIoError,             // a file could not be read or written
+    kUnavailable,         // a server could not be reached or is not ready
     kFailedPrecondition,  // identity mismatch, flush refused, cache not cold
-    kDeadlineExceeded,  // a deadline ran out
-    kCancelled,         // interrupted by a signal or a caller
-    kUnimplemented,     // a gate or adapter that does not exist yet: fails closed
+    kDeadlineExceeded,    // a deadline ran out
+    kCancelled,           // interrupted by a signal or a caller
+    kUnimplemented,       // a gate or adapter that does not exist yet: fails closed
     kInternal,
   };
 
   Status() = default;
   static Status Ok() { return Status(); }
-  static Status InvalidArgument(std::string msg) { return Status(Code::kInvalidArgument, std::move(msg)); }
+  static Status InvalidArgument(std::string msg) {
+    return Status(Code::kInvalidArgument, std::move(msg));
+  }
   static Status NotFound(std::string msg) { return Status(Code::kNotFound, std::move(msg)); }
   static Status IoError(std::string msg) { return Status(Code::kIoError, std::move(msg)); }
   static Status Unavailable(std::string msg) { return Status(Code::kUnavailable, std::move(msg)); }
@@ -36,7 +38,9 @@ class Status {
     return Status(Code::kDeadlineExceeded, std::move(msg));
   }
   static Status Cancelled(std::string msg) { return Status(Code::kCancelled, std::move(msg)); }
-  static Status Unimplemented(std::string msg) { return Status(Code::kUnimplemented, std::move(msg)); }
+  static Status Unimplemented(std::string msg) {
+    return Status(Code::kUnimplemented, std::move(msg));
+  }
   static Status Internal(std::string msg) { return Status(Code::kInternal, std::move(msg)); }
 
   bool ok() const { return code_ == Code::kOk; }
@@ -59,7 +63,7 @@ class Status {
 template <typename T>
 class Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {}  // NOLINT: implicit by design
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -81,8 +85,8 @@ class Result {
 
 }  // namespace capq
 
-#define CAPQ_RETURN_IF_ERROR(expr)        \
-  do {                                    \
-    ::capq::Status capq_status_ = (expr); \
+#define CAPQ_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::capq::Status capq_status_ = (expr);        \
     if (!capq_status_.ok()) return capq_status_; \
   } while (0)

@@ -1,7 +1,7 @@
 #include "capq/clock.h"
 
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 
 namespace capq {
 

@@ -18,8 +18,6 @@ void InitLogging() {
   });
 }
 
-void SetLogLevel(const std::string& level) {
-  spdlog::set_level(spdlog::level::from_str(level));
-}
+void SetLogLevel(const std::string& level) { spdlog::set_level(spdlog::level::from_str(level)); }
 
 }  // namespace capq

@@ -4,10 +4,14 @@ namespace capq {
 
 const char* EngineName(Engine e) {
   switch (e) {
-    case Engine::kSglang: return "sglang";
-    case Engine::kVllm: return "vllm";
-    case Engine::kLlamacpp: return "llamacpp";
-    case Engine::kSim: return "sim";
+    case Engine::kSglang:
+      return "sglang";
+    case Engine::kVllm:
+      return "vllm";
+    case Engine::kLlamacpp:
+      return "llamacpp";
+    case Engine::kSim:
+      return "sim";
   }
   return "unknown";
 }
@@ -18,9 +22,12 @@ const char* PercentileMethodName(PercentileMethod m) {
 
 const char* SloMetricName(SloMetric m) {
   switch (m) {
-    case SloMetric::kTtft: return "ttft";
-    case SloMetric::kItl: return "itl";
-    case SloMetric::kE2e: return "e2e";
+    case SloMetric::kTtft:
+      return "ttft";
+    case SloMetric::kItl:
+      return "itl";
+    case SloMetric::kE2e:
+      return "e2e";
   }
   return "unknown";
 }

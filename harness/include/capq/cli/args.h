@@ -1,4 +1,5 @@
-// A small flag parser shared by the subcommands: "--name value", "--name=value", "--flag", positionals.
+// A small flag parser shared by the subcommands: "--name value", "--name=value", "--flag",
+// positionals.
 #pragma once
 
 #include <map>

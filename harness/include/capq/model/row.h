@@ -1,6 +1,6 @@
 // The row model: one serving identity and one workload shape, as plain data (row-schema.md).
-// A Row is produced only by the loader (row_loader.h), which refuses vague rows; every field below is
-// therefore filled (defaults resolved) by the time other layers see it.
+// A Row is produced only by the loader (row_loader.h), which refuses vague rows; every field below
+// is therefore filled (defaults resolved) by the time other layers see it.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +22,7 @@ const char* SloMetricName(SloMetric m);  // "ttft", "itl", "e2e"
 
 struct Identity {
   Engine engine = Engine::kSim;
-  std::string image;           // "repo@sha256:<64 hex>" for real engines; empty for sim
+  std::string image;  // "repo@sha256:<64 hex>" for real engines; empty for sim
   std::string model;
   std::string model_revision;  // 40-hex snapshot for real engines
   std::string served_model_name;
@@ -34,8 +34,8 @@ struct Identity {
   // speculative_num_draft_tokens); values are the YAML scalars as written.
   std::map<std::string, std::string> server_expect;
   // Simulator rows only.
-  std::string sim_profile;     // absolute path, resolved against the row file's folder
-  double time_scale = 1.0;     // virtual seconds per wall second (1 for real engines)
+  std::string sim_profile;  // absolute path, resolved against the row file's folder
+  double time_scale = 1.0;  // virtual seconds per wall second (1 for real engines)
 };
 
 struct Sampling {
@@ -55,7 +55,7 @@ struct Workload {
 };
 
 struct CachePolicy {
-  bool prefix_cache = true;   // "enabled" | "disabled" in the file
+  bool prefix_cache = true;  // "enabled" | "disabled" in the file
   bool flush_before_trial = true;
   bool verify_cold = true;
 };

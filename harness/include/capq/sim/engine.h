@@ -3,21 +3,26 @@
 // drives the live simulated server and offline prediction.
 //
 // Semantics (architecture.md, "The simulated engine"):
-//  - Arrivals join an FCFS waiting queue. At each step start the scheduler admits from the head of the
+//  - Arrivals join an FCFS waiting queue. At each step start the scheduler admits from the head of
+//  the
 //    queue while running < max_running_requests and the paged token pool can reserve
-//    prompt + max_new_tokens (rounded up to pages); admission stops at the first request that does not
-//    fit (FCFS, no overtaking).
-//  - A prompt's uncached tokens are prefilled in chunks of at most chunked_prefill_size per step (the
-//    budget is shared by every prefilling row in that step). The step that finishes a prompt's prefill
-//    emits its first output token.
-//  - kPrefillFirst: a step with prefill work does no decode (unless mixed_chunks); kDecodeFirst: every
+//    prompt + max_new_tokens (rounded up to pages); admission stops at the first request that does
+//    not fit (FCFS, no overtaking).
+//  - A prompt's uncached tokens are prefilled in chunks of at most chunked_prefill_size per step
+//  (the
+//    budget is shared by every prefilling row in that step). The step that finishes a prompt's
+//    prefill emits its first output token.
+//  - kPrefillFirst: a step with prefill work does no decode (unless mixed_chunks); kDecodeFirst:
+//  every
 //    step decodes all running decode rows and fills the remaining budget with prefill.
 //  - A decode row emits 1 token per step, or with speculative decoding 1 + accepted draft tokens
 //    (seeded, mean spec_accept_mean, at most spec_draft_tokens), never past max_new_tokens.
 //  - A step takes b0 + b1*prefill_tokens + b2*sum(chunk^2) + b3*decode_rows + b4*decode_kv_tokens +
-//    overhead (times jitter); it starts when the previous one ends, or at the first arrival when idle.
+//    overhead (times jitter); it starts when the previous one ends, or at the first arrival when
+//    idle.
 //  - Prefix cache (when enabled): a radix cache of finished prompts' token ids; a new request skips
-//    prefill of its longest cached prefix and reports it as cached_tokens. Flush clears it when idle.
+//    prefill of its longest cached prefix and reports it as cached_tokens. Flush clears it when
+//    idle.
 //
 // Details this implementation fixes (engine.cc):
 //  - At most prompt_len - 1 tokens come from the cache: the last prompt token is always computed,
@@ -35,8 +40,9 @@
 //    with probability a until the first rejection, a chosen so the mean accepted count is
 //    spec_accept_mean. Draws hash (jitter_seed, prompt, output position): independent of batching.
 //  - Step jitter draws hash (jitter_seed, step index, the prompts submitted so far), and epoch
-//    jitter (one factor per cache flush) hashes the epoch number with the prompts, so repeated trials with
-//    fresh prompts see different noise while one call sequence always replays identically.
+//    jitter (one factor per cache flush) hashes the epoch number with the prompts, so repeated
+//    trials with fresh prompts see different noise while one call sequence always replays
+//    identically.
 //  - A Submit or Cancel at exactly the start time of the step in progress re-plans that step (no
 //    virtual time has passed), so a burst of arrivals at one instant is admitted together.
 //  - After Cancel no event is emitted for that id. A waiting request leaves the queue at once; a
@@ -71,9 +77,9 @@ struct EngineEvent {
   Kind kind = Kind::kTokens;
   uint64_t request_id = 0;
   VirtNs t = 0;
-  int64_t tokens = 0;          // kTokens: tokens emitted in this step for this request
-  int64_t total_tokens = 0;    // kTokens/kFinished: output tokens so far
-  int64_t cached_tokens = 0;   // kAdmitted
+  int64_t tokens = 0;         // kTokens: tokens emitted in this step for this request
+  int64_t total_tokens = 0;   // kTokens/kFinished: output tokens so far
+  int64_t cached_tokens = 0;  // kAdmitted
   // kFinished/kRejected: "length", "stop", "too_long", "invalid" (static strings).
   const char* finish_reason = nullptr;
 };
@@ -113,8 +119,8 @@ class Engine {
   // Completes every step that ends at or before `t`, appending their events in time order.
   void AdvanceTo(VirtNs t, std::vector<EngineEvent>* out);
 
-  bool Idle() const;         // nothing waiting, nothing running
-  bool FlushCache();         // false (and no change) unless Idle()
+  bool Idle() const;  // nothing waiting, nothing running
+  bool FlushCache();  // false (and no change) unless Idle()
   EngineStats stats() const;
   const EngineProfile& profile() const;
 

@@ -1,4 +1,5 @@
-// A simulator profile: the limits and cost model of one simulated serving engine (rows/sim/profiles/).
+// A simulator profile: the limits and cost model of one simulated serving engine
+// (rows/sim/profiles/).
 #pragma once
 
 #include <cstdint>
@@ -11,17 +12,17 @@ namespace capq::sim {
 enum class SchedulePolicy { kPrefillFirst, kDecodeFirst };  // SGLang-like, vLLM-like
 
 struct EngineProfile {
-  std::string name;                 // "small", "b70_twin"
+  std::string name;  // "small", "b70_twin"
   std::string served_model_name = "sim-model";
   std::string model_path = "capq/sim-model";
   // Limits, under SGLang's names.
   int64_t max_total_tokens = 262144;  // paged token pool
   int page_size = 64;
-  int max_running_requests = 9;       // effective limit after the pool check
+  int max_running_requests = 9;         // effective limit after the pool check
   int64_t chunked_prefill_size = 4096;  // prefill token budget per step
   int64_t context_length = 262144;
   SchedulePolicy policy = SchedulePolicy::kPrefillFirst;
-  bool mixed_chunks = false;        // decode rows ride along with a prefill chunk
+  bool mixed_chunks = false;  // decode rows ride along with a prefill chunk
   bool prefix_cache = true;
   // Step time = b0 + b1*prefill_tokens + b2*sum(chunk^2) + b3*decode_rows + b4*decode_kv_tokens
   //             + overhead, in seconds of virtual time.
@@ -41,8 +42,9 @@ struct EngineProfile {
   // in [1 - epoch_jitter, 1 + epoch_jitter]. A capacity trial flushes first, so this is run-to-run
   // noise that does not average out over a trial's thousands of steps the way step_jitter does.
   double epoch_jitter = 0;
-  // Tokens the chat template adds around the user message; the first `template_prefix_tokens` of them
-  // are identical for every prompt (so even a cold cache reports them as cached after one request).
+  // Tokens the chat template adds around the user message; the first `template_prefix_tokens` of
+  // them are identical for every prompt (so even a cold cache reports them as cached after one
+  // request).
   int chat_template_tokens = 51;
   int template_prefix_tokens = 3;
   // Without ignore_eos a stream stops early at a seeded length in [eos_min_tokens, max_tokens].
