@@ -9,22 +9,7 @@ namespace {
 
 std::vector<std::string> FastTrial(const std::string& url, const std::string& out,
                                    const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> a = {Exe(),
-                                "trial",
-                                "--row",
-                                DataPath("rows/rel_fast.yaml"),
-                                "--concurrency",
-                                "1",
-                                "--trial",
-                                "1",
-                                "--url",
-                                url,
-                                "--out",
-                                out,
-                                "--skip-quiet-period",
-                                "--no-progress"};
-  a.insert(a.end(), extra.begin(), extra.end());
-  return a;
+  return TrialArgv("rel_fast.yaml", url, out, extra);
 }
 
 TEST(Evidence, OneChangedByteInMetricsJsonIsReportedByValidate) {

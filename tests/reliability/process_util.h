@@ -440,4 +440,26 @@ class RecordingProxy {
   std::string sent_;
 };
 
+// capq trial against `url`, writing to `out`; extra flags appended.
+inline std::vector<std::string> TrialArgv(const std::string& row, const std::string& url,
+                                          const std::string& out,
+                                          const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> a = {Exe(),
+                                "trial",
+                                "--row",
+                                DataPath("rows/" + row),
+                                "--concurrency",
+                                "1",
+                                "--trial",
+                                "1",
+                                "--url",
+                                url,
+                                "--out",
+                                out,
+                                "--skip-quiet-period",
+                                "--no-progress"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
 }  // namespace capq::reliability

@@ -7,28 +7,6 @@
 namespace capq::reliability {
 namespace {
 
-// capq trial against `url`, writing to `out`; extra flags appended.
-std::vector<std::string> TrialArgv(const std::string& row, const std::string& url,
-                                   const std::string& out,
-                                   const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> a = {Exe(),
-                                "trial",
-                                "--row",
-                                DataPath("rows/" + row),
-                                "--concurrency",
-                                "1",
-                                "--trial",
-                                "1",
-                                "--url",
-                                url,
-                                "--out",
-                                out,
-                                "--skip-quiet-period",
-                                "--no-progress"};
-  a.insert(a.end(), extra.begin(), extra.end());
-  return a;
-}
-
 // `capq validate DIR` must never call a directory good unless the test says it is complete.
 void ExpectValidateNeverPasses(const std::string& dir, const std::string& log_prefix) {
   RunResult v = RunProcess({Exe(), "validate", dir}, log_prefix, 60);
