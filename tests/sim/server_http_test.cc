@@ -1,6 +1,11 @@
 // The simulated server over real loopback HTTP (sglang dialect): stream shape, usage exactness,
 // prefix cache and flush, health, identity, tokenizer endpoint, metrics, disconnects, truth log.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 
 #include <fstream>
 #include <set>
@@ -441,6 +446,49 @@ TEST(ServerConnectionTest, KeepAliveConnectionServesSeveralStreams) {
     EXPECT_TRUE(d.done_last);
     EXPECT_EQ(d.usage["completion_tokens"], 4);
   }
+}
+
+// Trials open hundreds of streams at once. The accept queue must hold them all: a client whose SYN
+// finds it full is dropped and retries a second later, and that second would land in its TTFT.
+TEST(ServerConnectionTest, AcceptQueueHoldsABurstOfConnectingClients) {
+  auto s = StartServer(TinyProfileYaml());
+  ASSERT_NE(s, nullptr);
+  int somaxconn = 0;
+  std::ifstream("/proc/sys/net/core/somaxconn") >> somaxconn;
+  ASSERT_GT(somaxconn, 0);
+  EXPECT_EQ(s->listen_backlog(), std::min(4096, somaxconn));
+
+  // A burst of connects completes in the kernel whether or not the loop has accepted them yet;
+  // with a short queue the overflow would still be waiting for its SYN retry.
+  rlimit rl{};
+  getrlimit(RLIMIT_NOFILE, &rl);
+  const int burst =
+      static_cast<int>(std::min<rlim_t>(600, rl.rlim_cur > 64 ? rl.rlim_cur - 64 : 0));
+  ASSERT_GE(burst, 200) << "open file limit too low for the burst";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(s->port()));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  std::vector<pollfd> fds;
+  for (int i = 0; i < burst; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    ASSERT_GE(fd, 0);
+    connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    fds.push_back({fd, POLLOUT, 0});
+  }
+  // Well under the one-second SYN retry; not a speed check.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(900);
+  int connected = 0;
+  while (connected < burst && std::chrono::steady_clock::now() < deadline) {
+    poll(fds.data(), fds.size(), 50);
+    connected = 0;
+    for (pollfd& p : fds) {
+      if (p.revents & POLLOUT) p.events = 0;  // connected: stop asking
+      if (p.events == 0) ++connected;
+    }
+  }
+  for (pollfd& p : fds) close(p.fd);
+  EXPECT_EQ(connected, burst);
 }
 
 // An HTTP/1.0 client gets no chunked encoding: the body is the SSE text and ends with the

@@ -15,6 +15,9 @@ constexpr const char* kSimUsage =
     "usage: capq sim --profile FILE [--port N] [--host H] [--time-scale K] [--truth-log FILE]\n"
     "                [--faults FILE] [--dialect sglang|vllm|llamacpp]\n";
 
+// An accept queue shorter than this is worth a warning: trials open this many streams at once.
+constexpr int kBurstClients = 1024;
+
 }  // namespace
 
 int RunSim(const Args& args) {
@@ -78,6 +81,13 @@ int RunSim(const Args& args) {
               (*server)->url().c_str(), (*server)->profile().name.c_str(),
               (*server)->identity_digest().c_str(), opts.time_scale);
   std::fflush(stdout);
+  if ((*server)->listen_backlog() < kBurstClients) {
+    std::fprintf(stderr,
+                 "capq sim: warning: the kernel queues only %d connections for accept "
+                 "(net.core.somaxconn); beyond that many clients connecting at once, each one "
+                 "waits a second for its SYN retry and that second shows in its TTFT\n",
+                 (*server)->listen_backlog());
+  }
 
   int sig = 0;
   sigwait(&stop_signals, &sig);

@@ -61,6 +61,8 @@ constexpr const char* kFlushText =
 constexpr int kIdleTimeoutS = 5;
 // A request being answered is never timed out by the server (a day is "never" for a trial).
 constexpr int kStreamTimeoutS = 24 * 3600;
+// Pending connections the kernel may queue for accept (capped by net.core.somaxconn).
+constexpr int kListenBacklog = 4096;
 
 constexpr double kTtftBucketsS[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08,  0.1,  0.25, 0.5,
                                     0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 15.0,  20.0, 30.0, 40.0,
@@ -208,6 +210,7 @@ struct SimServer::Impl {
   evbuffer* scratch = nullptr;
   std::thread thread;
   int port = 0;
+  int listen_backlog = 0;
   MonoNs t0 = 0;
   int64_t start_unix_ns = 0;
   double scale = 1.0;
@@ -1442,10 +1445,12 @@ Result<std::unique_ptr<SimServer>> SimServer::Start(const ServerOptions& options
   if (inet_pton(AF_INET, options.host.c_str(), &addr.sin_addr) != 1) {
     return Status::InvalidArgument("host must be an IPv4 address, got '" + options.host + "'");
   }
-  // Backlog -1 = SOMAXCONN: thousands of clients connecting at once must not be dropped.
-  impl->listener = evconnlistener_new_bind(impl->base, nullptr, nullptr,
-                                           LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE, -1,
-                                           reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  // Thousands of clients connecting at once must not be dropped: a connection refused by a full
+  // accept queue retries its SYN a second later, and that second lands in its TTFT. libevent's
+  // "-1" means a backlog of 128, so ask for kListenBacklog (the kernel caps it at somaxconn).
+  impl->listener = evconnlistener_new_bind(
+      impl->base, nullptr, nullptr, LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE, kListenBacklog,
+      reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   if (!impl->listener) {
     return Status::Unavailable("cannot listen on " + options.host + ":" +
                                std::to_string(options.port) + ": " + std::strerror(errno));
@@ -1466,6 +1471,12 @@ Result<std::unique_ptr<SimServer>> SimServer::Start(const ServerOptions& options
     return Status::Internal(std::string("getsockname failed: ") + std::strerror(errno));
   }
   impl->port = ntohs(bound.sin_port);
+  // For a listening socket Linux reports the accept queue's limit in tcpi_sacked.
+  tcp_info info{};
+  socklen_t info_len = sizeof(info);
+  if (getsockopt(lfd, IPPROTO_TCP, TCP_INFO, &info, &info_len) == 0) {
+    impl->listen_backlog = static_cast<int>(info.tcpi_sacked);
+  }
   impl->t0 = NowNs();
   impl->start_unix_ns = RealtimeAnchor::Take().unix_ns;
   Impl* raw = impl.get();
@@ -1489,6 +1500,8 @@ EngineStats SimServer::engine_stats() const {
 }
 
 int64_t SimServer::requests_received() const { return impl_->requests_received.load(); }
+
+int SimServer::listen_backlog() const { return impl_->listen_backlog; }
 
 void SimServer::Stop() {
   if (!impl_) return;

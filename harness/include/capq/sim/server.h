@@ -66,6 +66,10 @@ class SimServer {
   EngineStats engine_stats() const;
   // Chat completion requests received so far (any outcome), in arrival order.
   int64_t requests_received() const;
+  // Connections the kernel queues for accept on the listening socket (what it granted: the
+  // server asks for 4,096, net.core.somaxconn caps it). Clients beyond this many connecting at
+  // once have their SYN dropped and retry a second later, a second that lands in their TTFT.
+  int listen_backlog() const;
 
   // Idempotent; joins the loop thread. In-flight streams are cut; the truth log is flushed.
   void Stop();
