@@ -3,8 +3,10 @@
 //   {"request_id":"chatcmpl-...","event_index":3,"virtual_ns":123,"wall_mono_ns":456,"due_mono_ns":450}
 // due_mono_ns is where the engine schedule puts that virtual instant on the wall clock
 // (t0 + virtual / time_scale), so wall_mono_ns - due_mono_ns is the write's lateness.
-// Lines are buffered in memory; full blocks are handed to a writer thread so the loop never blocks
-// on the file; Close() writes the rest and joins it.
+// The loop thread only copies each record into a block (no formatting, no allocation once both
+// blocks have grown); a writer thread formats full blocks as JSON lines and writes them, so the
+// loop never blocks on the file. The two blocks trade places and keep their memory.
+// Close() writes the rest and joins the writer.
 // Append/Close are called by one thread (the server's loop thread, then Stop()).
 #pragma once
 
@@ -15,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "capq/status.h"
 
@@ -34,18 +37,36 @@ class TruthLog {
   Status Close();  // flushes; idempotent
 
  private:
+  struct Record {
+    size_t id_begin;  // request id: ids[id_begin, id_begin + id_size)
+    size_t id_size;
+    int64_t event_index, virtual_ns, wall_mono_ns, due_mono_ns;
+  };
+  struct Block {
+    std::vector<Record> records;
+    std::string ids;
+    void Clear() {  // keeps the memory
+      records.clear();
+      ids.clear();
+    }
+  };
+
   void WriterLoop();
-  Status Write(const std::string& block);  // writer thread (or Close after the join)
+  // Formats and writes `block` (writer thread, or Close after the join).
+  Status Write(const Block& block, std::string* text);
 
   std::FILE* file_ = nullptr;
-  std::string buffer_;  // the appending thread's block
   std::string path_;
+  Block active_;  // the appending thread's block
   std::thread writer_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::string pending_;   // GUARDED_BY(mu_): a full block waiting for the writer
-  bool closing_ = false;  // GUARDED_BY(mu_)
-  Status first_error_;    // GUARDED_BY(mu_)
+  // pending_ belongs to the writer while pending_full_; otherwise it is an empty block the
+  // appending thread may trade for its full one.
+  Block pending_;
+  bool pending_full_ = false;  // GUARDED_BY(mu_)
+  bool closing_ = false;       // GUARDED_BY(mu_)
+  Status first_error_;         // GUARDED_BY(mu_)
 };
 
 }  // namespace capq::sim
