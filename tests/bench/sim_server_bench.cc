@@ -8,9 +8,12 @@
 //   first
 //       byte before any finished), completed = streams that ended with [DONE] and the terminating
 //       chunk. Target: 2,048 served by one process.
-//   BM_ChunkLateness/streams:512/...   lateness of every chunk write against the engine schedule,
-//       from the truth log (wall_mono_ns - due_mono_ns): p50/p99/max in microseconds.
-//       Target: p99 <= 1 ms at 512 streams.
+//   BM_ChunkLateness/streams:512/...   late_*: lateness of every chunk against the engine
+//       schedule, from the truth log (wall_mono_ns - due_mono_ns, the instant the server hands the
+//       chunk to its connection): p50/p99/max in microseconds. Target: p99 <= 1 ms at 512 streams.
+//       recv_late_*: the same chunks as the client saw them (its clock when the recv() holding the
+//       chunk's last byte returned, minus the same due instant): what the server's socket writes
+//       and the client's own reading add on top. No target; reported so neither hides the other.
 // The load comes from a small epoll client on its own thread in the same process (raw HTTP/1.1,
 // one connection per stream), so client and server share the machine's two cores.
 #include <arpa/inet.h>
@@ -30,6 +33,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -77,6 +81,10 @@ struct Conn {
   bool done = false;
   char tail[5] = {0, 0, 0, 0, 0};
   int64_t bytes = 0;
+  // Receipt of each SSE frame: frame k of a stream is the truth log's event_index k.
+  std::string head;  // the answer's first bytes, until the request id is found in them
+  std::string request_id;
+  std::vector<capq::MonoNs> frame_recv_ns;
 };
 
 struct ClientResult {
@@ -84,14 +92,36 @@ struct ClientResult {
   int failed = 0;
   int peak_open = 0;
   double seconds = 0;
+  std::vector<Conn> conns;
 };
+
+// Notes the SSE frames completed by `data` (a frame ends with a blank line; chunk-size lines and
+// the HTTP head use CRLF, so "\n\n" marks frames only) and, once, the stream's request id.
+void NoteFrames(Conn* c, const char* data, size_t n, capq::MonoNs now) {
+  char prev = c->tail[4];
+  for (size_t j = 0; j < n; ++j) {
+    if (data[j] == '\n' && prev == '\n') c->frame_recv_ns.push_back(now);
+    prev = data[j];
+  }
+  for (size_t j = n > 5 ? n - 5 : 0; j < n; ++j) {
+    std::memmove(c->tail, c->tail + 1, 4);
+    c->tail[4] = data[j];
+  }
+  if (!c->request_id.empty() || c->head.size() > 4096) return;
+  c->head.append(data, n);
+  const size_t at = c->head.find("\"id\":\"");
+  if (at == std::string::npos) return;
+  const size_t end = c->head.find('"', at + 6);
+  if (end != std::string::npos) c->request_id = c->head.substr(at + 6, end - at - 6);
+}
 
 // Opens `streams` connections at once, sends one streaming chat request on each and reads every
 // answer to its terminating chunk.
 ClientResult RunClient(int port, int streams, int max_tokens) {
   ClientResult res;
   int ep = epoll_create1(0);
-  std::vector<Conn> conns(static_cast<size_t>(streams));
+  std::vector<Conn>& conns = res.conns;
+  conns.resize(static_cast<size_t>(streams));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
@@ -152,11 +182,8 @@ ClientResult RunClient(int port, int streams, int max_tokens) {
             res.peak_open = std::max(res.peak_open, ++open);
           }
           c.bytes += r;
-          // Keep the last 5 bytes: the stream is complete at the terminating chunk "0\r\n\r\n".
-          for (ssize_t j = std::max<ssize_t>(0, r - 5); j < r; ++j) {
-            std::memmove(c.tail, c.tail + 1, 4);
-            c.tail[4] = buf[static_cast<size_t>(j)];
-          }
+          // NoteFrames keeps the last 5 bytes: the stream is complete at the terminating chunk.
+          NoteFrames(&c, buf.data(), static_cast<size_t>(r), capq::NowNs());
           if (std::memcmp(c.tail, "0\r\n\r\n", 5) == 0) {
             c.done = true;
             ++res.completed;
@@ -195,15 +222,7 @@ struct Lateness {
   double p50_us = 0, p99_us = 0, max_us = 0;
 };
 
-Lateness ReadLateness(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::vector<int64_t> late;
-  while (std::getline(in, line)) {
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded()) continue;
-    late.push_back(j["wall_mono_ns"].get<int64_t>() - j["due_mono_ns"].get<int64_t>());
-  }
+Lateness Summarize(std::vector<int64_t> late) {
   Lateness l;
   l.lines = static_cast<int64_t>(late.size());
   if (late.empty()) return l;
@@ -216,6 +235,42 @@ Lateness ReadLateness(const std::string& path) {
   l.p99_us = q(0.99);
   l.max_us = static_cast<double>(late.back()) / 1000.0;
   return l;
+}
+
+// Server-side lateness (late) from the truth log, and client-side lateness (recv_late) of the same
+// chunks, matched by request id and event index. `unmatched` counts client frames the log lacks.
+struct LatenessPair {
+  Lateness server, client;
+  int64_t unmatched = 0;
+};
+
+LatenessPair ReadLateness(const std::string& path, const std::vector<Conn>& conns) {
+  std::ifstream in(path);
+  std::string line;
+  std::vector<int64_t> late;
+  std::map<std::pair<std::string, int64_t>, capq::MonoNs> due;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded()) continue;
+    const int64_t due_ns = j["due_mono_ns"].get<int64_t>();
+    late.push_back(j["wall_mono_ns"].get<int64_t>() - due_ns);
+    due[{j["request_id"].get<std::string>(), j["event_index"].get<int64_t>()}] = due_ns;
+  }
+  LatenessPair out;
+  std::vector<int64_t> recv_late;
+  for (const Conn& c : conns) {
+    for (size_t k = 0; k < c.frame_recv_ns.size(); ++k) {
+      auto it = due.find({c.request_id, static_cast<int64_t>(k)});
+      if (it == due.end()) {
+        ++out.unmatched;
+        continue;
+      }
+      recv_late.push_back(c.frame_recv_ns[k] - it->second);
+    }
+  }
+  out.server = Summarize(std::move(late));
+  out.client = Summarize(std::move(recv_late));
+  return out;
 }
 
 // One run: a server with a profile whose running limit is `max_running`, `streams` clients.
@@ -245,11 +300,16 @@ void RunOnce(benchmark::State& state, int streams, int max_running, int max_toke
   state.counters["peak_open"] = cr.peak_open;
   state.counters["wall_s"] = cr.seconds;
   if (lateness) {
-    Lateness l = ReadLateness(o.truth_log_path);
+    LatenessPair lp = ReadLateness(o.truth_log_path, cr.conns);
+    const Lateness& l = lp.server;
     state.counters["chunks"] = static_cast<double>(l.lines);
     state.counters["late_p50_us"] = l.p50_us;
     state.counters["late_p99_us"] = l.p99_us;
     state.counters["late_max_us"] = l.max_us;
+    state.counters["recv_chunks"] = static_cast<double>(lp.client.lines);
+    state.counters["recv_unmatched"] = static_cast<double>(lp.unmatched);
+    state.counters["recv_late_p50_us"] = lp.client.p50_us;
+    state.counters["recv_late_p99_us"] = lp.client.p99_us;
     // CAPQ_BENCH_KEEP_TRUTH=1 keeps the truth log for a closer look (its path is printed).
     if (std::getenv("CAPQ_BENCH_KEEP_TRUTH")) {
       std::fprintf(stderr, "truth log kept: %s\n", o.truth_log_path.c_str());
