@@ -555,6 +555,80 @@ TEST(EngineTest, AdvanceBeforeTheStepEndsEmitsNothingNew) {
   EXPECT_GT(d.events().size(), n);
 }
 
+// AdvanceTo hands out a step's events before freeing the rows it ended, caching their prompts and
+// planning the next step; whatever the engine is asked next must see that work done. A request
+// arriving at the very instant another finishes finds the pool it freed and the prompt it cached.
+TEST(EngineTest, ArrivalAtAFinishInstantSeesThePoolFreedAndThePromptCached) {
+  const std::vector<uint32_t> x = Prompt(1000, 170);
+  // Submits straight after the step that finished request 1, with no other engine call between.
+  auto submit = [](Driver& d, uint64_t id, std::vector<uint32_t> prompt, VirtNs at) {
+    EngineRequest r;
+    r.id = id;
+    r.prompt_tokens = std::move(prompt);
+    r.max_new_tokens = 2;
+    d.engine().Submit(std::move(r), at);
+    d.AdvanceTo(at);  // collects the admission
+    return d.First(id, Kind::kAdmitted);
+  };
+
+  EngineProfile tight = TestProfile();
+  tight.max_total_tokens = 1024;  // one 1,000-token request at a time
+  Driver d(tight);
+  d.Submit(1, x, 2, 0);
+  const VirtNs done = d.RunUntil(1, Kind::kFinished);
+  const EngineEvent* admitted = submit(d, 2, Prompt(1000, 171), done);
+  ASSERT_NE(admitted, nullptr);
+  EXPECT_EQ(admitted->t, done);
+
+  Driver c(TestProfile());
+  c.Submit(1, x, 2, 0);
+  const VirtNs c_done = c.RunUntil(1, Kind::kFinished);
+  admitted = submit(c, 2, x, c_done);
+  ASSERT_NE(admitted, nullptr);
+  EXPECT_EQ(admitted->cached_tokens, 999);
+
+  Driver st(TestProfile());
+  st.Submit(1, x, 2, 0);
+  st.RunUntil(1, Kind::kFinished);
+  EXPECT_EQ(st.engine().stats().cache_tokens, 1000);
+  EXPECT_EQ(st.engine().stats().pool_used_tokens, 0);
+  EXPECT_TRUE(st.engine().Idle());
+}
+
+// The same calls give the same events whether the engine is advanced to every step's end (each
+// step's bookkeeping deferred to the next call) or far past several steps at once (done in
+// between).
+TEST(EngineTest, EventsDoNotDependOnHowFarEachAdvanceGoes) {
+  EngineProfile p = TestProfile();
+  p.max_total_tokens = 2048;
+  p.max_running_requests = 3;
+  p.step_jitter = 0.1;
+  auto run = [&](bool every_step) {
+    Driver d(p);
+    std::mt19937 rng(7);
+    VirtNs t = 0;
+    for (uint64_t id = 0; id < 60; ++id) {
+      t += static_cast<VirtNs>(rng() % 5) * kMs;
+      if (every_step) {
+        while (auto next = d.engine().NextEventTime()) {
+          if (*next > t) break;
+          d.AdvanceTo(*next);
+        }
+      }
+      std::vector<uint32_t> prompt = Prompt(200 + rng() % 600, 300 + rng() % 3);
+      prompt.resize(prompt.size() - rng() % 100);
+      d.Submit(id, std::move(prompt), 1 + rng() % 20, t);
+      if (rng() % 8 == 0) d.engine().Cancel(rng() % (id + 1), t);
+    }
+    d.RunUntilIdle();
+    return d.events();
+  };
+  const auto fine = run(true);
+  const auto coarse = run(false);
+  EXPECT_GT(fine.size(), 300u);
+  EXPECT_TRUE(SameEvents(fine, coarse));
+}
+
 // Random arrivals, cancels and flushes against a tiny pool with shared prefixes: every request ends
 // exactly once with the tokens it asked for, and the pool and running limits are never exceeded.
 TEST(EngineTest, RandomScheduleKeepsEveryInvariant) {

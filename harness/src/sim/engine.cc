@@ -58,7 +58,35 @@ struct Engine::Impl {
   explicit Impl(const EngineProfile& p)
       : profile(p),
         accept_p(ChainAcceptProbability(p.spec_draft_tokens, p.spec_accept_mean)),
-        accept_threshold(static_cast<uint32_t>(std::lround(accept_p * 65536.0))) {}
+        accept_threshold(static_cast<uint32_t>(std::lround(accept_p * 65536.0))),
+        min_step_ns(MinStepNs(p)) {}
+
+  // A lower bound on any step's duration: the fixed terms at the largest jitter cut, rounded down.
+  static VirtNs MinStepNs(const EngineProfile& p) {
+    const double secs = (p.b0_s + p.overhead_s) * (1 - std::max(0.0, p.step_jitter)) *
+                        (1 - std::max(0.0, p.epoch_jitter));
+    return std::max<VirtNs>(1, static_cast<VirtNs>(std::floor(secs * 1e9)) - 1);
+  }
+
+  // The bookkeeping a completed step leaves behind (freeing the finished and cancelled rows,
+  // caching finished prompts) and the planning of the next step, deferred until the engine is next
+  // asked anything: AdvanceTo can hand out a step's events first. Every public call settles first,
+  // in the order the work would have run, so nothing observable changes.
+  void Settle() {
+    for (auto& r : retiring) {
+      Release(*r);
+      if (!r->cancelled && profile.prefix_cache) {
+        cache.Insert(r->prompt.data(), r->prompt_len);
+        // Inserting cannot outgrow the pool: the request's reservation covered these tokens.
+        cache.EvictDownTo(profile.max_total_tokens - reserved_tokens);
+      }
+    }
+    retiring.clear();
+    if (start_pending) {
+      start_pending = false;
+      StartStep(last_step_end);
+    }
+  }
 
   // --- admission -----------------------------------------------------------------------------
   void Admit(VirtNs now) {
@@ -211,12 +239,6 @@ struct Engine::Impl {
     ev.total_tokens = r.generated;
     ev.finish_reason = r.stop_is_eos && r.generated >= r.stop_at ? "stop" : "length";
     pending.push_back(ev);
-    Release(r);
-    if (profile.prefix_cache) {
-      cache.Insert(r.prompt.data(), r.prompt_len);
-      // Inserting cannot outgrow the pool: the request's reservation covered these tokens.
-      cache.EvictDownTo(profile.max_total_tokens - reserved_tokens);
-    }
     ++stats.requests_finished;
   }
 
@@ -227,7 +249,6 @@ struct Engine::Impl {
       Req& r = *running[i];
       bool done = false;
       if (r.cancelled) {
-        Release(r);
         done = true;
       } else {
         int64_t emitted = 0;
@@ -253,7 +274,9 @@ struct Engine::Impl {
           }
         }
       }
-      if (!done) {
+      if (done) {
+        retiring.push_back(std::move(running[i]));  // Settle frees it
+      } else {
         if (keep != i) running[keep] = std::move(running[i]);
         ++keep;
       }
@@ -281,6 +304,9 @@ struct Engine::Impl {
   VirtNs step_end = 0;
   VirtNs last_step_end = 0;
   std::vector<EngineEvent> pending;
+  std::vector<std::unique_ptr<Req>> retiring;  // rows the last step ended, in running order
+  bool start_pending = false;                  // the next step starts at last_step_end
+  VirtNs min_step_ns;
   EngineStats stats;
   uint64_t entropy = 0;  // folds in every submitted prompt
   uint64_t epoch = 0;
@@ -293,6 +319,7 @@ Engine::~Engine() = default;
 
 void Engine::Submit(EngineRequest request, VirtNs now) {
   Impl& s = *impl_;
+  s.Settle();
   const EngineProfile& p = s.profile;
   auto r = std::make_unique<Impl::Req>();
   r->id = request.id;
@@ -334,6 +361,7 @@ void Engine::Submit(EngineRequest request, VirtNs now) {
 
 void Engine::Cancel(uint64_t request_id, VirtNs now) {
   Impl& s = *impl_;
+  s.Settle();
   for (auto it = s.waiting.begin(); it != s.waiting.end(); ++it) {
     if ((*it)->id == request_id) {
       s.waiting.erase(it);
@@ -358,22 +386,30 @@ void Engine::Cancel(uint64_t request_id, VirtNs now) {
 }
 
 std::optional<VirtNs> Engine::NextEventTime() const {
+  impl_->Settle();
   if (!impl_->step_active) return std::nullopt;
   return impl_->step_end;
 }
 
 void Engine::AdvanceTo(VirtNs t, std::vector<EngineEvent>* out) {
   Impl& s = *impl_;
+  s.Settle();
   while (s.step_active && s.step_end <= t) {
     const VirtNs end = s.step_end;
     s.CompleteStep();
     s.last_step_end = end;
-    s.StartStep(end);
+    s.start_pending = true;
+    // Plan the next step now only if it could end by `t`; otherwise the caller gets this step's
+    // events before the bookkeeping and planning run.
+    if (end + s.min_step_ns <= t) s.Settle();
   }
   s.Flush(out);
 }
 
-bool Engine::Idle() const { return impl_->waiting.empty() && impl_->running.empty(); }
+bool Engine::Idle() const {
+  impl_->Settle();
+  return impl_->waiting.empty() && impl_->running.empty();
+}
 
 bool Engine::FlushCache() {
   if (!Idle()) return false;
@@ -384,6 +420,7 @@ bool Engine::FlushCache() {
 }
 
 EngineStats Engine::stats() const {
+  impl_->Settle();
   EngineStats st = impl_->stats;
   st.running = static_cast<int>(impl_->running.size());
   st.waiting = static_cast<int>(impl_->waiting.size());
