@@ -213,6 +213,15 @@ inline std::string WriteTemp(const std::string& name, const std::string& text) {
   // writing the same profile name would truncate the file under the other's reader.
   std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
                               ("capq_sim_server_tests_" + std::to_string(::getpid()));
+  // Removed when the test process exits, so runs do not pile folders up in the temp dir.
+  struct RemoveAtExit {
+    std::filesystem::path dir;
+    ~RemoveAtExit() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  };
+  static RemoveAtExit cleanup{dir};
   std::filesystem::create_directories(dir);
   std::filesystem::path p = dir / name;
   std::ofstream(p) << text;
