@@ -2,8 +2,10 @@
 //
 // Virtual time: virtual_ns = (mono_ns - t0) * time_scale. The engine timer is armed at the wall
 // instant of Engine::NextEventTime(); when it fires the loop advances the engine to
-// max(now, that instant) and writes each event's chunks right away, so a chunk's lateness is the
-// timer's wake-up error plus the time spent writing the chunks before it in the same step.
+// max(now, that instant) and hands each event's chunks to their connections right away, so a
+// chunk's lateness (truth log) is the timer's wake-up error plus the time spent handing over the
+// chunks before it in the same step. The loop writes the connections' buffers to their sockets
+// once the step's hand-over is done; finishing replies waits until then too.
 // Arrivals first advance the engine to "now" and then submit, so a request never joins a step that
 // started before it arrived.
 //
