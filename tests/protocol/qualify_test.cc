@@ -314,27 +314,36 @@ class QualifyEndToEndTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(fs::exists(kCapq)) << kCapq << " is missing: build the capq target first";
   }
+  // Qualifies `row` with one capq process per trial against a simulator started from the row's
+  // own profile and time scale; trial directories go under `out`.
+  static RowQualification QualifyOnItsSimulator(const Row& row, const fs::path& out) {
+    sim::ServerOptions so;
+    so.profile_path = row.identity.sim_profile;
+    so.time_scale = row.identity.time_scale;
+    auto srv = sim::SimServer::Start(so);
+    if (!srv.ok()) {
+      ADD_FAILURE() << srv.status().ToString();
+      return {};
+    }
+    ProcessTrialRunnerOptions ro;
+    ro.exe = kCapq;
+    ro.row_path = row.source_path;
+    ro.url = (*srv)->url();
+    ro.out_dir = out.string();
+    QualifyOptions qo;
+    qo.max_concurrency = 32;
+    RowQualification q = Qualify(row, MakeProcessTrialRunner(ro), qo);
+    (*srv)->Stop();
+    return q;
+  }
 };
 
 TEST_F(QualifyEndToEndTest, ProcessPerTrialFindsTheRowsCmaxOnTheSimulator) {
   Result<Row> row = LoadRow(kRows + "/qualify_tiny.yaml");
   ASSERT_TRUE(row.ok()) << row.status().ToString();
   ASSERT_TRUE(row->expect.cmax.has_value());
-  sim::ServerOptions so;
-  so.profile_path = row->identity.sim_profile;
-  so.time_scale = row->identity.time_scale;
-  auto srv = sim::SimServer::Start(so);
-  ASSERT_TRUE(srv.ok()) << srv.status().ToString();
   fs::path out = E2eDir("lib");
-  ProcessTrialRunnerOptions ro;
-  ro.exe = kCapq;
-  ro.row_path = row->source_path;
-  ro.url = (*srv)->url();
-  ro.out_dir = out.string();
-  QualifyOptions qo;
-  qo.max_concurrency = 32;
-  RowQualification q = Qualify(*row, MakeProcessTrialRunner(ro), qo);
-  (*srv)->Stop();
+  RowQualification q = QualifyOnItsSimulator(*row, out);
 
   ASSERT_EQ(q.status, QualifyStatus::kProven) << q.message;
   EXPECT_EQ(q.cmax, row->expect.cmax);
@@ -505,21 +514,8 @@ TEST(ProcessTrialRunnerTest, ATrialProcessThatNeverEndsIsStoppedAtItsDeadline) {
 TEST_F(QualifyEndToEndTest, JitteryBoundaryObeysTheOverlapRule) {
   Result<Row> row = LoadRow(kRows + "/qualify_jitter.yaml");
   ASSERT_TRUE(row.ok()) << row.status().ToString();
-  sim::ServerOptions so;
-  so.profile_path = row->identity.sim_profile;
-  so.time_scale = row->identity.time_scale;
-  auto srv = sim::SimServer::Start(so);
-  ASSERT_TRUE(srv.ok()) << srv.status().ToString();
   fs::path out = E2eDir("jitter");
-  ProcessTrialRunnerOptions ro;
-  ro.exe = kCapq;
-  ro.row_path = row->source_path;
-  ro.url = (*srv)->url();
-  ro.out_dir = out.string();
-  QualifyOptions qo;
-  qo.max_concurrency = 32;
-  RowQualification q = Qualify(*row, MakeProcessTrialRunner(ro), qo);
-  (*srv)->Stop();
+  RowQualification q = QualifyOnItsSimulator(*row, out);
   ASSERT_TRUE(q.status == QualifyStatus::kProven || q.status == QualifyStatus::kLowered)
       << q.summary_line;
   if (q.status == QualifyStatus::kProven) {
