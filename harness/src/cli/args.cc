@@ -1,5 +1,6 @@
 #include "capq/cli/args.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 namespace capq::cli {
@@ -66,6 +67,23 @@ Result<double> ArgParser::GetDouble(const std::string& flag, double fallback) co
     return Status::InvalidArgument("flag --" + flag + ": expected a number, got '" + *v + "'");
   }
   return d;
+}
+
+std::optional<int> ParseCommand(ArgParser& p, const std::vector<std::string>& args,
+                                const char* name, const char* usage, int usage_error) {
+  if (Status st = p.Parse(args); !st.ok()) {
+    std::fprintf(stderr, "capq %s: %s\n%s", name, st.message().c_str(), usage);
+    return usage_error;
+  }
+  if (p.Has("help")) {
+    std::fputs(usage, stdout);
+    return 0;
+  }
+  if (p.positionals().empty()) {
+    std::fputs(usage, stderr);
+    return usage_error;
+  }
+  return std::nullopt;
 }
 
 }  // namespace capq::cli

@@ -116,18 +116,7 @@ Status WriteOutputs(const std::string& out_dir, const CapacityData& data) {
 int RunQualify(const Args& args) {
   ArgParser p({"url", "out", "max-concurrency", "trials", "max-trials", "sim-faults"},
               {"update", "insecure", "no-predict", "help"});
-  if (Status st = p.Parse(args); !st.ok()) {
-    std::fprintf(stderr, "capq qualify: %s\n%s", st.message().c_str(), kUsage);
-    return 3;
-  }
-  if (p.Has("help")) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  if (p.positionals().empty()) {
-    std::fputs(kUsage, stderr);
-    return 3;
-  }
+  if (std::optional<int> rc = ParseCommand(p, args, "qualify", kUsage, 3)) return *rc;
   Result<long long> max_c = p.GetInt("max-concurrency", 256);
   Result<long long> trials = p.GetInt("trials", 0);
   Result<long long> max_trials = p.GetInt("max-trials", 0);

@@ -18,18 +18,7 @@ int RunReport(const Args& args) {
       "  Rebuilds DIR/report.html from DIR/capacity-data.json for each DIR. With --out, writes "
       "one\n"
       "  report over the rows of every DIR instead (the capacity surface needs several rows).\n";
-  if (Status st = p.Parse(args); !st.ok()) {
-    std::fprintf(stderr, "capq report: %s\n%s", st.message().c_str(), kUsage);
-    return 3;
-  }
-  if (p.Has("help")) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  if (p.positionals().empty()) {
-    std::fputs(kUsage, stderr);
-    return 3;
-  }
+  if (std::optional<int> rc = ParseCommand(p, args, "report", kUsage, 3)) return *rc;
   CapacityData merged;
   int rc = 0;
   for (const auto& dir : p.positionals()) {

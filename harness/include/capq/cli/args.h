@@ -36,4 +36,10 @@ class ArgParser {
   std::vector<std::string> positionals_;
 };
 
+// The start shared by the commands of the form "capq NAME [flags] ARG...": parses `args` into `p`.
+// A bad flag prints its message and `usage` to stderr, and so does a missing ARG (just `usage`);
+// both return `usage_error`. --help prints `usage` to stdout and returns 0. std::nullopt: go on.
+std::optional<int> ParseCommand(ArgParser& p, const std::vector<std::string>& args,
+                                const char* name, const char* usage, int usage_error);
+
 }  // namespace capq::cli
