@@ -681,6 +681,12 @@ std::vector<const TrialSummary*> Confirmations(const RowQualification& q) {
   return out;
 }
 
+int CountCorrect(const std::vector<const TrialSummary*>& ts) {
+  int ok = 0;
+  for (const auto* t : ts) ok += t->correctness_pass;
+  return ok;
+}
+
 std::string TblCorrectness(const CapacityData& d) {
   std::string html =
       "<table id=\"tbl-correctness\"><tr><th class=\"l\">row</th><th>confirmation "
@@ -690,8 +696,7 @@ std::string TblCorrectness(const CapacityData& d) {
   std::vector<const TrialSummary*> all;
   auto line = [&](const std::string& name, const std::vector<const TrialSummary*>& ts, bool bold) {
     CorrectnessTotals s = Sum(ts);
-    int ok = 0;
-    for (const auto* t : ts) ok += t->correctness_pass;
+    const int ok = CountCorrect(ts);
     std::string td = bold ? "th" : "td";
     return "<tr><" + td + " class=\"l\">" + Esc(name) + "</" + td + "><" + td + ">" +
            std::to_string(ts.size()) + "</" + td + "><" + td +
@@ -710,8 +715,7 @@ std::string TblCorrectness(const CapacityData& d) {
   if (d.rows.size() > 1) html += line("all rows", all, true);
   html += "</table>\n";
   CorrectnessTotals s = Sum(all);
-  int ok = 0;
-  for (const auto* t : all) ok += t->correctness_pass;
+  const int ok = CountCorrect(all);
   html +=
       "<p>Across all " + std::to_string(all.size()) +
       " boundary confirmations, the validator checked " + Int(s.streams) +
