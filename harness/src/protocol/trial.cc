@@ -358,6 +358,14 @@ TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
   s.server_metrics.push_back(Snapshot(target, "before", t0, &before_text));
   MetricsSampler sampler(row.identity.engine, topts, 250);
   sampler.Start(t0);
+  // Where and how every request of this trial is sent (the calibration warm-ups included).
+  LoadSpec connection;
+  connection.url = target.ChatUrl();
+  connection.api_key = opt.api_key;
+  connection.request_timeout_s = row.request_timeout_s / scale;
+  connection.connect_timeout_s = std::min(30.0, connection.request_timeout_s);
+  connection.insecure_tls = opt.insecure_tls;
+  connection.cancel = opt.cancel;
 
   // Without a tokenize endpoint the first warm-ups calibrate: w0 at the word count of its target,
   // w1 at half of it; their usage.prompt_tokens give tokens per word and the template overhead,
@@ -370,19 +378,13 @@ TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
     const int64_t w0 = std::max<int64_t>(1, plan.warmup[0].prompt.target_tokens);
     const int64_t w1 = std::max<int64_t>(1, w0 / 2);
     if (calibration_requests == 2) RewordRequest(effective, plan, w1, w1, &plan.warmup[1]);
-    LoadSpec cal;
-    cal.url = target.ChatUrl();
-    cal.api_key = opt.api_key;
+    LoadSpec cal = connection;
     for (size_t i = 0; i < calibration_requests; ++i) {
       const auto& r = plan.warmup[i];
       cal.warmup.push_back({r.id, Phase::kWarmup, r.index, r.body});
     }
     cal.warmup_concurrency = 1;
     cal.concurrency = 1;
-    cal.request_timeout_s = row.request_timeout_s / scale;
-    cal.connect_timeout_s = std::min(30.0, cal.request_timeout_s);
-    cal.insecure_tls = opt.insecure_tls;
-    cal.cancel = opt.cancel;
     Progress(opt, "calibrating prompt length from usage.prompt_tokens");
     Result<LoadResult> cl = RunLoad(cal);
     if (!cl.ok()) {
@@ -402,15 +404,12 @@ TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
     }
     char note[256];
     if (per_word > 0 && std::isfinite(per_word)) {
-      for (size_t i = calibration_requests; i < plan.warmup.size(); ++i) {
-        auto& r = plan.warmup[i];
+      auto reword = [&](PlanRequest& r) {
         int64_t words = std::max<int64_t>(1, std::llround(r.prompt.target_tokens / per_word));
         RewordRequest(effective, plan, words, std::llround(words * per_word), &r);
-      }
-      for (auto& r : plan.measured) {
-        int64_t words = std::max<int64_t>(1, std::llround(r.prompt.target_tokens / per_word));
-        RewordRequest(effective, plan, words, std::llround(words * per_word), &r);
-      }
+      };
+      for (size_t i = calibration_requests; i < plan.warmup.size(); ++i) reword(plan.warmup[i]);
+      for (auto& r : plan.measured) reword(r);
       std::snprintf(note, sizeof note,
                     "no tokenize endpoint: %.4f tokens per word and %.1f template tokens fitted "
                     "from the usage.prompt_tokens of %zu warm-up(s); lengths are approximate",
@@ -430,9 +429,7 @@ TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
     }
   }
 
-  LoadSpec spec;
-  spec.url = target.ChatUrl();
-  spec.api_key = opt.api_key;
+  LoadSpec spec = connection;
   for (size_t i = calibration_requests; i < s.plan->warmup.size(); ++i) {
     const auto& r = s.plan->warmup[i];
     spec.warmup.push_back({r.id, Phase::kWarmup, r.index, r.body});
@@ -442,10 +439,6 @@ TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
   }
   spec.warmup_concurrency = s.plan->warmup_concurrency;
   spec.concurrency = opt.concurrency;
-  spec.request_timeout_s = row.request_timeout_s / scale;
-  spec.connect_timeout_s = std::min(30.0, spec.request_timeout_s);
-  spec.insecure_tls = opt.insecure_tls;
-  spec.cancel = opt.cancel;
   if (opt.on_progress) {
     spec.on_progress = [&opt](const LoadProgress& p) {
       opt.on_progress(LoadLine(p, opt.concurrency));
