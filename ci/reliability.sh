@@ -55,6 +55,9 @@ trap cleanup EXIT
 
 failures=0
 note() { printf '  %-34s %s\n' "$1" "$2"; }
+# fault_caught / fault_missed NAME WHAT: counts one injected fault's outcome and prints it.
+fault_caught() { caught=$((caught + 1)); note "$1" "caught: $2"; }
+fault_missed() { failures=$((failures + 1)); note "$1" "MISSED: $2"; }
 
 # start_sim NAME TIME_SCALE [FAULTS]: a `capq sim` in the background; sets sim_pid and sim_url.
 start_sim() {
@@ -162,11 +165,9 @@ for f in "$data"/faults/gates/*.yaml; do
     trial "$fast" "$out" --sim-faults "$f" || rc=$?
   fi
   if [[ "$rc" == 2 ]] && grep -q "^  - $gate: " "$out.log"; then
-    caught=$((caught + 1))
-    note "$name" "caught: $gate failed (exit 2)"
+    fault_caught "$name" "$gate failed (exit 2)"
   else
-    failures=$((failures + 1))
-    note "$name" "MISSED: exit $rc, no '$gate:' reason (see $out.log)"
+    fault_missed "$name" "exit $rc, no '$gate:' reason (see $out.log)"
   fi
 done
 
@@ -188,11 +189,9 @@ fi
 stop_sim
 kept="$(completed_records "$work/faults/server_killed/raw.jsonl" 2>/dev/null || echo 0)"
 if [[ "$rc" == 3 ]] && grep -q "server lost" "$work/faults/server_killed.log" && ((took <= 10)); then
-  caught=$((caught + 1))
-  note "server killed mid-trial" "caught: 'server lost', exit 3 after ${took}s, $kept completed requests kept"
+  fault_caught "server killed mid-trial" "'server lost', exit 3 after ${took}s, $kept completed requests kept"
 else
-  failures=$((failures + 1))
-  note "server killed mid-trial" "MISSED: exit $rc after ${took}s"
+  fault_missed "server killed mid-trial" "exit $rc after ${took}s"
 fi
 
 injected=$((injected + 1))
@@ -203,11 +202,9 @@ stop_sim
 rc=0
 trial "$fast" "$work/faults/refused" --url "http://127.0.0.1:$port" --setup-timeout 3 || rc=$?
 if [[ "$rc" == 3 ]] && grep -q "server unreachable" "$work/faults/refused.log"; then
-  caught=$((caught + 1))
-  note "connection refused" "caught: 'server unreachable', exit 3"
+  fault_caught "connection refused" "'server unreachable', exit 3"
 else
-  failures=$((failures + 1))
-  note "connection refused" "MISSED: exit $rc"
+  fault_missed "connection refused" "exit $rc"
 fi
 
 injected=$((injected + 1))
@@ -216,11 +213,9 @@ rc=0
 trial "$fast" "$work/faults/never_ready" --url "$sim_url" --setup-timeout 3 || rc=$?
 stop_sim
 if [[ "$rc" == 3 ]] && grep -q "not ready.*503" "$work/faults/never_ready.log"; then
-  caught=$((caught + 1))
-  note "health never ready" "caught: 'not ready ... HTTP 503', exit 3"
+  fault_caught "health never ready" "'not ready ... HTTP 503', exit 3"
 else
-  failures=$((failures + 1))
-  note "health never ready" "MISSED: exit $rc"
+  fault_missed "health never ready" "exit $rc"
 fi
 fig_faults="$caught of $injected injected faults caught"
 echo "  => $fig_faults"
