@@ -2,10 +2,10 @@
 //
 // A prompt is a run of plain lowercase words separated by single spaces, led by one word
 // (capitalised, then in lower case once those run out) that no other prompt of the same generator
-// starts with, so no two prompts share a first
-// token and the cache can only ever reuse the chat template's own leading tokens. Lengths are exact
-// in the server's own tokens when a TokenCounter (the server's tokenize endpoint) is given: the
-// word count is corrected until the server counts exactly the target. Pure: no I/O of its own.
+// starts with, so no two prompts share a first token and the cache can only ever reuse the chat
+// template's own leading tokens. Lengths are exact in the server's own tokens when a TokenCounter
+// (the server's tokenize endpoint) is given: the word count is corrected until the server counts
+// exactly the target. Pure: no I/O of its own.
 #pragma once
 
 #include <cstdint>
