@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "capq/model/engine_limits.h"
+
 namespace capq {
 namespace {
 
@@ -176,6 +178,61 @@ TEST(RowDefaults, AMinimalRowGetsEveryDocumentedDefault) {
   EXPECT_TRUE(r->provenance.source.empty());
 }
 
+TEST(EngineLimits, ALlamacppRowPinsLlamacppsOwnLimits) {
+  Result<Row> r = LoadRow(kGood + "/llamafam/minimal_llamacpp.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->identity.engine, Engine::kLlamacpp);
+  const std::map<std::string, std::string> expect = {
+      {"total_slots", "8"}, {"n_ctx", "2048"}, {"build_info", "b9749-d32676d77"}};
+  EXPECT_EQ(r->identity.server_expect, expect);
+}
+
+TEST(EngineLimits, EveryEngineNamesItsOwnRequiredLimits) {
+  auto required = [](Engine e) {
+    std::vector<std::string> keys;
+    for (const LimitSpec& l : ReportableLimits(e)) {
+      if (l.required) keys.push_back(l.key);
+    }
+    return keys;
+  };
+  EXPECT_EQ(required(Engine::kLlamacpp), (std::vector<std::string>{"total_slots", "n_ctx"}));
+  EXPECT_EQ(
+      required(Engine::kSglang),
+      (std::vector<std::string>{"max_total_num_tokens", "max_running_requests", "context_length"}));
+  EXPECT_EQ(required(Engine::kVllm),
+            (std::vector<std::string>{"max_model_len", "num_gpu_blocks", "block_size"}));
+  EXPECT_TRUE(ReportableLimits(Engine::kSim).empty());
+}
+
+TEST(EngineLimits, ASimRowPinsTheLimitsOfItsDialect) {
+  TempDir dir;
+  fs::create_directories(dir.path() / "fam" / "profiles");
+  WriteFile(dir.path() / "fam" / "profiles" / "tiny.yaml", "name: tiny\n");
+  const std::string head =
+      "schema: capq/row/v1\nid: sim_dialect_row\nidentity:\n  engine: sim\n"
+      "  sim_profile: profiles/tiny.yaml\n  time_scale: 10\n";
+  const std::string tail =
+      "workload: {input_tokens: 16, output_tokens: 4, sampling: {temperature: 0, ignore_eos: "
+      "true}, arrival: {kind: closed_loop}}\ncache: {prefix_cache: enabled, flush_before_trial: "
+      "true}\nwarmup: {requests: 2}\nmeasured: {min_requests: 20, per_concurrency: 2}\n"
+      "slo:\n  - {metric: ttft, percentile: 95, below_ms: 100}\ntrials: {count: 1}\n";
+  const std::string path = (dir.path() / "fam" / "row.yaml").string();
+  Result<Row> llama = LoadRowFromString(
+      head + "  sim_dialect: llamacpp\n  server_expect: {total_slots: 8}\n" + tail, path);
+  ASSERT_TRUE(llama.ok()) << llama.status().ToString();
+  EXPECT_EQ(llama->identity.sim_dialect, Engine::kLlamacpp);
+  EXPECT_EQ(llama->identity.server_expect.at("total_slots"), "8");
+  // The default dialect is SGLang's, whose names differ.
+  Result<Row> sglang = LoadRowFromString(head + "  server_expect: {total_slots: 8}\n" + tail, path);
+  ASSERT_FALSE(sglang.ok());
+  EXPECT_NE(sglang.status().message().find(
+                "'total_slots' is not a limit sglang (the simulator's dialect) reports"),
+            std::string::npos)
+      << sglang.status().message();
+  EXPECT_NE(sglang.status().message().find("row.yaml:7:"), std::string::npos)
+      << sglang.status().message();
+}
+
 TEST(RowDefaults, BaselineToleranceDefaultsTo15Percent) {
   std::string text = ReadAll(kGood + "/realfam/minimal_real.yaml") +
                      "expect: {cmax: 2, baseline: {itl_p50_ms: 9.5}}\n";
@@ -255,7 +312,7 @@ TEST(SimRows, RelativeProfileDependsOnTheRowFileNotTheWorkingDirectory) {
 TEST(RowToYaml, RoundTripKeepsEveryValue) {
   RowSet set = CheckRows({kSource + "/rows/b70", kGood});
   ASSERT_TRUE(set.errors.empty()) << set.errors.front().ToString();
-  ASSERT_EQ(set.rows.size(), 6u);
+  ASSERT_EQ(set.rows.size(), 7u);
   for (const Row& original : set.rows) {
     SCOPED_TRACE(original.id);
     const std::string yaml = RowToYaml(original);
@@ -267,6 +324,7 @@ TEST(RowToYaml, RoundTripKeepsEveryValue) {
     EXPECT_EQ(again->family, original.family);
     EXPECT_EQ(again->identity.server_expect, original.identity.server_expect);
     EXPECT_EQ(again->identity.sim_profile, original.identity.sim_profile);
+    EXPECT_EQ(again->identity.sim_dialect, original.identity.sim_dialect);
     EXPECT_EQ(again->trials.seeds, original.trials.seeds);
     EXPECT_EQ(again->correctness.exact_completion_tokens.reason_off,
               original.correctness.exact_completion_tokens.reason_off);

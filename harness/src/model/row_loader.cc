@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "capq/hash.h"
+#include "capq/model/engine_limits.h"
 
 namespace capq {
 namespace {
@@ -195,7 +196,8 @@ class RowParser {
                std::string* out);
 
   bool ParseIdentity(const Entry& e, Identity* id);
-  bool ParseServerExpect(const Entry& e, std::map<std::string, std::string>* out);
+  bool ParseServerExpect(const Entry& e, const Identity& id,
+                         std::map<std::string, std::string>* out);
   bool ParseWorkload(const Entry& e, Workload* w, YAML::Mark* ignore_eos_at);
   bool ParseCache(const Entry& e, CachePolicy* c);
   bool ParseWarmup(const Entry& e, Warmup* w);
@@ -467,7 +469,7 @@ bool RowParser::ParseIdentity(const Entry& entry, Identity* id) {
   MapView m;
   if (!OpenMap(entry, "identity", "the serving identity", &m)) return false;
   if (!CheckKeys(m, {"engine", "image", "model", "model_revision", "served_model_name", "hardware",
-                     "driver", "server_expect", "sim_profile", "time_scale"})) {
+                     "driver", "server_expect", "sim_profile", "time_scale", "sim_dialect"})) {
     return false;
   }
   const Entry* e = nullptr;
@@ -514,8 +516,17 @@ bool RowParser::ParseIdentity(const Entry& entry, Identity* id) {
                    Positive, &id->time_scale)) {
       return false;
     }
+    if ((e = m.Find("sim_dialect"))) {
+      std::string dialect;
+      if (!GetEnum(*e, "identity.sim_dialect", {"sglang", "vllm", "llamacpp"}, &dialect)) {
+        return false;
+      }
+      id->sim_dialect = dialect == "vllm"       ? Engine::kVllm
+                        : dialect == "llamacpp" ? Engine::kLlamacpp
+                                                : Engine::kSglang;
+    }
   } else {
-    for (const char* k : {"sim_profile", "time_scale"}) {
+    for (const char* k : {"sim_profile", "time_scale", "sim_dialect"}) {
       if ((e = m.Find(k))) {
         return Fail(
             e->key_mark, std::string("identity.") + k,
@@ -555,37 +566,66 @@ bool RowParser::ParseIdentity(const Entry& entry, Identity* id) {
   }
   if ((e = m.Find("hardware")) && !GetString(*e, "identity.hardware", &id->hardware)) return false;
   if ((e = m.Find("driver")) && !GetString(*e, "identity.driver", &id->driver)) return false;
-  if ((e = m.Find("server_expect")) && !ParseServerExpect(*e, &id->server_expect)) return false;
+  if ((e = m.Find("server_expect")) && !ParseServerExpect(*e, *id, &id->server_expect)) {
+    return false;
+  }
   return true;
 }
 
-bool RowParser::ParseServerExpect(const Entry& entry, std::map<std::string, std::string>* out) {
+bool RowParser::ParseServerExpect(const Entry& entry, const Identity& id,
+                                  std::map<std::string, std::string>* out) {
   MapView m;
   if (!OpenMap(entry, "identity.server_expect", "the server's reported limits", &m)) return false;
-  static const std::vector<std::string> kIntKeys = {
-      "max_total_num_tokens",        "max_running_requests",  "context_length",
-      "chunked_prefill_size",        "speculative_num_steps", "speculative_eagle_topk",
-      "speculative_num_draft_tokens"};
-  std::vector<std::string> allowed = kIntKeys;
-  allowed.push_back("speculative_algorithm");
-  if (!CheckKeys(m, allowed)) return false;
-  const Entry* e = nullptr;
-  // The limits that decide how much work the server admits: without them the row is not portable.
-  for (const char* k : {"max_total_num_tokens", "max_running_requests", "context_length"}) {
-    if (!Required(m, k, "a limit the server reports", &e)) return false;
-  }
-  for (const auto& entry_in_map : m.entries) {
-    const std::string path = "identity.server_expect." + entry_in_map.key;
-    if (entry_in_map.key == "speculative_algorithm") {
-      std::string v;
-      if (!GetString(entry_in_map, path, &v)) return false;
-      (*out)[entry_in_map.key] = v;
-    } else {
-      bool may_be_zero = entry_in_map.key.rfind("speculative_", 0) == 0;
-      int64_t v = 0;
-      if (!GetInt(entry_in_map, path, may_be_zero ? 0 : 1, int64_t{1} << 40, &v)) return false;
-      (*out)[entry_in_map.key] = std::to_string(v);
+  const Engine engine = LimitsEngine(id);
+  const std::vector<LimitSpec>& limits = ReportableLimits(engine);
+  const std::string who = std::string(EngineName(engine)) +
+                          (id.engine == Engine::kSim ? " (the simulator's dialect)" : "");
+  for (const auto& e : m.entries) {
+    auto spec = std::find_if(limits.begin(), limits.end(),
+                             [&](const LimitSpec& l) { return e.key == l.key; });
+    if (spec == limits.end()) {
+      return Fail(e.key_mark, "identity.server_expect." + e.key,
+                  Shown(e.key) + " is not a limit " + who +
+                      " reports, so it could never be compared; the keys " + who +
+                      " can pin are: " + LimitKeysText(engine));
     }
+  }
+  const Entry* e = nullptr;
+  // The limits that decide how much work a real server admits: without them the row is not
+  // portable. A simulator's limits are already pinned by its profile digest.
+  if (id.engine != Engine::kSim) {
+    for (const LimitSpec& l : limits) {
+      if (l.required &&
+          !Required(m, l.key, std::string("a limit ") + who + " reports: " + l.source, &e)) {
+        return false;
+      }
+    }
+  }
+  for (const auto& item : m.entries) {
+    const std::string path = "identity.server_expect." + item.key;
+    const LimitSpec& spec = *std::find_if(limits.begin(), limits.end(),
+                                          [&](const LimitSpec& l) { return item.key == l.key; });
+    std::string text;
+    switch (spec.type) {
+      case LimitType::kText:
+        if (!GetString(item, path, &text)) return false;
+        break;
+      case LimitType::kFlag: {
+        bool b = false;
+        if (!GetBool(item, path, &b)) return false;
+        text = b ? "true" : "false";
+        break;
+      }
+      case LimitType::kCount:
+      case LimitType::kCountOrZero: {
+        int64_t v = 0;
+        const int64_t min = spec.type == LimitType::kCountOrZero ? 0 : 1;
+        if (!GetInt(item, path, min, int64_t{1} << 40, &v)) return false;
+        text = std::to_string(v);
+        break;
+      }
+    }
+    (*out)[item.key] = text;
   }
   return true;
 }
@@ -1196,6 +1236,9 @@ std::string RowToYaml(const Row& r) {
     if (!id.image.empty()) o << "  image: " << Quoted(id.image) << "\n";
     o << "  sim_profile: " << Quoted(id.sim_profile) << "\n";
     o << "  time_scale: " << Num(id.time_scale) << "\n";
+    if (id.sim_dialect != Engine::kSglang) {
+      o << "  sim_dialect: " << EngineName(id.sim_dialect) << "\n";
+    }
   } else {
     o << "  image: " << Quoted(id.image) << "\n";
   }

@@ -28,14 +28,16 @@ struct Identity {
   std::string served_model_name;
   std::string hardware;
   std::string driver;
-  // Asserted against the server's own info endpoint before any load. Keys use SGLang's names
-  // (max_total_num_tokens, max_running_requests, context_length, chunked_prefill_size,
-  // speculative_algorithm, speculative_num_steps, speculative_eagle_topk,
-  // speculative_num_draft_tokens); values are the YAML scalars as written.
+  // Asserted against the server's own info endpoints before any load, under the engine's own
+  // names (engine_limits.h: llama.cpp total_slots and n_ctx, SGLang max_running_requests, ...);
+  // values are the YAML scalars as written, canonicalised ("true", "4096").
   std::map<std::string, std::string> server_expect;
   // Simulator rows only.
   std::string sim_profile;  // absolute path, resolved against the row file's folder
   double time_scale = 1.0;  // virtual seconds per wall second (1 for real engines)
+  // The real engine whose endpoints, shapes and adapter the simulator stands in for (its dialect);
+  // server_expect then uses that engine's names.
+  Engine sim_dialect = Engine::kSglang;
 };
 
 struct Sampling {
