@@ -8,8 +8,11 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 namespace capq {
@@ -264,6 +267,157 @@ TEST(LlamacppTarget, ErasesEverySlotAndExplainsA501) {
   auto r = t->Flush(In(2), nullptr);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("--slot-save-path"), std::string::npos);
+}
+
+// The body of a recorded llama.cpp response (tests/data/conformance/llamacpp, build b9749).
+std::string RecordedBody(const std::string& name) {
+  std::ifstream in(std::string(CAPQ_SOURCE_DIR) + "/tests/data/conformance/llamacpp/" + name,
+                   std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  const std::string all = s.str();
+  size_t at = all.find("\r\n\r\n");
+  EXPECT_NE(at, std::string::npos) << name;
+  return at == std::string::npos ? "" : all.substr(at + 4);
+}
+
+TEST(LlamacppTarget, FactsAreLlamacppsOwnLimitsFromTheRecordedAnswers) {
+  FakeServer srv([](const std::string&, const std::string& path, const std::string&) {
+    if (path == "/props") return std::pair{200, RecordedBody("04-props.resp")};
+    if (path == "/v1/models") return std::pair{200, RecordedBody("03-v1-models.resp")};
+    return std::pair{404, std::string()};
+  });
+  auto t = Make(Engine::kLlamacpp, srv.url());
+  auto f = t->Facts();
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  const std::map<std::string, std::string> expect = {
+      {"total_slots", "8"}, {"n_ctx", "2048"},        {"n_ctx_train", "32768"},
+      {"n_vocab", "32064"}, {"n_params", "19826944"}, {"build_info", "b9749-d32676d77"}};
+  EXPECT_EQ(f->values, expect);
+  EXPECT_EQ(f->served_models, std::vector<std::string>{"tiny-llama"});
+
+  Row row;
+  row.identity.engine = Engine::kLlamacpp;
+  row.identity.image = "local/llama-server@sha256:" + std::string(64, 'a');
+  row.identity.served_model_name = "tiny-llama";
+  row.identity.server_expect = {{"total_slots", "8"}, {"n_ctx", "2048"}};
+  IdentityInputs in;
+  in.running_image = row.identity.image;
+  in.image_source = "CAPQ_IMAGE_DIGEST";
+  EXPECT_TRUE(CheckIdentity(row, *f, in).ok()) << CheckIdentity(row, *f, in).Summary();
+  row.identity.server_expect["n_ctx"] = "4096";
+  IdentityCheck bad = CheckIdentity(row, *f, in);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.Summary().find("server_expect.n_ctx pinned 4096, running 2048"), std::string::npos)
+      << bad.Summary();
+}
+
+// A llama.cpp stand-in whose /apply-template and /tokenize answer as recordings 10 and 12 do: the
+// Phi-3 template around the message, BOS added by add_special, one id per word of the message.
+std::pair<int, std::string> Phi3Template(const std::string& path, const std::string& body) {
+  nlohmann::json j = nlohmann::json::parse(body);
+  if (path == "/apply-template") {
+    std::string content = j["messages"][0]["content"];
+    return {200,
+            nlohmann::json{{"prompt", "<|user|>\n" + content + "<|end|>\n<|assistant|>\n"}}.dump()};
+  }
+  if (path == "/tokenize") {
+    EXPECT_EQ(j.value("add_special", false), true) << "the completion path adds BOS";
+    std::string text = j["content"];
+    const std::string open = "<|user|>\n", close = "<|end|>\n<|assistant|>\n";
+    EXPECT_EQ(text.rfind(open, 0), 0u);
+    std::string message = text.substr(open.size(), text.size() - open.size() - close.size());
+    std::vector<int64_t> ids = {1, 32010, 29871, 13};
+    std::istringstream words(message);
+    for (std::string w; words >> w;)
+      ids.push_back(100 + static_cast<int64_t>(std::hash<std::string>{}(w) % 30000));
+    for (int64_t id : {32007, 29871, 13, 32001, 29871, 13}) ids.push_back(id);
+    return {200, nlohmann::json{{"tokens", ids}}.dump()};
+  }
+  return {404, ""};
+}
+
+TEST(LlamacppTarget, TemplatePrefixIsWhatTwoRenderedPromptsShare) {
+  // Recording 12: the templated "hello world" starts <s> <|user|> ▁ \n (ids 1 32010 29871 13).
+  nlohmann::json recorded =
+      nlohmann::json::parse(RecordedBody("12-tokenize-with_pieces-chat-prefix.resp"));
+  ASSERT_EQ(recorded["tokens"][3]["id"], 13);
+  EXPECT_EQ(RecordedBody("10-apply-template.resp"),
+            R"({"prompt":"<|user|>\nhello world<|end|>\n<|assistant|>\n"})");
+  FakeServer srv([](const std::string&, const std::string& path, const std::string& body) {
+    return Phi3Template(path, body);
+  });
+  auto t = Make(Engine::kLlamacpp, srv.url());
+  auto p = t->MeasureTemplatePrefix("River stone table", "Garden window song door");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->tokens, 4);
+  EXPECT_EQ(p->prompt_tokens, 4 + 3 + 6);
+  EXPECT_NE(p->method.find("/apply-template"), std::string::npos);
+  // The same lead word would widen the prefix: the measurement must use the prompts as given.
+  auto same = t->MeasureTemplatePrefix("River stone", "River table");
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->tokens, 5);
+}
+
+TEST(LlamacppTarget, AFlushIsNoProofAndTheHintNamesTheHostCacheFlag) {
+  FakeServer srv([](const std::string&, const std::string& path, const std::string&) {
+    if (path == "/props") return std::pair{200, RecordedBody("04-props.resp")};
+    if (path.rfind("/slots/", 0) == 0)
+      return std::pair{200, std::string(R"({"id_slot":0,"n_erased":0})")};
+    return std::pair{404, std::string()};
+  });
+  auto t = Make(Engine::kLlamacpp, srv.url());
+  auto f = t->Flush(In(2), nullptr);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->attempts, 8);
+  EXPECT_TRUE(f->status_proves_nothing);
+  EXPECT_NE(t->ColdHint().find("--cache-ram 0"), std::string::npos) << t->ColdHint();
+}
+
+TEST(VllmTarget, TheKvPoolComesFromTheCacheConfigInfoLabels) {
+  FakeServer srv([](const std::string&, const std::string& path, const std::string& body) {
+    if (path == "/v1/models") {
+      return std::pair{200,
+                       std::string(R"({"data":[{"id":"M","max_model_len":32768,"root":"/m"}]})")};
+    }
+    if (path == "/version") return std::pair{200, std::string(R"({"version":"0.11.0"})")};
+    if (path == "/metrics") {
+      return std::pair{
+          200,
+          std::string("# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
+                      "vllm:cache_config_info{block_size=\"16\",cache_dtype=\"auto\","
+                      "enable_prefix_caching=\"True\",num_cpu_blocks=\"None\",num_gpu_blocks="
+                      "\"4096\"} 1.0\n")};
+    }
+    if (path == "/tokenize") {
+      nlohmann::json j = nlohmann::json::parse(body);
+      EXPECT_TRUE(j.contains("messages"));
+      EXPECT_EQ(j.value("add_generation_prompt", false), true);
+      std::string m = j["messages"][0]["content"];
+      std::vector<int64_t> ids = {151644, 872, 198, m[0] == 'R' ? 1001 : 1002, 151645};
+      return std::pair{200, nlohmann::json{{"count", ids.size()}, {"tokens", ids}}.dump()};
+    }
+    return std::pair{404, std::string()};
+  });
+  auto t = Make(Engine::kVllm, srv.url());
+  auto f = t->Facts();
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->values["max_model_len"], "32768");
+  EXPECT_EQ(f->values["num_gpu_blocks"], "4096");
+  EXPECT_EQ(f->values["block_size"], "16");
+  EXPECT_EQ(f->values["enable_prefix_caching"], "true");
+  EXPECT_EQ(f->values["version"], "0.11.0");
+  EXPECT_EQ(f->values.count("num_cpu_blocks"), 0u);
+  auto p = t->MeasureTemplatePrefix("River a", "Table b");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->tokens, 3);
+}
+
+TEST(PrometheusLabels, ReadsTheLabelsOfAnInfoGauge) {
+  auto l = PrometheusLabels("x 1\nm{a=\"1\",b=\"x,\\\"y\\\"\"} 1\nm{a=\"2\"} 1\n", "m");
+  EXPECT_EQ(l["a"], "1");
+  EXPECT_EQ(l["b"], "x,\"y\"");
+  EXPECT_TRUE(PrometheusLabels("x 1\n", "m").empty());
 }
 
 TEST(Target, ProbeGivesUpAtTheDeadlineWhenRefused) {

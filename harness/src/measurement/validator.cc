@@ -362,6 +362,7 @@ GateResult VerifyCold(const ValidationInput& in) {
     g.evidence =
         Of(words.size(), n, "measured requests showed more cached prompt tokens than the ") +
         std::to_string(allowed) + " shared template tokens allowed: " + Join(words);
+    if (!in.cold_hint.empty()) g.evidence += ". " + in.cold_hint;
     return g;
   }
   if (no_counter.empty() && n > 0) {

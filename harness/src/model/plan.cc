@@ -67,6 +67,12 @@ std::string ChatRequestBody(const Row& row, const std::string& prompt, int64_t m
   return body.dump();
 }
 
+uint64_t CorpusSeed(uint64_t seed, const std::string& phase, int concurrency) {
+  uint64_t x = SplitMix64(seed ^ 0x636f72707573ULL);  // "corpus"
+  x = SplitMix64(x ^ Fnv1a64(phase));
+  return SplitMix64(x ^ static_cast<uint64_t>(concurrency));
+}
+
 Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in) {
   if (in.concurrency < 1) return Status::InvalidArgument("concurrency must be at least 1");
   Result<uint64_t> seed = TrialSeed(row, in.trial_index, in.seed);
@@ -78,6 +84,9 @@ Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in) {
   plan.trial_index = in.trial_index;
   plan.seed = *seed;
   plan.phase = in.phase;
+  plan.corpus_seed = CorpusSeed(plan.seed, plan.phase, plan.concurrency);
+  plan.corpus_id =
+      plan.phase + "/c" + std::to_string(plan.concurrency) + "/s" + std::to_string(plan.seed);
   plan.warmup_concurrency = std::max(1, row.warmup.concurrency);
   plan.expected_measured = row.measured.RequestsAt(in.concurrency);
   if (in.counter) {
@@ -102,7 +111,7 @@ Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in) {
   }
   // One generator, indices [0, W) for warm-up and [W, W+M) for measurement: disjoint by
   // construction, every lead word distinct.
-  PromptGenerator gen(plan.seed);
+  PromptGenerator gen(plan.corpus_seed);
   Result<std::vector<Prompt>> prompts = MakePrompts(gen, 0, in_len, in.counter);
   if (!prompts.ok()) return prompts.status();
   for (int i = 0; i < warm_n + meas_n; ++i) {
@@ -121,7 +130,7 @@ Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in) {
 void RewordRequest(const Row& row, const TrialPlan& plan, int64_t words, int64_t estimated_tokens,
                    PlanRequest* r) {
   const int index = r->warmup ? r->index : static_cast<int>(plan.warmup.size()) + r->index;
-  PromptGenerator gen(plan.seed);
+  PromptGenerator gen(plan.corpus_seed);
   r->prompt.text = gen.Text(index, std::max<int64_t>(1, words));
   r->prompt.lead_word = gen.LeadWord(index);
   r->prompt.message_tokens = estimated_tokens;
@@ -141,6 +150,7 @@ nlohmann::json PlanToJson(const TrialPlan& plan) {
           {"trial", plan.trial_index},
           {"seed", plan.seed},
           {"phase", plan.phase},
+          {"corpus", {{"id", plan.corpus_id}, {"generator_seed", plan.corpus_seed}}},
           {"calibration", plan.calibration},
           {"calibration_note", plan.calibration_note},
           {"warmup_concurrency", plan.warmup_concurrency},
@@ -161,6 +171,8 @@ Result<TrialPlan> PlanFromJson(const nlohmann::json& j) {
     plan.trial_index = j.at("trial").get<int>();
     plan.seed = j.at("seed").get<uint64_t>();
     plan.phase = j.at("phase").get<std::string>();
+    plan.corpus_id = j.at("corpus").at("id").get<std::string>();
+    plan.corpus_seed = j.at("corpus").at("generator_seed").get<uint64_t>();
     plan.calibration = j.at("calibration").get<std::string>();
     plan.calibration_note = j.value("calibration_note", "");
     plan.warmup_concurrency = j.at("warmup_concurrency").get<int>();

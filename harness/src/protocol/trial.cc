@@ -28,8 +28,8 @@ bool Cancelled(const std::atomic<bool>* c) { return c && c->load(); }
 // the trial (running, queued, KV use) beside the client's.
 class MetricsSampler {
  public:
-  MetricsSampler(Engine engine, TargetOptions opts, int period_ms)
-      : engine_(engine), opts_(std::move(opts)), period_ms_(period_ms) {}
+  MetricsSampler(Identity identity, TargetOptions opts, int period_ms)
+      : identity_(std::move(identity)), opts_(std::move(opts)), period_ms_(period_ms) {}
   ~MetricsSampler() { Stop(); }
   void Start(MonoNs t0) {
     t0_ = t0;
@@ -47,7 +47,7 @@ class MetricsSampler {
  private:
   void Loop() {
     opts_.control_timeout_s = 2;
-    Result<std::unique_ptr<Target>> t = MakeTarget(engine_, opts_);
+    Result<std::unique_ptr<Target>> t = MakeTarget(identity_, opts_);
     if (!t.ok()) return;
     while (!stop_) {
       MonoNs now = NowNs();
@@ -69,7 +69,7 @@ class MetricsSampler {
       }
     }
   }
-  Engine engine_;
+  Identity identity_;
   TargetOptions opts_;
   int period_ms_;
   MonoNs t0_ = 0;
@@ -191,99 +191,193 @@ std::string LoadLine(const LoadProgress& p, int concurrency) {
   return buf;
 }
 
-TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
+// ---- The phases of a trial ------------------------------------------------------------------
+// Each returns std::nullopt to go on, or the report of a trial that ended there (could not run,
+// interrupted). They pass their results to the next through TrialState and Trial.
+
+// What the phases share beyond the evidence in TrialState.
+struct Trial {
   TrialState s;
-  s.row = &row;
-  s.opt = &opt;
-  const MonoNs t0 = NowNs();
-  const double scale = row.identity.time_scale > 0 ? row.identity.time_scale : 1.0;
-  s.ctx.row_id = row.id;
-  s.ctx.concurrency = opt.concurrency;
-  s.ctx.trial_index = opt.trial_index;
-  s.ctx.phase = opt.phase;
-  s.ctx.time_scale = scale;
-  s.ctx.started_utc = FormatUtc(RealtimeAnchor::Take().unix_ns);
-  s.ctx.insecure_tls = opt.insecure_tls;
-  s.ctx.complete = false;
-  if (opt.insecure_tls) s.identity["insecure_tls"] = true;
-
-  Result<uint64_t> seed = TrialSeed(row, opt.trial_index, opt.seed);
-  if (!seed.ok()) return CouldNotRun(s, seed.status().message());
-  s.ctx.seed = *seed;
-  if (opt.concurrency < 1) return CouldNotRun(s, "concurrency must be at least 1");
-
+  Row effective;  // the row as sent: a sim row's model name comes from its profile
   TargetOptions topts;
-  topts.base_url = opt.url;
-  topts.api_key = opt.api_key;
-  topts.insecure_tls = opt.insecure_tls;
-  Result<std::unique_ptr<Target>> target_r = MakeTarget(row.identity.engine, topts);
-  if (!target_r.ok()) return CouldNotRun(s, target_r.status().message());
-  Target& target = **target_r;
-  const MonoNs setup_deadline = NowNs() + static_cast<MonoNs>(opt.setup_timeout_s * 1e9);
+  std::unique_ptr<Target> target;
+  MonoNs t0 = 0;
+  MonoNs setup_deadline = 0;
+  double scale = 1.0;
+  std::string cold_hint;
+  std::optional<int64_t> template_prefix;
+  std::string before_text, after_text;  // /metrics around the load
+  std::vector<RequestResult> warm, meas;
+};
 
-  // 1. Reachable and ready (a probe that generates nothing).
-  Progress(opt, "probing " + target.base_url());
-  Result<std::string> probe = target.Probe(setup_deadline, opt.cancel);
+using PhaseEnd = std::optional<TrialReport>;
+
+bool IsCancel(const Status& st) { return st.code() == Status::Code::kCancelled; }
+
+void StartTrial(Trial& t, const Row& row, const TrialOptions& opt) {
+  t.s.row = &row;
+  t.s.opt = &opt;
+  t.effective = row;
+  t.t0 = NowNs();
+  t.scale = row.identity.time_scale > 0 ? row.identity.time_scale : 1.0;
+  VerdictContext& c = t.s.ctx;
+  c.row_id = row.id;
+  c.concurrency = opt.concurrency;
+  c.trial_index = opt.trial_index;
+  c.phase = opt.phase;
+  c.time_scale = t.scale;
+  c.started_utc = FormatUtc(RealtimeAnchor::Take().unix_ns);
+  c.insecure_tls = opt.insecure_tls;
+  c.complete = false;
+  if (opt.insecure_tls) t.s.identity["insecure_tls"] = true;
+  t.topts.base_url = opt.url;
+  t.topts.api_key = opt.api_key;
+  t.topts.insecure_tls = opt.insecure_tls;
+}
+
+// Reachable and ready (a probe that generates nothing), then identity: pinned vs running.
+PhaseEnd PinIdentity(Trial& t) {
+  const Row& row = *t.s.row;
+  const TrialOptions& opt = *t.s.opt;
+  Result<uint64_t> seed = TrialSeed(row, opt.trial_index, opt.seed);
+  if (!seed.ok()) return CouldNotRun(t.s, seed.status().message());
+  t.s.ctx.seed = *seed;
+  if (opt.concurrency < 1) return CouldNotRun(t.s, "concurrency must be at least 1");
+  Result<std::unique_ptr<Target>> target = MakeTarget(row.identity, t.topts);
+  if (!target.ok()) return CouldNotRun(t.s, target.status().message());
+  t.target = std::move(*target);
+  t.setup_deadline = NowNs() + static_cast<MonoNs>(opt.setup_timeout_s * 1e9);
+
+  Progress(opt, "probing " + t.target->base_url());
+  Result<std::string> probe = t.target->Probe(t.setup_deadline, opt.cancel);
   if (!probe.ok()) {
-    return CouldNotRun(s, "server unreachable: " + probe.status().message(),
-                       probe.status().code() == Status::Code::kCancelled);
+    return CouldNotRun(t.s, "server unreachable: " + probe.status().message(),
+                       IsCancel(probe.status()));
   }
-  // 2. Identity: pinned vs running, before any load.
-  Result<ServerFacts> facts = target.Facts();
-  if (!facts.ok()) return CouldNotRun(s, "server info unavailable: " + facts.status().message());
-  s.server_info["documents"] = facts->documents;
-  s.server_info["normalised"] = facts->values;
-  s.server_info["served_models"] = facts->served_models;
-  s.server_info["model_path"] = facts->model_path;
-  s.server_info["version"] = facts->version;
+  Result<ServerFacts> facts = t.target->Facts();
+  if (!facts.ok()) return CouldNotRun(t.s, "server info unavailable: " + facts.status().message());
+  nlohmann::json& info = t.s.server_info;
+  info["documents"] = facts->documents;
+  info["limits"] = facts->values;
+  info["served_models"] = facts->served_models;
+  info["model_path"] = facts->model_path;
+  info["version"] = facts->version;
   IdentityInputs id_in;
-  Row effective = row;  // the row as sent: a sim row's model name comes from its profile
   if (row.identity.engine == Engine::kSim) {
     Result<sim::EngineProfile> prof = sim::LoadProfile(row.identity.sim_profile);
-    if (!prof.ok())
-      return CouldNotRun(s, "the row's simulator profile: " + prof.status().message());
+    if (!prof.ok()) {
+      return CouldNotRun(t.s, "the row's simulator profile: " + prof.status().message());
+    }
     id_in.sim_profile_digest = sim::ProfileDigest(*prof);
-    if (effective.identity.served_model_name.empty()) {
-      effective.identity.served_model_name = prof->served_model_name;
+    if (t.effective.identity.served_model_name.empty()) {
+      t.effective.identity.served_model_name = prof->served_model_name;
     }
   } else {
     id_in = ResolveRunningImage();
   }
   IdentityCheck check = CheckIdentity(row, *facts, id_in);
-  s.identity["check"] = check.ToJson();
-  if (!check.ok()) return CouldNotRun(s, check.Summary());
+  t.s.identity["check"] = check.ToJson();
+  if (!check.ok()) return CouldNotRun(t.s, check.Summary());
+  return std::nullopt;
+}
 
-  // 3. Idle, flushed, ready, quiet.
+// Idle, flushed (with the engine's advice for a flush that leaves prompts behind), ready.
+PhaseEnd FlushAndProbe(Trial& t) {
+  const Row& row = *t.s.row;
+  const TrialOptions& opt = *t.s.opt;
+  Target& target = *t.target;
   Progress(opt, "waiting for idle");
-  Result<std::string> idle = target.WaitIdle(setup_deadline, opt.cancel);
-  if (!idle.ok()) {
-    return CouldNotRun(s, idle.status().message(),
-                       idle.status().code() == Status::Code::kCancelled);
-  }
-  s.identity["idle"] = *idle;
+  Result<std::string> idle = target.WaitIdle(t.setup_deadline, opt.cancel);
+  if (!idle.ok()) return CouldNotRun(t.s, idle.status().message(), IsCancel(idle.status()));
+  t.s.identity["idle"] = *idle;
   if (row.cache.flush_before_trial) {
     Progress(opt, "flushing the prefix cache");
-    Result<FlushResult> flush = target.Flush(setup_deadline, opt.cancel);
-    if (!flush.ok()) {
-      return CouldNotRun(s, flush.status().message(),
-                         flush.status().code() == Status::Code::kCancelled);
-    }
-    s.identity["flush"] = {{"method", flush->method},
-                           {"attempts", flush->attempts},
-                           {"status_proves_nothing", flush->status_proves_nothing},
-                           {"note", flush->note}};
+    Result<FlushResult> flush = target.Flush(t.setup_deadline, opt.cancel);
+    if (!flush.ok()) return CouldNotRun(t.s, flush.status().message(), IsCancel(flush.status()));
+    t.cold_hint = target.ColdHint();
+    t.s.identity["flush"] = {{"method", flush->method},
+                             {"attempts", flush->attempts},
+                             {"status_proves_nothing", flush->status_proves_nothing},
+                             {"note", flush->note},
+                             {"cold_hint", t.cold_hint}};
   } else {
-    s.identity["flush"] = {{"method", "none"}, {"note", "the row sets flush_before_trial: false"}};
+    t.s.identity["flush"] = {{"method", "none"},
+                             {"note", "the row sets flush_before_trial: false"}};
   }
-  Result<std::string> ready = target.Probe(setup_deadline, opt.cancel);
+  Result<std::string> ready = target.Probe(t.setup_deadline, opt.cancel);
   if (!ready.ok()) {
-    return CouldNotRun(s, "server not ready after the flush: " + ready.status().message(),
-                       ready.status().code() == Status::Code::kCancelled);
+    return CouldNotRun(t.s, "server not ready after the flush: " + ready.status().message(),
+                       IsCancel(ready.status()));
   }
-  s.identity["readiness_probe"] = *ready;
-  s.identity["readiness_probe_generates"] = false;
+  t.s.identity["readiness_probe"] = *ready;
+  t.s.identity["readiness_probe_generates"] = false;
+  return std::nullopt;
+}
 
-  // 4. The plan, calibrated with the server's own tokenizer when it has one.
+// No two prompts may share a first token (else they share a cacheable prefix): checked in the
+// server's own tokenizer where it gives ids, on each prompt's first words.
+nlohmann::json FirstTokenCheck(Target& target, const TrialPlan& plan) {
+  std::map<int64_t, std::vector<std::string>> by_first;
+  int checked = 0;
+  std::string skipped;
+  for (const auto* list : {&plan.warmup, &plan.measured}) {
+    for (const auto& r : *list) {
+      const std::string& text = r.prompt.text;
+      size_t cut = text.find(' ', text.find(' ') + 1);
+      Result<std::vector<int64_t>> ids =
+          target.TokenIds(cut == std::string::npos ? text : text.substr(0, cut));
+      if (!ids.ok() || ids->empty()) {
+        skipped = ids.ok() ? "the server returned no ids" : ids.status().message();
+        break;
+      }
+      by_first[ids->front()].push_back(r.id);
+      ++checked;
+    }
+    if (!skipped.empty()) break;
+  }
+  nlohmann::json check = {{"checked", checked}, {"distinct_first_tokens", by_first.size()}};
+  if (!skipped.empty()) check["not_checked"] = skipped;
+  nlohmann::json shared = nlohmann::json::array();
+  for (const auto& [id, reqs] : by_first) {
+    if (reqs.size() > 1) shared.push_back({{"token", id}, {"requests", reqs}});
+  }
+  check["shared"] = shared;
+  return check;
+}
+
+// The tokens every prompt of this trial shares once the server applies its chat template: what
+// verify-cold may allow, measured once per trial on two of the trial's own prompts.
+void MeasureTemplatePrefix(Trial& t) {
+  const TrialPlan& plan = *t.s.plan;
+  std::vector<const PlanRequest*> two;
+  for (const auto* list : {&plan.warmup, &plan.measured}) {
+    for (const auto& r : *list) {
+      if (two.size() < 2) two.push_back(&r);
+    }
+  }
+  nlohmann::json j = nlohmann::json::object();
+  if (two.size() < 2) {
+    j["error"] = "fewer than two prompts in the plan";
+  } else {
+    Result<TemplatePrefix> p =
+        t.target->MeasureTemplatePrefix(two[0]->prompt.text, two[1]->prompt.text);
+    j["requests"] = {two[0]->id, two[1]->id};
+    if (p.ok()) {
+      t.template_prefix = p->tokens;
+      j["tokens"] = p->tokens;
+      j["rendered_prompt_tokens"] = p->prompt_tokens;
+      j["method"] = p->method;
+    } else {
+      j["error"] = p.status().message();
+    }
+  }
+  t.s.identity["template_prefix"] = j;
+}
+
+// The plan, calibrated with the server's own tokenizer when it has one.
+PhaseEnd PlanPrompts(Trial& t) {
+  const TrialOptions& opt = *t.s.opt;
+  Target& target = *t.target;
   Progress(opt, "planning prompts");
   TokenCounter counter = [&target](const std::string& text) { return target.CountTokens(text); };
   const TokenCounter* counter_ptr = &counter;
@@ -292,7 +386,7 @@ TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
                                   : target.CountTokens("Hello world");
   if (!tok_check.ok()) {
     if (tok_check.status().code() != Status::Code::kUnimplemented) {
-      return CouldNotRun(s, "tokenize: " + tok_check.status().message());
+      return CouldNotRun(t.s, "tokenize: " + tok_check.status().message());
     }
     counter_ptr = nullptr;
   }
@@ -302,43 +396,19 @@ TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
   pin.seed = opt.seed;
   pin.phase = opt.phase;
   pin.counter = counter_ptr;
-  Result<TrialPlan> plan = MakeTrialPlan(effective, pin);
-  if (!plan.ok()) return CouldNotRun(s, "planning prompts: " + plan.status().message());
-  s.plan = std::move(*plan);
+  Result<TrialPlan> plan = MakeTrialPlan(t.effective, pin);
+  if (!plan.ok()) return CouldNotRun(t.s, "planning prompts: " + plan.status().message());
+  t.s.plan = std::move(*plan);
+  t.s.identity["first_token_check"] = FirstTokenCheck(target, *t.s.plan);
+  MeasureTemplatePrefix(t);
+  return std::nullopt;
+}
 
-  // No two prompts may share a first token (else they share a cacheable prefix): checked in the
-  // server's own tokenizer where it gives ids, on each prompt's first words.
-  {
-    std::map<int64_t, std::vector<std::string>> by_first;
-    int checked = 0;
-    std::string skipped;
-    for (const auto* list : {&s.plan->warmup, &s.plan->measured}) {
-      for (const auto& r : *list) {
-        const std::string& t = r.prompt.text;
-        size_t cut = t.find(' ', t.find(' ') + 1);
-        Result<std::vector<int64_t>> ids =
-            target.TokenIds(cut == std::string::npos ? t : t.substr(0, cut));
-        if (!ids.ok() || ids->empty()) {
-          skipped = ids.ok() ? "the server returned no ids" : ids.status().message();
-          break;
-        }
-        by_first[ids->front()].push_back(r.id);
-        ++checked;
-      }
-      if (!skipped.empty()) break;
-    }
-    nlohmann::json check = {{"checked", checked}, {"distinct_first_tokens", by_first.size()}};
-    if (!skipped.empty()) check["not_checked"] = skipped;
-    nlohmann::json shared = nlohmann::json::array();
-    for (const auto& [id, reqs] : by_first) {
-      if (reqs.size() > 1) shared.push_back({{"token", id}, {"requests", reqs}});
-    }
-    check["shared"] = shared;
-    s.identity["first_token_check"] = check;
-  }
-
+PhaseEnd QuietPeriod(Trial& t) {
+  const Row& row = *t.s.row;
+  const TrialOptions& opt = *t.s.opt;
   if (!opt.skip_quiet_period && row.trials.quiet_period_s > 0) {
-    const double wall_s = row.trials.quiet_period_s / scale;
+    const double wall_s = row.trials.quiet_period_s / t.scale;
     char quiet[96];
     std::snprintf(quiet, sizeof quiet, "quiet period %g s (%g s wall)", row.trials.quiet_period_s,
                   wall_s);
@@ -347,88 +417,100 @@ TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
     while (NowNs() < end && !Cancelled(opt.cancel)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    s.identity["quiet_period"] = {{"virtual_s", row.trials.quiet_period_s}, {"wall_s", wall_s}};
+    t.s.identity["quiet_period"] = {{"virtual_s", row.trials.quiet_period_s}, {"wall_s", wall_s}};
   } else {
-    s.identity["quiet_period"] = {{"skipped", true}};
+    t.s.identity["quiet_period"] = {{"skipped", true}};
   }
-  if (Cancelled(opt.cancel)) return CouldNotRun(s, "interrupted before any load", true);
+  if (Cancelled(opt.cancel)) return CouldNotRun(t.s, "interrupted before any load", true);
+  return std::nullopt;
+}
 
-  // 5. Load: warm-up, then the measured closed-loop burst; /metrics sampled alongside.
-  std::string before_text, after_text;
-  s.server_metrics.push_back(Snapshot(target, "before", t0, &before_text));
-  MetricsSampler sampler(row.identity.engine, topts, 250);
-  sampler.Start(t0);
-  // Where and how every request of this trial is sent (the calibration warm-ups included).
+// Where and how every request of this trial is sent (the calibration warm-ups included).
+LoadSpec ConnectionSpec(const Trial& t) {
+  const TrialOptions& opt = *t.s.opt;
   LoadSpec connection;
-  connection.url = target.ChatUrl();
+  connection.url = t.target->ChatUrl();
   connection.api_key = opt.api_key;
-  connection.request_timeout_s = row.request_timeout_s / scale;
+  connection.request_timeout_s = t.s.row->request_timeout_s / t.scale;
   connection.connect_timeout_s = std::min(30.0, connection.request_timeout_s);
   connection.insecure_tls = opt.insecure_tls;
   connection.cancel = opt.cancel;
+  return connection;
+}
 
-  // Without a tokenize endpoint the first warm-ups calibrate: w0 at the word count of its target,
-  // w1 at half of it; their usage.prompt_tokens give tokens per word and the template overhead,
-  // and every later prompt is reworded to match its target.
-  std::optional<LoadResult> calibration_load;
-  size_t calibration_requests = 0;
-  if (s.plan->calibration == "word_count" && !s.plan->warmup.empty()) {
-    TrialPlan& plan = *s.plan;
-    calibration_requests = std::min<size_t>(2, plan.warmup.size());
-    const int64_t w0 = std::max<int64_t>(1, plan.warmup[0].prompt.target_tokens);
-    const int64_t w1 = std::max<int64_t>(1, w0 / 2);
-    if (calibration_requests == 2) RewordRequest(effective, plan, w1, w1, &plan.warmup[1]);
-    LoadSpec cal = connection;
-    for (size_t i = 0; i < calibration_requests; ++i) {
-      const auto& r = plan.warmup[i];
-      cal.warmup.push_back({r.id, Phase::kWarmup, r.index, r.body});
-    }
-    cal.warmup_concurrency = 1;
-    cal.concurrency = 1;
-    Progress(opt, "calibrating prompt length from usage.prompt_tokens");
-    Result<LoadResult> cl = RunLoad(cal);
-    if (!cl.ok()) {
-      sampler.Stop();
-      return CouldNotRun(s, "load generator: " + cl.status().message());
-    }
-    std::vector<std::optional<int64_t>> p(calibration_requests);
-    for (size_t i = 0; i < calibration_requests && i < cl->records.size(); ++i) {
-      p[i] = DecodeRecord(cl->records[i]).prompt_tokens;
-    }
-    double per_word = 0, template_tokens = 0;
-    if (calibration_requests == 2 && p[0] && p[1] && w0 != w1) {
-      per_word = static_cast<double>(*p[0] - *p[1]) / static_cast<double>(w0 - w1);
-      template_tokens = static_cast<double>(*p[0]) - per_word * static_cast<double>(w0);
-    } else if (p[0]) {
-      per_word = static_cast<double>(*p[0]) / static_cast<double>(w0);  // overhead unknown: 0
-    }
-    char note[256];
-    if (per_word > 0 && std::isfinite(per_word)) {
-      auto reword = [&](PlanRequest& r) {
-        int64_t words = std::max<int64_t>(1, std::llround(r.prompt.target_tokens / per_word));
-        RewordRequest(effective, plan, words, std::llround(words * per_word), &r);
-      };
-      for (size_t i = calibration_requests; i < plan.warmup.size(); ++i) reword(plan.warmup[i]);
-      for (auto& r : plan.measured) reword(r);
-      std::snprintf(note, sizeof note,
-                    "no tokenize endpoint: %.4f tokens per word and %.1f template tokens fitted "
-                    "from the usage.prompt_tokens of %zu warm-up(s); lengths are approximate",
-                    per_word, template_tokens, calibration_requests);
-      plan.calibration = "usage_prompt_tokens";
-    } else {
-      std::snprintf(note, sizeof note,
-                    "no tokenize endpoint and no usage.prompt_tokens in the calibration warm-ups: "
-                    "a word was taken as a token");
-    }
-    plan.calibration_note = note;
-    calibration_load = std::move(*cl);
-    if (calibration_load->interrupted) {
-      sampler.Stop();
-      s.load = std::move(calibration_load);
-      return CouldNotRun(s, "interrupted during calibration", true);
-    }
+// Without a tokenize endpoint the first warm-ups calibrate: w0 at the word count of its target,
+// w1 at half of it; their usage.prompt_tokens give tokens per word and the template overhead,
+// and every later prompt is reworded to match its target. Returns the calibration requests' load
+// (nullopt when the plan needs none) or an error in words.
+Result<std::optional<LoadResult>> CalibrateWordCount(Trial& t, const LoadSpec& connection) {
+  TrialPlan& plan = *t.s.plan;
+  if (plan.calibration != "word_count" || plan.warmup.empty()) return std::optional<LoadResult>();
+  const size_t n = std::min<size_t>(2, plan.warmup.size());
+  const int64_t w0 = std::max<int64_t>(1, plan.warmup[0].prompt.target_tokens);
+  const int64_t w1 = std::max<int64_t>(1, w0 / 2);
+  if (n == 2) RewordRequest(t.effective, plan, w1, w1, &plan.warmup[1]);
+  LoadSpec cal = connection;
+  for (size_t i = 0; i < n; ++i) {
+    const auto& r = plan.warmup[i];
+    cal.warmup.push_back({r.id, Phase::kWarmup, r.index, r.body});
   }
+  cal.warmup_concurrency = 1;
+  cal.concurrency = 1;
+  Progress(*t.s.opt, "calibrating prompt length from usage.prompt_tokens");
+  Result<LoadResult> cl = RunLoad(cal);
+  if (!cl.ok()) return cl.status();
+  std::vector<std::optional<int64_t>> p(n);
+  for (size_t i = 0; i < n && i < cl->records.size(); ++i) {
+    p[i] = DecodeRecord(cl->records[i]).prompt_tokens;
+  }
+  double per_word = 0, template_tokens = 0;
+  if (n == 2 && p[0] && p[1] && w0 != w1) {
+    per_word = static_cast<double>(*p[0] - *p[1]) / static_cast<double>(w0 - w1);
+    template_tokens = static_cast<double>(*p[0]) - per_word * static_cast<double>(w0);
+  } else if (p[0]) {
+    per_word = static_cast<double>(*p[0]) / static_cast<double>(w0);  // overhead unknown: 0
+  }
+  char note[256];
+  if (per_word > 0 && std::isfinite(per_word)) {
+    auto reword = [&](PlanRequest& r) {
+      int64_t words = std::max<int64_t>(1, std::llround(r.prompt.target_tokens / per_word));
+      RewordRequest(t.effective, plan, words, std::llround(words * per_word), &r);
+    };
+    for (size_t i = n; i < plan.warmup.size(); ++i) reword(plan.warmup[i]);
+    for (auto& r : plan.measured) reword(r);
+    std::snprintf(note, sizeof note,
+                  "no tokenize endpoint: %.4f tokens per word and %.1f template tokens fitted "
+                  "from the usage.prompt_tokens of %zu warm-up(s); lengths are approximate",
+                  per_word, template_tokens, n);
+    plan.calibration = "usage_prompt_tokens";
+  } else {
+    std::snprintf(note, sizeof note,
+                  "no tokenize endpoint and no usage.prompt_tokens in the calibration warm-ups: "
+                  "a word was taken as a token");
+  }
+  plan.calibration_note = note;
+  return std::optional<LoadResult>(std::move(*cl));
+}
 
+// Warm-up, then the measured closed-loop burst; /metrics sampled alongside.
+PhaseEnd Load(Trial& t) {
+  const TrialOptions& opt = *t.s.opt;
+  TrialState& s = t.s;
+  s.server_metrics.push_back(Snapshot(*t.target, "before", t.t0, &t.before_text));
+  MetricsSampler sampler(s.row->identity, t.topts, 250);
+  sampler.Start(t.t0);
+  const LoadSpec connection = ConnectionSpec(t);
+  Result<std::optional<LoadResult>> calibration = CalibrateWordCount(t, connection);
+  if (!calibration.ok()) {
+    sampler.Stop();
+    return CouldNotRun(s, "load generator: " + calibration.status().message());
+  }
+  const size_t calibration_requests = *calibration ? (*calibration)->records.size() : 0;
+  if (*calibration && (*calibration)->interrupted) {
+    sampler.Stop();
+    s.load = std::move(**calibration);
+    return CouldNotRun(s, "interrupted during calibration", true);
+  }
   LoadSpec spec = connection;
   for (size_t i = calibration_requests; i < s.plan->warmup.size(); ++i) {
     const auto& r = s.plan->warmup[i];
@@ -449,9 +531,9 @@ TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
   for (auto& l : sampler.TakeLines()) s.server_metrics.push_back(std::move(l));
   if (!load.ok()) return CouldNotRun(s, "load generator: " + load.status().message());
   s.load = std::move(*load);
-  if (calibration_load) {
+  if (*calibration) {
     // The calibration warm-ups are warm-ups like the rest: first in the raw records.
-    LoadResult merged = std::move(*calibration_load);
+    LoadResult merged = std::move(**calibration);
     merged.records.insert(merged.records.end(), std::make_move_iterator(s.load->records.begin()),
                           std::make_move_iterator(s.load->records.end()));
     merged.measured_start_ns = s.load->measured_start_ns;
@@ -459,80 +541,103 @@ TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
     merged.interrupted = s.load->interrupted;
     s.load = std::move(merged);
   }
-  s.server_metrics.push_back(Snapshot(target, "after", t0, &after_text));
+  s.server_metrics.push_back(Snapshot(*t.target, "after", t.t0, &t.after_text));
+  return std::nullopt;
+}
 
-  // 6. Decode, validate, measure, decide.
-  std::vector<RequestResult> warm, meas;
+// Server-side cache-hit counter over the measured phase (used only where requests report none):
+// the last sample before the measured burst to the snapshot after it.
+std::optional<int64_t> ServerCachedTokens(const Trial& t) {
+  auto after = t.target->ParseCachedTokens(t.after_text);
+  if (!after) return std::nullopt;
+  std::optional<double> base = t.target->ParseCachedTokens(t.before_text);
+  for (const auto& l : t.s.server_metrics) {
+    if (l.value("kind", "") == "sample" && l.contains("cached_tokens_total") &&
+        l["t_ns"].get<MonoNs>() <= t.s.load->measured_start_ns) {
+      base = l["cached_tokens_total"].get<double>();
+    }
+  }
+  if (!base) return std::nullopt;
+  return static_cast<int64_t>(std::llround(*after - *base));
+}
+
+// Decode, validate, measure, decide.
+void Judge(Trial& t) {
+  TrialState& s = t.s;
+  const Row& row = *s.row;
   for (const auto& rec : s.load->records) {
     RequestResult r = DecodeRecord(rec);
     s.results.push_back(r);
-    (r.phase == Phase::kWarmup ? warm : meas).push_back(std::move(r));
+    (r.phase == Phase::kWarmup ? t.warm : t.meas).push_back(std::move(r));
   }
-  internal::ColdPrefix cold = internal::EstimateColdPrefix(*s.plan, warm, meas);
-  // Server-side cache-hit counter over the measured phase (used only where requests report none):
-  // the last sample before the measured burst to the snapshot after it.
-  std::optional<int64_t> server_cached;
-  if (auto after = target.ParseCachedTokens(after_text)) {
-    std::optional<double> base = target.ParseCachedTokens(before_text);
-    for (const auto& l : s.server_metrics) {
-      if (l.value("kind", "") == "sample" && l.contains("cached_tokens_total") &&
-          l["t_ns"].get<MonoNs>() <= s.load->measured_start_ns) {
-        base = l["cached_tokens_total"].get<double>();
-      }
-    }
-    if (base) server_cached = static_cast<int64_t>(std::llround(*after - *base));
-  }
+  internal::ColdPrefix cold =
+      internal::EstimateColdPrefix(*s.plan, t.warm, t.meas, t.template_prefix);
+  std::optional<int64_t> server_cached = ServerCachedTokens(t);
   s.identity["cold_prefix"] = internal::ColdPrefixToJson(cold);
   s.identity["cold_prefix"]["server_cached_tokens_total"] =
       server_cached ? nlohmann::json(*server_cached) : nullptr;
   ValidationInput vin =
-      internal::MakeValidationInput(row, *s.plan, warm, meas, cold, server_cached);
+      internal::MakeValidationInput(row, *s.plan, t.warm, t.meas, cold, server_cached, t.cold_hint);
   CorrectnessReport correctness = Validate(vin);
-  s.metrics = ComputeMetrics(meas, opt.concurrency, scale, row.percentile_method);
-  s.metrics_extra["time_conversion"] = scale == 1.0 ? "none: durations are wall time"
-                                                    : "every duration is wall time x " +
-                                                          std::to_string(scale) +
-                                                          " (the simulator's virtual time)";
+  s.metrics = ComputeMetrics(t.meas, s.opt->concurrency, t.scale, row.percentile_method);
+  s.metrics_extra["time_conversion"] = t.scale == 1.0 ? "none: durations are wall time"
+                                                      : "every duration is wall time x " +
+                                                            std::to_string(t.scale) +
+                                                            " (the simulator's virtual time)";
   s.metrics_extra["calibration"] = s.plan->calibration;
   s.metrics_extra["input_tokens_configured"] = row.workload.input_tokens;
   s.metrics_extra["cold_prefix_tokens_allowed"] = cold.allowed_tokens;
   s.verdict = Decide(row, *s.metrics, correctness);
+}
 
+// An interrupted load or a server that went away: no verdict can be green, the records stay.
+PhaseEnd CheckCompleted(Trial& t) {
+  TrialState& s = t.s;
   int completed = 0;
-  for (const auto& r : meas) completed += (r.http_status == 200 && !r.cancelled) ? 1 : 0;
+  for (const auto& r : t.meas) completed += (r.http_status == 200 && !r.cancelled) ? 1 : 0;
+  const std::string done = std::to_string(completed) + " of " + std::to_string(t.meas.size()) +
+                           " measured requests completed";
   if (s.load->interrupted) {
     // The gates over a cut-short record set fail for the interruption's sake; their evidence
     // stays in verdict.json, the reason says what happened.
     s.verdict.outcome = TrialOutcome::kInterrupted;
-    s.verdict.reasons = {"interrupted: " + std::to_string(completed) + " of " +
-                         std::to_string(meas.size()) +
-                         " measured requests completed before the signal; the directory is "
-                         "incomplete and can never pass"};
+    s.verdict.reasons = {"interrupted: " + done +
+                         " before the signal; the directory is incomplete and can never pass"};
     // Nothing green: a latency figure over the requests that happened to finish is no SLO pass.
     s.verdict.latency_pass = false;
     s.ctx.complete = false;
     return Finish(s);
   }
   // A server that died mid-trial leaves transport errors; confirm with one more probe.
-  bool transport_failures = std::any_of(meas.begin(), meas.end(), [](const RequestResult& r) {
+  bool transport_failures = std::any_of(t.meas.begin(), t.meas.end(), [](const RequestResult& r) {
     return r.http_status == 0 || !r.transport_error.empty();
   });
   if (transport_failures) {
-    Result<std::string> alive = target.Probe(NowNs() + 2'000'000'000LL, opt.cancel);
+    Result<std::string> alive = t.target->Probe(NowNs() + 2'000'000'000LL, s.opt->cancel);
     if (!alive.ok()) {
       s.verdict.outcome = TrialOutcome::kCouldNotRun;
-      s.verdict.reasons = {"server lost: " + alive.status().message() + "; " +
-                           std::to_string(completed) + " of " + std::to_string(meas.size()) +
-                           " measured requests completed before it went away (their records "
-                           "are kept)"};
+      s.verdict.reasons = {"server lost: " + alive.status().message() + "; " + done +
+                           " before it went away (their records are kept)"};
       s.verdict.latency_pass = false;  // as above: nothing green in a trial that could not run
       s.ctx.complete = false;
       return Finish(s);
     }
   }
-  s.ctx.complete = true;
-  Progress(opt, std::string("verdict: ") + TrialOutcomeName(s.verdict.outcome));
-  return Finish(s);
+  return std::nullopt;
+}
+
+// prepare target -> plan -> quiet -> load -> judge -> seal.
+TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
+  Trial t;
+  StartTrial(t, row, opt);
+  for (PhaseEnd (*phase)(Trial&) : {PinIdentity, FlushAndProbe, PlanPrompts, QuietPeriod, Load}) {
+    if (PhaseEnd end = phase(t)) return std::move(*end);
+  }
+  Judge(t);
+  if (PhaseEnd end = CheckCompleted(t)) return std::move(*end);
+  t.s.ctx.complete = true;
+  Progress(opt, std::string("verdict: ") + TrialOutcomeName(t.s.verdict.outcome));
+  return Finish(t.s);
 }
 
 }  // namespace

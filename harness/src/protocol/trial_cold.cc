@@ -5,10 +5,12 @@
 namespace capq::internal {
 
 ColdPrefix EstimateColdPrefix(const TrialPlan& plan, const std::vector<RequestResult>& warmup,
-                              const std::vector<RequestResult>& measured) {
+                              const std::vector<RequestResult>& measured,
+                              std::optional<int64_t> template_prefix) {
   ColdPrefix c;
+  c.template_prefix_tokens = template_prefix;
   std::map<std::string, int64_t> message_tokens;
-  bool calibrated = plan.calibration == "tokenize";
+  const bool calibrated = plan.calibration == "tokenize";
   for (const auto* list : {&plan.warmup, &plan.measured}) {
     for (const auto& r : *list) message_tokens[r.id] = r.prompt.message_tokens;
   }
@@ -21,47 +23,43 @@ ColdPrefix EstimateColdPrefix(const TrialPlan& plan, const std::vector<RequestRe
       }
     }
   }
-  // Warm-ups after the first: the cache holds at least one other prompt, so each shows exactly
-  // the shared prefix when the cache started cold.
-  for (const auto& r : warmup) {
-    if (r.index == 0 || !r.cached_tokens || r.http_status != 200) continue;
-    c.observed_tokens = std::max(c.observed_tokens.value_or(0), *r.cached_tokens);
+  for (const auto& r : measured) {
+    if (r.cached_tokens)
+      c.max_cached_tokens = std::max(c.max_cached_tokens.value_or(0), *r.cached_tokens);
   }
-  if (c.observed_tokens) {
-    c.source = "max cached_tokens of warm-up requests after the first";
-  } else {
-    // Too few warm-ups: the smallest count any measured request shows (distinct prompts share
-    // no more than the template).
-    for (const auto& r : measured) {
-      if (!r.cached_tokens || r.http_status != 200) continue;
-      c.observed_tokens = std::min(c.observed_tokens.value_or(*r.cached_tokens), *r.cached_tokens);
-    }
-    if (c.observed_tokens)
-      c.source = "min cached_tokens of measured requests (fewer than 2 warm-ups)";
-  }
-  c.allowed_tokens = c.observed_tokens.value_or(0);
-  if (c.template_tokens && c.allowed_tokens > *c.template_tokens) {
+  if (template_prefix) {
+    c.allowed_tokens = *template_prefix;
+    c.source = "the chat template's shared prefix, measured on the server";
+  } else if (c.template_tokens) {
     c.allowed_tokens = *c.template_tokens;
-    c.source += "; clamped to the chat template overhead " + std::to_string(*c.template_tokens) +
-                " (the warm-up saw more: the cache was not cold)";
+    c.source =
+        "the server renders no chat template: the whole template overhead (server prompt_tokens "
+        "minus the calibrated message tokens), an upper bound on its shared prefix";
+  } else {
+    c.allowed_tokens = 0;
+    c.source =
+        "the template prefix could not be measured and the plan is not calibrated: no cached "
+        "token is allowed (fail closed)";
   }
-  if (!c.counter_available) c.source = "the server reported no cached-token counter";
+  if (!c.counter_available) c.source += "; the server reported no per-request cached-token counter";
   return c;
 }
 
 nlohmann::json ColdPrefixToJson(const ColdPrefix& c) {
-  nlohmann::json j = {{"allowed_tokens", c.allowed_tokens},
-                      {"counter_available", c.counter_available},
-                      {"source", c.source}};
-  j["observed_tokens"] = c.observed_tokens ? nlohmann::json(*c.observed_tokens) : nullptr;
-  j["template_tokens"] = c.template_tokens ? nlohmann::json(*c.template_tokens) : nullptr;
-  return j;
+  auto opt = [](const std::optional<int64_t>& v) { return v ? nlohmann::json(*v) : nullptr; };
+  return {{"allowed_tokens", c.allowed_tokens},
+          {"counter_available", c.counter_available},
+          {"source", c.source},
+          {"template_prefix_tokens", opt(c.template_prefix_tokens)},
+          {"template_tokens", opt(c.template_tokens)},
+          {"max_cached_tokens", opt(c.max_cached_tokens)}};
 }
 
 ValidationInput MakeValidationInput(const Row& row, const TrialPlan& plan,
                                     std::vector<RequestResult> warmup,
                                     std::vector<RequestResult> measured, const ColdPrefix& cold,
-                                    std::optional<int64_t> server_cached_tokens_total) {
+                                    std::optional<int64_t> server_cached_tokens_total,
+                                    std::string cold_hint) {
   ValidationInput in;
   in.row = &row;
   in.concurrency = plan.concurrency;
@@ -76,7 +74,28 @@ ValidationInput MakeValidationInput(const Row& row, const TrialPlan& plan,
   in.cold_prefix_tokens_allowed = cold.allowed_tokens;
   in.cold_counter_available = cold.counter_available || server_cached_tokens_total.has_value();
   in.server_cached_tokens_total = server_cached_tokens_total;
+  in.cold_hint = std::move(cold_hint);
   return in;
+}
+
+ColdEvidence ColdEvidenceFromIdentity(const nlohmann::json& identity) {
+  ColdEvidence e;
+  auto number = [](const nlohmann::json& obj, const char* key) -> std::optional<int64_t> {
+    if (obj.is_object() && obj.contains(key) && obj[key].is_number_integer()) {
+      return obj[key].get<int64_t>();
+    }
+    return std::nullopt;
+  };
+  if (identity.contains("template_prefix")) {
+    e.template_prefix_tokens = number(identity["template_prefix"], "tokens");
+  }
+  if (identity.contains("cold_prefix")) {
+    e.server_cached_tokens_total = number(identity["cold_prefix"], "server_cached_tokens_total");
+  }
+  if (identity.contains("flush") && identity["flush"].is_object()) {
+    e.cold_hint = identity["flush"].value("cold_hint", "");
+  }
+  return e;
 }
 
 }  // namespace capq::internal

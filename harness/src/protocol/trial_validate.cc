@@ -96,16 +96,14 @@ Result<ValidateReport> ValidateTrialDir(const std::string& dir) {
     (r.phase == Phase::kWarmup ? warm : meas).push_back(std::move(r));
   }
 
-  std::optional<int64_t> server_cached;
+  internal::ColdEvidence evidence;
   if (Result<nlohmann::json> ij = ReadJson(dir + "/identity.json"); ij.ok()) {
-    auto p = ij->find("cold_prefix");
-    if (p != ij->end() && p->contains("server_cached_tokens_total") &&
-        (*p)["server_cached_tokens_total"].is_number()) {
-      server_cached = (*p)["server_cached_tokens_total"].get<int64_t>();
-    }
+    evidence = internal::ColdEvidenceFromIdentity(*ij);
   }
-  internal::ColdPrefix cold = internal::EstimateColdPrefix(*plan, warm, meas);
-  ValidationInput vin = internal::MakeValidationInput(*row, *plan, warm, meas, cold, server_cached);
+  internal::ColdPrefix cold =
+      internal::EstimateColdPrefix(*plan, warm, meas, evidence.template_prefix_tokens);
+  ValidationInput vin = internal::MakeValidationInput(
+      *row, *plan, warm, meas, cold, evidence.server_cached_tokens_total, evidence.cold_hint);
   CorrectnessReport correctness = Validate(vin);
   TrialMetrics metrics =
       ComputeMetrics(meas, plan->concurrency, row->identity.time_scale, row->percentile_method);

@@ -3,6 +3,7 @@
 #include <sstream>
 #include <thread>
 
+#include "capq/model/engine_limits.h"
 #include "capq/targets/http.h"
 #include "capq/targets/target.h"
 
@@ -30,38 +31,61 @@ std::string ScalarText(const nlohmann::json& v) {
   return "";
 }
 
-// Copies the keys a row can pin from a flat SGLang-style document.
-void TakeServerArgs(const nlohmann::json& doc, ServerFacts* f) {
-  static const char* kKeys[] = {"max_total_num_tokens",
-                                "max_running_requests",
-                                "context_length",
-                                "chunked_prefill_size",
-                                "speculative_algorithm",
-                                "speculative_num_steps",
-                                "speculative_eagle_topk",
-                                "speculative_num_draft_tokens",
-                                "page_size",
-                                "tp_size",
-                                "max_prefill_tokens",
-                                "schedule_policy"};
+// Copies every limit `engine` reports that the flat document `doc` carries under its name.
+void TakeLimits(Engine engine, const nlohmann::json& doc, ServerFacts* f) {
   if (!doc.is_object()) return;
-  for (const char* k : kKeys) {
-    auto it = doc.find(k);
+  for (const LimitSpec& l : ReportableLimits(engine)) {
+    auto it = doc.find(l.key);
     if (it != doc.end() && !it->is_null()) {
       std::string s = ScalarText(*it);
-      if (!s.empty()) f->values[k] = s;
+      if (!s.empty()) f->values[l.key] = s;
     }
   }
+}
+
+// The longest common prefix of two token id lists.
+int64_t CommonPrefix(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return static_cast<int64_t>(n);
+}
+
+nlohmann::json UserTurn(const std::string& message) {
+  return nlohmann::json::array({{{"role", "user"}, {"content", message}}});
+}
+
+Result<std::vector<int64_t>> IdsFrom(const Result<HttpResponse>& r);
+
+// SGLang and vLLM tokenize a chat request ({"messages", "add_generation_prompt"}) with the template
+// and special tokens their chat endpoint uses; the prefix two such prompts share is what a cold
+// prefix cache can still match.
+Result<TemplatePrefix> ChatTokenizePrefix(HttpClient& http, const std::string& url,
+                                          const std::string& a, const std::string& b) {
+  std::vector<int64_t> ids[2];
+  const std::string* messages[2] = {&a, &b};
+  for (int i = 0; i < 2; ++i) {
+    nlohmann::json req = {{"messages", UserTurn(*messages[i])}, {"add_generation_prompt", true}};
+    Result<HttpResponse> r = http.Post(url, req.dump());
+    if (r.ok() && (r->status == 404 || r->status == 400 || r->status == 422)) {
+      return Status::Unimplemented("POST " + url + " with messages returned HTTP " +
+                                   std::to_string(r->status));
+    }
+    Result<std::vector<int64_t>> got = IdsFrom(r);
+    if (!got.ok()) return got.status();
+    ids[i] = std::move(*got);
+  }
+  TemplatePrefix p;
+  p.tokens = CommonPrefix(ids[0], ids[1]);
+  p.prompt_tokens = static_cast<int64_t>(ids[0].size());
+  p.method = "POST " + url.substr(url.find('/', url.find("//") + 2)) +
+             " {messages, add_generation_prompt: true} of two prompts: their common token prefix";
+  return p;
 }
 
 void TakeModels(const nlohmann::json& models, ServerFacts* f) {
   if (!models.is_object() || !models.contains("data") || !models["data"].is_array()) return;
   for (const auto& m : models["data"]) {
     if (m.contains("id") && m["id"].is_string()) f->served_models.push_back(m["id"]);
-    if (f->values.count("context_length") == 0 && m.contains("max_model_len") &&
-        m["max_model_len"].is_number()) {
-      f->values["context_length"] = ScalarText(m["max_model_len"]);
-    }
     if (f->model_path.empty() && m.contains("root") && m["root"].is_string()) {
       f->model_path = m["root"];
     }
@@ -111,7 +135,7 @@ class SglangTarget : public Target {
       info_path = "/get_server_info";
     }
     f.documents[info_path] = *info;
-    TakeServerArgs(*info, &f);
+    TakeLimits(Engine::kSglang, *info, &f);
     // server_args carries the REQUESTED max_running_requests; the allocator may cut it (the seed:
     // 64 requested, 9 effective). The effective value is what a row pins.
     if (info->contains("internal_states") && (*info)["internal_states"].is_array() &&
@@ -132,16 +156,6 @@ class SglangTarget : public Target {
       f.model_path = (*info)["model_path"];
     }
     if (info->contains("version")) f.version = ScalarText((*info)["version"]);
-    if (info->contains("capq_sim") && (*info)["capq_sim"].is_object()) {
-      const auto& s = (*info)["capq_sim"];
-      if (s.contains("identity_digest") && s["identity_digest"].is_string()) {
-        f.sim_identity_digest = s["identity_digest"].get<std::string>();
-      }
-      if (s.contains("time_scale") && s["time_scale"].is_number()) {
-        f.sim_time_scale = s["time_scale"].get<double>();
-      }
-      if (s.contains("profile")) f.sim_profile = ScalarText(s["profile"]);
-    }
     Result<nlohmann::json> models = GetJson("/v1/models");
     if (models.ok()) {
       f.documents["/v1/models"] = *models;
@@ -202,6 +216,18 @@ class SglangTarget : public Target {
     return IdsFrom(client().Post(base_url() + "/tokenize", req.dump()));
   }
 
+  // SGLang's /v1/tokenize also takes a chat request (messages) and applies the template the
+  // chat endpoint applies (serving_tokenize.py, TokenizeChatRequest in protocol.py).
+  Result<TemplatePrefix> MeasureTemplatePrefix(const std::string& a,
+                                               const std::string& b) override {
+    return ChatTokenizePrefix(client(), base_url() + "/v1/tokenize", a, b);
+  }
+
+  std::string ColdHint() const override {
+    return "SGLang's /flush_cache empties the radix cache of the server that answered it; behind "
+           "a router it reaches one worker only, so point capq at the server itself";
+  }
+
   ServerLoad ParseLoad(const std::string& text) const override {
     auto m = ParsePrometheus(text);
     return {Metric(m, "sglang:num_running_reqs"), Metric(m, "sglang:num_queue_reqs")};
@@ -221,30 +247,6 @@ class SglangTarget : public Target {
   std::string ProbePath() const override { return "/v1/models"; }
 };
 
-class SimTarget : public SglangTarget {
- public:
-  explicit SimTarget(TargetOptions o) : SglangTarget(std::move(o)) {}
-  Engine engine() const override { return Engine::kSim; }
-  ServerLoad ParseLoad(const std::string& text) const override {
-    auto m = ParsePrometheus(text);
-    ServerLoad l{Metric(m, "sglang:num_running_reqs"), Metric(m, "sglang:num_queue_reqs")};
-    if (!l.running) l.running = Metric(m, "capq_sim:running");
-    if (!l.waiting) l.waiting = Metric(m, "capq_sim:waiting");
-    return l;
-  }
-  std::optional<double> ParseCachedTokens(const std::string& text) const override {
-    auto m = ParsePrometheus(text);
-    for (const char* n : {"capq_sim:cached_tokens_total", "sglang:cached_tokens_total"}) {
-      if (auto v = Metric(m, n)) return v;
-    }
-    return std::nullopt;
-  }
-
- protected:
-  // The simulator's /health never generates (that is its contract and it is tested there).
-  std::string ProbePath() const override { return "/health"; }
-};
-
 // ---- vLLM ----------------------------------------------------------------------------------
 
 class VllmTarget : public Target {
@@ -258,9 +260,28 @@ class VllmTarget : public Target {
     if (!models.ok()) return models.status();
     f.documents["/v1/models"] = *models;
     TakeModels(*models, &f);
+    const auto& data = (*models)["data"];
+    if (data.is_array() && !data.empty() && data[0].contains("max_model_len")) {
+      f.values["max_model_len"] = ScalarText(data[0]["max_model_len"]);
+    }
     if (Result<nlohmann::json> v = GetJson("/version"); v.ok()) {
       f.documents["/version"] = *v;
-      if (v->contains("version")) f.version = ScalarText((*v)["version"]);
+      if (v->contains("version")) f.values["version"] = f.version = ScalarText((*v)["version"]);
+    }
+    // The KV pool the allocator made is only in the cache-config info gauge's labels
+    // (vllm/v1/metrics/loggers.py, log_metrics_info("cache_config", ...)); Python writes its
+    // booleans as True/False.
+    if (Result<std::string> m = Metrics(); m.ok()) {
+      std::map<std::string, std::string> labels = PrometheusLabels(*m, "vllm:cache_config_info");
+      f.documents["/metrics vllm:cache_config_info"] = labels;
+      for (const char* k :
+           {"num_gpu_blocks", "block_size", "enable_prefix_caching", "cache_dtype"}) {
+        auto it = labels.find(k);
+        if (it == labels.end() || it->second.empty() || it->second == "None") continue;
+        std::string v = it->second;
+        if (v == "True" || v == "False") v = v == "True" ? "true" : "false";
+        f.values[k] = v;
+      }
     }
     return f;
   }
@@ -317,6 +338,20 @@ class VllmTarget : public Target {
     return Metric(ParsePrometheus(text), "vllm:prefix_cache_hits_total");
   }
 
+  // vLLM's /tokenize takes a chat request and renders it as the chat endpoint does
+  // (serving_tokenization.py: TokenizeChatRequest, add_generation_prompt defaults to true).
+  Result<TemplatePrefix> MeasureTemplatePrefix(const std::string& a,
+                                               const std::string& b) override {
+    return ChatTokenizePrefix(client(), base_url() + "/tokenize", a, b);
+  }
+
+  std::string ColdHint() const override {
+    return "vLLM answers POST /reset_prefix_cache with 200 even when the reset failed (its log "
+           "says "
+           "'Failed to reset prefix cache'): start it with VLLM_SERVER_DEV_MODE=1 and flush only "
+           "when it is idle";
+  }
+
  protected:
   std::string ProbePath() const override { return "/health"; }  // no generation in vLLM
 };
@@ -334,16 +369,21 @@ class LlamacppTarget : public Target {
     if (!props.ok()) return props.status();
     f.documents["/props"] = *props;
     const auto& p = *props;
-    if (p.contains("total_slots")) f.values["max_running_requests"] = ScalarText(p["total_slots"]);
-    if (p.contains("default_generation_settings") &&
-        p["default_generation_settings"].contains("n_ctx")) {
-      f.values["context_length"] = ScalarText(p["default_generation_settings"]["n_ctx"]);
+    TakeLimits(Engine::kLlamacpp, p, &f);
+    // n_ctx is the context of one slot (-c divided by -np), recording 04.
+    if (p.contains("default_generation_settings")) {
+      TakeLimits(Engine::kLlamacpp, p["default_generation_settings"], &f);
     }
     if (p.contains("model_path") && p["model_path"].is_string()) f.model_path = p["model_path"];
     if (p.contains("build_info")) f.version = ScalarText(p["build_info"]);
     if (Result<nlohmann::json> models = GetJson("/v1/models"); models.ok()) {
       f.documents["/v1/models"] = *models;
       TakeModels(*models, &f);
+      // data[0].meta: the model's own sizes (recording 03).
+      const auto& data = (*models)["data"];
+      if (data.is_array() && !data.empty() && data[0].contains("meta")) {
+        TakeLimits(Engine::kLlamacpp, data[0]["meta"], &f);
+      }
     }
     return f;
   }
@@ -377,8 +417,55 @@ class LlamacppTarget : public Target {
         Nap(200, cancel);
       }
     }
-    fr.note = "erased " + std::to_string(slots) + " slot(s)";
+    // Erase drops one slot's KV only (server-context.cpp prompt_clear); the host-memory prompt
+    // cache (--cache-ram, on by default) survives it and restores an erased prompt (recordings
+    // 37-40), and no endpoint reveals or clears that cache. So the status proves nothing.
+    fr.status_proves_nothing = true;
+    fr.note = "erased " + std::to_string(slots) +
+              " slot(s); the host-memory prompt cache is not reachable over HTTP (empty only with "
+              "--cache-ram 0): verify-cold decides";
     return fr;
+  }
+
+  // POST /apply-template renders the chat template without BOS (recording 10); /tokenize with
+  // add_special adds it as the completion path does (recordings 08, 12).
+  Result<TemplatePrefix> MeasureTemplatePrefix(const std::string& a,
+                                               const std::string& b) override {
+    std::vector<int64_t> ids[2];
+    const std::string* messages[2] = {&a, &b};
+    for (int i = 0; i < 2; ++i) {
+      nlohmann::json req = {{"messages", UserTurn(*messages[i])}};
+      Result<HttpResponse> r = client().Post(base_url() + "/apply-template", req.dump());
+      if (!r.ok()) return r.status();
+      if (r->status == 404) return Status::Unimplemented("the server has no /apply-template");
+      std::string prompt;
+      try {
+        if (r->status == 200) prompt = nlohmann::json::parse(r->body).at("prompt");
+      } catch (const nlohmann::json::exception&) {
+      }
+      if (prompt.empty()) {
+        return Status::Unavailable("POST /apply-template returned HTTP " +
+                                   std::to_string(r->status) + " without a prompt");
+      }
+      nlohmann::json tok = {{"content", prompt}, {"add_special", true}};
+      Result<std::vector<int64_t>> got =
+          IdsFrom(client().Post(base_url() + "/tokenize", tok.dump()));
+      if (!got.ok()) return got.status();
+      ids[i] = std::move(*got);
+    }
+    TemplatePrefix p;
+    p.tokens = CommonPrefix(ids[0], ids[1]);
+    p.prompt_tokens = static_cast<int64_t>(ids[0].size());
+    p.method =
+        "POST /apply-template, then POST /tokenize {add_special: true}, of two prompts: their "
+        "common token prefix";
+    return p;
+  }
+
+  std::string ColdHint() const override {
+    return "llama.cpp's slot erase keeps the host-memory prompt cache (--cache-ram, 8192 MiB by "
+           "default), which restores earlier prompts into the slots: start llama-server with "
+           "--cache-ram 0 so that erasing every slot leaves it cold";
   }
 
   Result<int64_t> CountTokens(const std::string& text) override {
@@ -411,13 +498,67 @@ class LlamacppTarget : public Target {
   std::string ProbePath() const override { return "/health"; }  // 503 while loading; no generation
 };
 
-}  // namespace
+// ---- the simulator -------------------------------------------------------------------------
 
-Result<std::unique_ptr<Target>> MakeTarget(Engine engine, const TargetOptions& options) {
-  if (options.base_url.rfind("http://", 0) != 0 && options.base_url.rfind("https://", 0) != 0) {
-    return Status::InvalidArgument("server URL must start with http:// or https://, got '" +
-                                   options.base_url + "'");
+// The simulator speaks one real engine's dialect, so everything goes to that engine's adapter;
+// only its identity (the profile digest and time scale, GET /capq/sim) is the simulator's own.
+class SimTarget : public Target {
+ public:
+  SimTarget(TargetOptions o, std::unique_ptr<Target> dialect)
+      : Target(std::move(o)), dialect_(std::move(dialect)) {}
+  Engine engine() const override { return Engine::kSim; }
+
+  Result<ServerFacts> Facts() override {
+    Result<ServerFacts> f = dialect_->Facts();
+    if (!f.ok()) return f;
+    Result<nlohmann::json> sim = GetJson("/capq/sim");
+    if (!sim.ok()) return f;  // CheckIdentity says the digest was not reported
+    f->documents["/capq/sim"] = *sim;
+    const auto& s = *sim;
+    if (s.contains("identity_digest") && s["identity_digest"].is_string()) {
+      f->sim_identity_digest = s["identity_digest"].get<std::string>();
+    }
+    if (s.contains("time_scale") && s["time_scale"].is_number()) {
+      f->sim_time_scale = s["time_scale"].get<double>();
+    }
+    if (s.contains("profile")) f->sim_profile = ScalarText(s["profile"]);
+    return f;
   }
+  Result<FlushResult> Flush(MonoNs deadline_ns, const std::atomic<bool>* cancel) override {
+    return dialect_->Flush(deadline_ns, cancel);
+  }
+  Result<int64_t> CountTokens(const std::string& text) override {
+    return dialect_->CountTokens(text);
+  }
+  Result<std::vector<int64_t>> TokenIds(const std::string& text) override {
+    return dialect_->TokenIds(text);
+  }
+  Result<TemplatePrefix> MeasureTemplatePrefix(const std::string& a,
+                                               const std::string& b) override {
+    return dialect_->MeasureTemplatePrefix(a, b);
+  }
+  std::string ColdHint() const override { return dialect_->ColdHint(); }
+  ServerLoad ParseLoad(const std::string& text) const override {
+    ServerLoad l = dialect_->ParseLoad(text);
+    auto m = ParsePrometheus(text);
+    if (!l.running) l.running = Metric(m, "capq_sim:running");
+    if (!l.waiting) l.waiting = Metric(m, "capq_sim:waiting");
+    return l;
+  }
+  std::optional<double> ParseCachedTokens(const std::string& text) const override {
+    if (auto v = Metric(ParsePrometheus(text), "capq_sim:cached_tokens_total")) return v;
+    return dialect_->ParseCachedTokens(text);
+  }
+
+ protected:
+  // The simulator's /health never generates in any dialect (tested in tests/sim).
+  std::string ProbePath() const override { return "/health"; }
+
+ private:
+  std::unique_ptr<Target> dialect_;
+};
+
+Result<std::unique_ptr<Target>> MakeEngineTarget(Engine engine, const TargetOptions& options) {
   switch (engine) {
     case Engine::kSglang:
       return std::unique_ptr<Target>(new SglangTarget(options));
@@ -426,9 +567,27 @@ Result<std::unique_ptr<Target>> MakeTarget(Engine engine, const TargetOptions& o
     case Engine::kLlamacpp:
       return std::unique_ptr<Target>(new LlamacppTarget(options));
     case Engine::kSim:
-      return std::unique_ptr<Target>(new SimTarget(options));
+      break;
   }
   return Status::InvalidArgument("unknown engine");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Target>> MakeTarget(const Identity& identity, const TargetOptions& options) {
+  if (options.base_url.rfind("http://", 0) != 0 && options.base_url.rfind("https://", 0) != 0) {
+    return Status::InvalidArgument("server URL must start with http:// or https://, got '" +
+                                   options.base_url + "'");
+  }
+  Result<std::unique_ptr<Target>> t = MakeEngineTarget(LimitsEngine(identity), options);
+  if (!t.ok() || identity.engine != Engine::kSim) return t;
+  return std::unique_ptr<Target>(new SimTarget(options, std::move(*t)));
+}
+
+Result<std::unique_ptr<Target>> MakeTarget(Engine engine, const TargetOptions& options) {
+  Identity id;
+  id.engine = engine;
+  return MakeTarget(id, options);
 }
 
 }  // namespace capq

@@ -132,6 +132,34 @@ std::map<std::string, double> ParsePrometheus(const std::string& text) {
   return out;
 }
 
+std::map<std::string, std::string> PrometheusLabels(const std::string& text,
+                                                    const std::string& metric) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(metric + "{", 0) != 0) continue;
+    // name{k="v",k2="v2"} value: values may hold escaped quotes (\") and commas.
+    size_t i = metric.size() + 1;
+    while (i < line.size() && line[i] != '}') {
+      size_t eq = line.find('=', i);
+      if (eq == std::string::npos || eq + 1 >= line.size() || line[eq + 1] != '"') break;
+      std::string key = line.substr(i, eq - i);
+      std::string value;
+      size_t j = eq + 2;
+      for (; j < line.size() && line[j] != '"'; ++j) {
+        if (line[j] == '\\' && j + 1 < line.size()) ++j;
+        value += line[j];
+      }
+      out[key] = value;
+      i = j + 1;
+      if (i < line.size() && line[i] == ',') ++i;
+    }
+    return out;
+  }
+  return out;
+}
+
 // ---- Identity ------------------------------------------------------------------------------
 
 bool IdentityCheck::ok() const {

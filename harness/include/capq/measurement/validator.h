@@ -62,6 +62,9 @@ struct ValidationInput {
   // Cache-hit prompt tokens from the server's /metrics over the measured phase; used when usage
   // carries no per-request counter. Compared against cold_prefix_tokens_allowed × measured count.
   std::optional<int64_t> server_cached_tokens_total;
+  // The engine adapter's advice when a flushed server still shows cached prompts (the server flag
+  // that makes its flush complete); appended to a verify_cold failure. Empty: none.
+  std::string cold_hint;
   // Completion tokens each measured request asked for, by id; when absent for an id the row's
   // workload.output_tokens is the expectation.
   std::map<std::string, int64_t> expected_completion_tokens;

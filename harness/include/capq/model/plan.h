@@ -36,6 +36,13 @@ struct TrialPlan {
   int trial_index = 1;  // 1-based
   uint64_t seed = 0;
   std::string phase = "confirm";
+  // The prompt corpus: its generator seed mixes the trial seed with the phase and concurrency, so
+  // no two trials of one qualification (baseline, every probe, every confirmation at every C) and
+  // no two capacity tests of one row send the same prompt, while the same (row, phase, C, trial)
+  // always yields the same prompts. A flush that leaves prompts cached can then only show as
+  // cached tokens, never as a faster trial.
+  uint64_t corpus_seed = 0;
+  std::string corpus_id;  // "confirm/c7/s202": how the corpus was chosen, for the report
   // "tokenize": lengths exact in the server's tokens; "usage_prompt_tokens": no tokenize endpoint,
   // tokens per word fitted from the first warm-ups' usage.prompt_tokens (lengths approximate);
   // "word_count": neither, a word was taken as a token. The server's prompt_tokens range in the
@@ -60,6 +67,9 @@ struct PlanInputs {
 Result<uint64_t> TrialSeed(const Row& row, int trial_index, std::optional<uint64_t> override_seed);
 
 Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in);
+
+// The generator seed of the corpus of a trial with `seed` in `phase` at `concurrency`.
+uint64_t CorpusSeed(uint64_t seed, const std::string& phase, int concurrency);
 
 // Rebuilds one request's prompt with `words` words (same generator index, so it stays unique and
 // disjoint) and its body; message_tokens = `estimated_tokens`, calibrated = false. Used to

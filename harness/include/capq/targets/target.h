@@ -1,13 +1,18 @@
 // Engine adapters: what a trial needs from a server besides the measured traffic (issue 4,
-// server-apis.md). One interface; adapters for sglang, vllm, llamacpp and sim.
+// server-apis.md). One interface; adapters for sglang, vllm, llamacpp, and the simulator (which
+// wraps the adapter of the engine its dialect stands in for).
 //
-//  - Facts():       what the server says about itself, normalised under SGLang's names so a row's
-//                   server_expect compares the same way on every engine;
-//  - Probe():       readiness WITHOUT generating (SGLang's /health generates by default, so its
-//                   adapter uses GET /v1/models); the probe used is returned and recorded;
-//  - Flush():       the engine's own prefix-cache flush, retried while the server is busy;
-//  - CountTokens(): the server's tokenizer, for exact prompt lengths;
-//  - Metrics():     Prometheus text from /metrics (snapshots and samples during a trial).
+//  - Facts():          what the server says about itself; `values` holds every limit the engine
+//                      reports under the engine's own names (model/engine_limits.h);
+//  - Probe():          readiness WITHOUT generating (SGLang's /health generates by default, so its
+//                      adapter uses GET /v1/models); the probe used is returned and recorded;
+//  - Flush():          the engine's own prefix-cache flush, retried while the server is busy;
+//  - CountTokens():    the server's tokenizer, for exact prompt lengths;
+//  - TemplatePrefix(): the tokens every chat prompt shares (the rendered chat template before the
+//                      message), from the server's own template/tokenize endpoints: the most a
+//                      cold cache can show as cached for distinct prompts;
+//  - ColdHint():       what to change on this engine when measured requests show a warm cache;
+//  - Metrics():        Prometheus text from /metrics (snapshots and samples during a trial).
 //
 // Thread safety: a Target is used by one thread at a time (it owns one HTTP connection).
 #pragma once
@@ -38,8 +43,8 @@ struct TargetOptions {
 
 struct ServerFacts {
   nlohmann::json documents = nlohmann::json::object();  // every info document read, by path
-  // Normalised values under SGLang's names (max_total_num_tokens, max_running_requests,
-  // context_length, chunked_prefill_size, speculative_*), as text.
+  // Every limit of ReportableLimits(engine) the server reported, under the engine's own names, as
+  // text ("8", "true", "EAGLE"); a key it did not report is absent.
   std::map<std::string, std::string> values;
   std::vector<std::string> served_models;  // /v1/models data[].id
   std::string model_path;                  // as the server reports it ("" if it does not)
@@ -55,6 +60,13 @@ struct FlushResult {
   int attempts = 0;                    // requests sent (retries while busy included)
   bool status_proves_nothing = false;  // vLLM: 200 even when the reset failed
   std::string note;
+};
+
+// The chat template's shared leading tokens, measured on the server.
+struct TemplatePrefix {
+  int64_t tokens = 0;         // the longest common prefix of two rendered, tokenized prompts
+  int64_t prompt_tokens = 0;  // tokens of the first whole rendered prompt (template included)
+  std::string method;         // the endpoints used, in words
 };
 
 struct ServerLoad {
@@ -82,6 +94,18 @@ class Target {
     (void)text;
     return Status::Unimplemented("no token ids from this server");
   }
+  // The tokens two single-turn user prompts with these (distinct) messages share once the chat
+  // template is applied and special tokens are added, as the server prefills them. Unimplemented
+  // when the server offers no endpoint that renders its template.
+  virtual Result<TemplatePrefix> MeasureTemplatePrefix(const std::string& message_a,
+                                                       const std::string& message_b) {
+    (void)message_a;
+    (void)message_b;
+    return Status::Unimplemented("this server has no endpoint that renders its chat template");
+  }
+  // One sentence for a verify_cold failure after this engine's flush: which server setting
+  // leaves cached prompts behind and how to start the server so that its flush empties the cache.
+  virtual std::string ColdHint() const { return ""; }
   Result<std::string> Metrics();  // GET /metrics body; error unless 200
   // Running and queued requests from a /metrics text, under this engine's metric names.
   virtual ServerLoad ParseLoad(const std::string& metrics_text) const = 0;
@@ -105,11 +129,20 @@ class Target {
   std::shared_ptr<HttpClient> http_;
 };
 
+// The adapter for a row's identity: its engine's, or for a simulator the adapter of the engine
+// its dialect stands in for, wrapped so that Facts() also reads the simulator's identity
+// (GET /capq/sim).
+Result<std::unique_ptr<Target>> MakeTarget(const Identity& identity, const TargetOptions& options);
+// The same for a bare engine (a simulator speaking SGLang's dialect for Engine::kSim).
 Result<std::unique_ptr<Target>> MakeTarget(Engine engine, const TargetOptions& options);
 
 // Prometheus text -> sum of every sample of each metric name (labels ignored). Lines that do not
 // parse are skipped; comments are ignored.
 std::map<std::string, double> ParsePrometheus(const std::string& text);
+// The labels of the first sample of `metric` (an info gauge such as vllm:cache_config_info), or
+// an empty map when it is absent.
+std::map<std::string, std::string> PrometheusLabels(const std::string& text,
+                                                    const std::string& metric);
 
 // ---- Identity ------------------------------------------------------------------------------
 
