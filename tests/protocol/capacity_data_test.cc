@@ -70,6 +70,9 @@ TEST(CapacityDataTest, QualificationResultRoundTrips) {
     t.slo = {SloCheck{"ttft", 95, r.slo[0].below_ms, p95, p95 < r.slo[0].below_ms}};
     t.outcome = p95 < r.slo[0].below_ms ? "pass" : "slo_fail";
     t.totals.streams = 64;
+    t.corpus = req.phase + "/c" + std::to_string(req.concurrency);
+    t.max_cached_tokens = 4;
+    t.cold_allowed_tokens = 4;
     t.command = "capq trial --row x --concurrency " + std::to_string(req.concurrency);
     return t;
   };
@@ -89,6 +92,9 @@ TEST(CapacityDataTest, QualificationResultRoundTrips) {
   EXPECT_EQ(b.summary_line, q.summary_line);
   EXPECT_EQ(b.trials.size(), q.trials.size());
   EXPECT_TRUE(std::isnan(b.trials[0].ttft_ms.p50));
+  EXPECT_EQ(b.trials[0].corpus, q.trials[0].corpus);
+  EXPECT_EQ(b.trials[0].max_cached_tokens, 4);
+  EXPECT_EQ(b.trials[0].cold_allowed_tokens, 4);
   EXPECT_TRUE(std::isnan(b.trials[0].ttft_ms_by_arrival[1]));
   EXPECT_EQ(b.phases.size(), 3u);
   // Atomic write leaves no temporary files behind.

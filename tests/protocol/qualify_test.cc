@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -371,6 +372,29 @@ TEST_F(QualifyEndToEndTest, ProcessPerTrialFindsTheRowsCmaxOnTheSimulator) {
       EXPECT_NE(t.command.find("--phase probe"), std::string::npos);
     }
   }
+  // No prompt is sent twice in one qualification (baseline, probes, both sides of the boundary):
+  // a flush that leaves prompts cached must show as cached tokens, never as a faster trial.
+  std::map<std::string, std::string> sent_by;  // prompt sha256 -> "<trial dir> <request id>"
+  std::set<std::string> corpora;
+  size_t sent = 0;
+  for (const auto& t : q.trials) {
+    nlohmann::json plan = nlohmann::json::parse(Slurp(out / t.dir / "plan.json"));
+    EXPECT_TRUE(corpora.insert(plan["corpus"]["id"].get<std::string>()).second)
+        << t.dir << " reuses corpus " << plan["corpus"]["id"];
+    EXPECT_EQ(t.corpus, plan["corpus"]["id"]) << "the capacity data names each trial's corpus";
+    EXPECT_GE(t.max_cached_tokens, 0) << t.dir;
+    EXPECT_LE(t.max_cached_tokens, t.cold_allowed_tokens) << t.dir;
+    for (const char* list : {"warmup", "measured"}) {
+      for (const auto& r : plan[list]) {
+        const std::string where = t.dir + " " + r["id"].get<std::string>();
+        ++sent;
+        auto [it, fresh] = sent_by.emplace(r["prompt"]["sha256"].get<std::string>(), where);
+        EXPECT_TRUE(fresh) << "prompt of " << where << " was already sent by " << it->second;
+      }
+    }
+  }
+  EXPECT_GT(q.trials.size(), 2u * row->trials.count);
+  EXPECT_EQ(sent_by.size(), sent);
   fs::remove_all(out);
 }
 

@@ -126,6 +126,11 @@ TEST(TrialFaultLyingFlush, CaughtByVerifyCold) {
   ASSERT_NE(g, nullptr);
   EXPECT_FALSE(g->passed);
   EXPECT_NE(g->evidence.find("cached prompt tokens"), std::string::npos) << g->evidence;
+  // The allowance is the template prefix the server itself renders, and the failure says what
+  // to change on this engine.
+  EXPECT_NE(g->evidence.find("than the 3 shared template tokens allowed"), std::string::npos)
+      << g->evidence;
+  EXPECT_NE(g->evidence.find("SGLang's /flush_cache"), std::string::npos) << g->evidence;
   for (const auto& other : second.verdict.correctness.gates) {
     if (other.name == "verify_cold") continue;
     EXPECT_TRUE(!other.enabled || other.passed) << other.name << ": " << other.evidence;

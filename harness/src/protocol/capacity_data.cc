@@ -169,6 +169,9 @@ TrialSummary TrialFromJson(const json& j) {
   t.concurrency = j.at("concurrency").get<int>();
   t.trial = j.at("trial").get<int>();
   t.seed = Get<uint64_t>(j, "seed", 0);
+  t.corpus = Get<std::string>(j, "corpus", "");
+  t.max_cached_tokens = Get<int64_t>(j, "max_cached_tokens", -1);
+  t.cold_allowed_tokens = Get<int64_t>(j, "cold_allowed_tokens", -1);
   t.move = Get<std::string>(j, "move", "");
   t.outcome = j.at("outcome").get<std::string>();
   t.exit_code = Get<int>(j, "exit_code", 3);
@@ -327,6 +330,9 @@ json TrialSummaryToJson(const TrialSummary& t) {
          {"concurrency", t.concurrency},
          {"trial", t.trial},
          {"seed", t.seed},
+         {"corpus", t.corpus},
+         {"max_cached_tokens", t.max_cached_tokens},
+         {"cold_allowed_tokens", t.cold_allowed_tokens},
          {"move", t.move},
          {"outcome", t.outcome},
          {"exit_code", t.exit_code},
@@ -619,6 +625,22 @@ Result<TrialSummary> ReadTrialDir(const std::string& dir) {
       t.prompt_tokens_max = Get<int64_t>(m, "prompt_tokens_max", 0);
     } catch (const json::exception& e) {
       return Status::InvalidArgument(dir + "/metrics.json: " + e.what());
+    }
+  }
+  if (auto p = capdata::ReadFileToString((fs::path(dir) / "plan.json").string()); p.ok()) {
+    json plan = json::parse(*p, nullptr, false);
+    if (plan.is_object() && plan.contains("corpus") && plan["corpus"].is_object()) {
+      t.corpus = Get<std::string>(plan["corpus"], "id", "");
+    }
+  }
+  if (auto i = capdata::ReadFileToString((fs::path(dir) / "identity.json").string()); i.ok()) {
+    json id = json::parse(*i, nullptr, false);
+    if (id.is_object() && id.contains("cold_prefix") && id["cold_prefix"].is_object()) {
+      const json& c = id["cold_prefix"];
+      t.cold_allowed_tokens = Get<int64_t>(c, "allowed_tokens", -1);
+      if (c.contains("max_cached_tokens") && c["max_cached_tokens"].is_number_integer()) {
+        t.max_cached_tokens = c["max_cached_tokens"].get<int64_t>();
+      }
     }
   }
   if (auto c = capdata::ReadFileToString((fs::path(dir) / "command.txt").string()); c.ok()) {

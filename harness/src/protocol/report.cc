@@ -594,10 +594,18 @@ std::string TrialRowCells(const TrialSummary& t, const Unit& u) {
          F(t.ttft_ms.p99 / u.div, u.decimals + 1) + "</td>";
 }
 
+// "4 / 4": the most cached prompt tokens a measured request showed against the template prefix
+// verify_cold allowed (the evidence that the trial ran cold).
+std::string CachedCell(const TrialSummary& t) {
+  auto n = [](int64_t v) { return v < 0 ? std::string("-") : std::to_string(v); };
+  return n(t.max_cached_tokens) + " / " + n(t.cold_allowed_tokens);
+}
+
 std::string TblBoundary(const RowQualification& q) {
   Unit u = UnitFor(Slo(q.row));
   std::string html = "<table id=\"" + Id("tbl-boundary", q.row.id) +
-                     "\"><tr><th>concurrency</th><th>trial</th><th>seed</th><th>TTFT p50 (" +
+                     "\"><tr><th>concurrency</th><th>trial</th><th>seed</th><th "
+                     "class=\"l\">corpus</th><th>cached max / allowed</th><th>TTFT p50 (" +
                      u.name +
                      ")</th><th>TTFT p95</th><th>TTFT p99</th><th>steady p95</th><th>ITL "
                      "p50 (ms)</th><th>ITL p95 (ms)</th><th>output tok/s</th><th>req/s</th><th "
@@ -613,7 +621,8 @@ std::string TblBoundary(const RowQualification& q) {
     std::string verdict = VerdictWord(*t);
     if (!t->failed_gates.empty()) verdict += ": " + t->failed_gates.front();
     html += "<tr><td>" + std::to_string(t->concurrency) + "</td><td>" + std::to_string(t->trial) +
-            "</td><td>" + std::to_string(t->seed) + "</td>" + TrialRowCells(*t, u) + "<td>" +
+            "</td><td>" + std::to_string(t->seed) + "</td><td class=\"l\">" + Esc(t->corpus) +
+            "</td><td>" + CachedCell(*t) + "</td>" + TrialRowCells(*t, u) + "<td>" +
             F(t->ttft_p95_steady_ms / u.div, u.decimals + 1) + "</td><td>" + F(t->itl_ms.p50, 3) +
             "</td><td>" + F(t->itl_ms.p95, 3) + "</td><td>" + F(t->output_tok_s, 1) + "</td><td>" +
             F(t->request_per_s, 3) + "</td><td class=\"l " + VerdictClass(*t) + "\">" +
@@ -627,13 +636,14 @@ std::string TblLocate(const RowQualification& q) {
   std::string html = "<table id=\"" + Id("tbl-locate", q.row.id) +
                      "\"><tr><th>phase</th><th>C</th><th>TTFT p50 (" + u.name +
                      ")</th><th>TTFT p95</th><th>TTFT p99</th><th>output tok/s</th><th "
-                     "class=\"l\">verdict</th><th class=\"l\">chosen by</th></tr>\n";
+                     "class=\"l\">verdict</th><th class=\"l\">chosen by</th><th "
+                     "class=\"l\">corpus</th><th>cached max / allowed</th></tr>\n";
   for (const auto& t : q.trials) {
     if (t.phase == "confirm") continue;
     html += "<tr><td class=\"l\">" + t.phase + "</td><td>" + std::to_string(t.concurrency) +
             "</td>" + TrialRowCells(t, u) + "<td>" + F(t.output_tok_s, 1) + "</td><td class=\"l " +
             VerdictClass(t) + "\">" + VerdictWord(t) + "</td><td class=\"l\">" + Esc(t.move) +
-            "</td></tr>\n";
+            "</td><td class=\"l\">" + Esc(t.corpus) + "</td><td>" + CachedCell(t) + "</td></tr>\n";
   }
   return html + "</table>\n";
 }

@@ -36,6 +36,12 @@ struct TrialSummary {
   int concurrency = 0;
   int trial = 1;
   uint64_t seed = 0;
+  std::string corpus;  // plan.json corpus id: the prompts this trial sent ("confirm/c7/s202")
+  // Coldness evidence (identity.json): the most cached prompt tokens any measured request showed,
+  // and the template prefix the server shares across prompts (what verify_cold allowed); -1 when
+  // the trial did not record it.
+  int64_t max_cached_tokens = -1;
+  int64_t cold_allowed_tokens = -1;
   std::string move;  // probes: why the locator chose this C ("double", "bisect", ...)
   std::string
       outcome;  // "pass" | "slo_fail" | "correctness_fail" | "could_not_run" | "interrupted"
