@@ -318,9 +318,7 @@ class QualifyEndToEndTest : public ::testing::Test {
   // Qualifies `row` with one capq process per trial against a simulator started from the row's
   // own profile and time scale; trial directories go under `out`.
   static RowQualification QualifyOnItsSimulator(const Row& row, const fs::path& out) {
-    sim::ServerOptions so;
-    so.profile_path = row.identity.sim_profile;
-    so.time_scale = row.identity.time_scale;
+    sim::ServerOptions so = sim::ServerOptionsForRow(row);
     auto srv = sim::SimServer::Start(so);
     if (!srv.ok()) {
       ADD_FAILURE() << srv.status().ToString();
@@ -406,9 +404,7 @@ TEST_F(QualifyEndToEndTest, BrokenStreamDuringConfirmationFailsWithTheGateNamed)
     std::ofstream f(out / "faults.yaml");
     f << "faults:\n  - kind: empty_deltas\n";
   }
-  sim::ServerOptions so;
-  so.profile_path = row->identity.sim_profile;
-  so.time_scale = row->identity.time_scale;
+  sim::ServerOptions so = sim::ServerOptionsForRow(*row);
   auto clean = sim::SimServer::Start(so);
   ASSERT_TRUE(clean.ok()) << clean.status().ToString();
   so.faults_path = (out / "faults.yaml").string();

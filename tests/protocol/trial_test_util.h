@@ -76,9 +76,8 @@ inline std::string WriteText(const std::string& path, const std::string& text) {
 inline std::unique_ptr<sim::SimServer> StartSim(const Row& row, const std::string& faults = "",
                                                 const std::string& truth = "",
                                                 double time_scale = 0) {
-  sim::ServerOptions o;
-  o.profile_path = row.identity.sim_profile;
-  o.time_scale = time_scale > 0 ? time_scale : row.identity.time_scale;
+  sim::ServerOptions o = sim::ServerOptionsForRow(row);
+  if (time_scale > 0) o.time_scale = time_scale;
   o.faults_path = faults;
   o.truth_log_path = truth;
   auto s = sim::SimServer::Start(o);

@@ -186,9 +186,7 @@ int RunQualify(const Args& args) {
     std::unique_ptr<sim::SimServer> embedded;
     std::string row_url = url;
     if (row_url.empty()) {
-      sim::ServerOptions so;
-      so.profile_path = row.identity.sim_profile;
-      so.time_scale = row.identity.time_scale;
+      sim::ServerOptions so = sim::ServerOptionsForRow(row);
       so.faults_path = p.GetOr("sim-faults", "");
       Result<std::unique_ptr<sim::SimServer>> srv = sim::SimServer::Start(so);
       if (!srv.ok()) {

@@ -163,9 +163,7 @@ int RunTrial(const Args& args) {
       std::fprintf(stderr, "capq trial: no server URL: pass --url or set CAPQ_URL\n");
       return 3;
     }
-    sim::ServerOptions so;
-    so.profile_path = row->identity.sim_profile;
-    so.time_scale = row->identity.time_scale;
+    sim::ServerOptions so = sim::ServerOptionsForRow(*row);
     so.faults_path = p.GetOr("sim-faults", "");
     so.truth_log_path = p.GetOr("sim-truth-log", "");
     Result<std::unique_ptr<sim::SimServer>> srv = sim::SimServer::Start(so);

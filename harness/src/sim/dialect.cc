@@ -170,4 +170,22 @@ Result<Dialect> ParseDialect(const std::string& name) {
 
 const char* DialectName(Dialect d) { return SpecFor(d).name; }
 
+ServerOptions ServerOptionsForRow(const Row& row) {
+  ServerOptions o;
+  o.profile_path = row.identity.sim_profile;
+  o.time_scale = row.identity.time_scale;
+  // capq::Engine, the row's enum (sim::Engine is the engine model).
+  switch (row.identity.sim_dialect) {
+    case capq::Engine::kVllm:
+      o.dialect = Dialect::kVllm;
+      break;
+    case capq::Engine::kLlamacpp:
+      o.dialect = Dialect::kLlamacpp;
+      break;
+    default:
+      o.dialect = Dialect::kSglang;
+  }
+  return o;
+}
+
 }  // namespace capq::sim

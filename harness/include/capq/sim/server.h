@@ -29,6 +29,7 @@
 #include <memory>
 #include <string>
 
+#include "capq/model/row.h"
 #include "capq/sim/engine.h"
 #include "capq/status.h"
 
@@ -49,6 +50,9 @@ struct ServerOptions {
   std::string faults_path;     // empty = none
   Dialect dialect = Dialect::kSglang;
 };
+
+// The simulator a sim row names: its profile, time scale and dialect (identity.sim_dialect).
+ServerOptions ServerOptionsForRow(const Row& row);
 
 class SimServer {
  public:
