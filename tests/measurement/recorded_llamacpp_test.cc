@@ -16,6 +16,7 @@
 #include "capq/measurement/decode.h"
 #include "capq/measurement/loadgen.h"
 #include "capq/measurement/sse.h"
+#include "wire_replay.h"
 
 namespace capq {
 namespace {
@@ -25,76 +26,7 @@ using ::testing::HasSubstr;
 const std::string kDir = std::string(CAPQ_SOURCE_DIR) + "/tests/data/conformance/llamacpp/";
 constexpr MonoNs kStart = 5'000'000'000;  // the request's send; recorded t_ms count from it
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << "cannot read " << path;
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 MonoNs At(double t_ms) { return kStart + static_cast<MonoNs>(std::llround(t_ms * 1e6)); }
-
-// Incremental HTTP/1.1 chunked-body decoder: accepts the wire bytes in any split, as a client
-// receives them, and appends the payload to *out.
-class Dechunker {
- public:
-  void Feed(std::string_view in, std::string* out) {
-    for (size_t i = 0; i < in.size();) {
-      const char c = in[i];
-      switch (state_) {
-        case kSize:
-          ++i;
-          if (c == '\n') {
-            size_ = std::stoul(line_, nullptr, 16);  // chunk extensions never appear here
-            line_.clear();
-            state_ = size_ == 0 ? kTrailer : kData;
-          } else if (c != '\r') {
-            line_.push_back(c);
-          }
-          break;
-        case kData: {
-          const size_t take = std::min(size_, in.size() - i);
-          out->append(in.data() + i, take);
-          i += take;
-          size_ -= take;
-          if (size_ == 0) state_ = kDataEnd;
-          break;
-        }
-        case kDataEnd:  // the CRLF after a chunk's data
-          ++i;
-          if (c == '\n') state_ = kSize;
-          break;
-        case kTrailer:
-          ++i;
-          if (c == '\n') {
-            if (line_.empty()) state_ = kDone;
-            line_.clear();
-          } else if (c != '\r') {
-            line_.push_back(c);
-          }
-          break;
-        case kDone:
-          ++i;  // nothing may follow; counted as trailing garbage
-          ++trailing_;
-          break;
-      }
-    }
-  }
-  bool complete() const { return state_ == kDone; }
-  size_t trailing() const { return trailing_; }
-
- private:
-  enum { kSize, kData, kDataEnd, kTrailer, kDone } state_ = kSize;
-  std::string line_;
-  size_t size_ = 0;
-  size_t trailing_ = 0;
-};
-
-struct Recv {
-  double t_ms = 0;
-  size_t off = 0, len = 0;
-};
 
 struct Replayed {
   nlohmann::json manifest;
@@ -102,14 +34,6 @@ struct Replayed {
   RawRecord raw;
   bool framing_complete = false;
 };
-
-bool StartsWithNoCase(std::string_view s, std::string_view p) {
-  if (s.size() < p.size()) return false;
-  for (size_t i = 0; i < p.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(s[i])) != p[i]) return false;
-  }
-  return true;
-}
 
 std::vector<nlohmann::json> Manifest() {
   std::vector<nlohmann::json> out;
@@ -136,108 +60,33 @@ bool HasTimes(const nlohmann::json& m) {
   return false;
 }
 
-// Builds the RawRecord the load generator would have built from these bytes: header callback
-// stamps first_byte_ns, the write callback gets each recv's de-chunked payload with its arrival
-// time and feeds the framer, and the transfer's end closes the framer. `split` > 0 re-splits the
-// bytes into reads of that size (all at the recorded time of the read holding their first byte).
+// The RawRecord the load generator would have built from the recorded reads (wire_replay.h).
+// `split` > 0 re-splits the bytes into reads of that size, each at the recorded time of the read
+// it came from.
 Replayed Replay(const std::string& name, size_t split = 0) {
   Replayed out;
   out.manifest = ManifestEntry(name);
-  out.request = ReadFile(kDir + name + ".req");
-  const std::string resp = ReadFile(kDir + name + ".resp");
-  std::vector<Recv> recvs;
+  out.request = wire::ReadFile(kDir + name + ".req");
+  const std::string resp = wire::ReadFile(kDir + name + ".resp");
+  std::vector<wire::Read> reads;
   if (HasTimes(out.manifest)) {
     std::ifstream in(kDir + name + ".times.jsonl");
     std::string line;
     while (std::getline(in, line)) {
       if (line.empty()) continue;
       auto j = nlohmann::json::parse(line);
-      recvs.push_back({j["t_ms"].get<double>(), j["off"].get<size_t>(), j["len"].get<size_t>()});
+      reads.push_back(
+          {At(j["t_ms"].get<double>()), j["off"].get<size_t>(), j["len"].get<size_t>()});
     }
   } else {
     // Unstreamed answers were read in one recv() (MANIFEST recv_calls 1).
-    recvs.push_back({out.manifest["t_first_byte_ms"].get<double>(), 0, resp.size()});
+    reads.push_back({At(out.manifest["t_first_byte_ms"].get<double>()), 0, resp.size()});
   }
-  if (split > 0) {
-    std::vector<Recv> fine;
-    for (const Recv& r : recvs) {
-      for (size_t o = 0; o < r.len; o += split) {
-        fine.push_back({r.t_ms, r.off + o, std::min(split, r.len - o)});
-      }
-    }
-    recvs = std::move(fine);
-  }
-
-  RawRecord& raw = out.raw;
-  raw.id = name;
-  raw.intended_send_ns = kStart;
-  raw.actual_send_ns = kStart;
-  const size_t head_end = resp.find("\r\n\r\n");
-  EXPECT_NE(head_end, std::string::npos) << name;
-  const size_t body_start = head_end + 4;
-  const std::string head = resp.substr(0, head_end);
-  bool chunked = false;
-  {
-    std::istringstream hs(head);
-    std::string line;
-    bool first = true;
-    while (std::getline(hs, line)) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (first) {
-        raw.http_status = std::stol(line.substr(line.find(' ') + 1));
-        first = false;
-      } else if (StartsWithNoCase(line, "content-type:")) {
-        raw.content_type = line.substr(line.find_first_not_of(' ', 13));
-      } else if (StartsWithNoCase(line, "transfer-encoding:") &&
-                 line.find("chunked") != std::string::npos) {
-        chunked = true;
-      }
-      raw.response_headers.push_back(line);
-    }
-  }
-  const bool sse = StartsWithNoCase(raw.content_type, "text/event-stream");
-  SseFramer framer;
-  Dechunker dechunk;
-  size_t covered = 0;
-  for (const Recv& r : recvs) {
-    EXPECT_EQ(r.off, covered) << name << ": recv offsets must tile the .resp";
-    covered = r.off + r.len;
-    const MonoNs t = At(r.t_ms);
-    if (raw.first_byte_ns == 0 && r.len > 0) raw.first_byte_ns = t;
-    if (r.off + r.len <= body_start) continue;
-    const size_t from = std::max(r.off, body_start);
-    const std::string_view wire(resp.data() + from, r.off + r.len - from);
-    std::string payload;
-    if (chunked) {
-      dechunk.Feed(wire, &payload);
-    } else {
-      payload.assign(wire);
-    }
-    if (payload.empty()) continue;  // libcurl makes no write call for framing bytes alone
-    if (raw.first_body_ns == 0) raw.first_body_ns = t;
-    raw.body_bytes += static_cast<int64_t>(payload.size());
-    if (sse) {
-      framer.Feed(payload, t, &raw.events);
-    } else {
-      raw.body += payload;
-    }
-  }
-  EXPECT_EQ(covered, resp.size()) << name << ": the recorded reads cover every byte";
-  raw.end_ns = At(out.manifest["t_end_ms"].get<double>());
-  framer.Finish(raw.end_ns, &raw.events);
-  raw.sse_comments = framer.comments();
-  raw.sse_overflow = framer.overflowed();
-  raw.sse_unterminated = framer.unterminated_events();
-  out.framing_complete = chunked ? dechunk.complete() : true;
-  if (chunked) {
-    EXPECT_EQ(dechunk.trailing(), 0u) << name;
-  }
-  if (!out.framing_complete) {
-    // libcurl ends a chunked body cut by EOF with CURLE_PARTIAL_FILE and this error text; the load
-    // generator stores it and marks the request cancelled (loadgen.cc, Complete()).
-    raw.transport_error = "transfer closed with outstanding read data remaining";
-    raw.cancelled = true;
-  }
+  if (split > 0) reads = wire::Resplit(reads, split);
+  wire::Replayed w =
+      wire::ReplayWire(name, resp, reads, kStart, At(out.manifest["t_end_ms"].get<double>()));
+  out.raw = std::move(w.raw);
+  out.framing_complete = w.framing_complete;
   return out;
 }
 
@@ -263,12 +112,12 @@ std::vector<std::string> StreamNames() {
 }
 
 // The corpus has 39 streams; a shrunken copy would make every loop below vacuous.
-TEST(RecordedLlamacpp, CorpusIsPresent) {
+TEST(RecordedLlamacppStreams, CorpusIsPresent) {
   EXPECT_EQ(StreamNames().size(), 39u);
   EXPECT_EQ(Manifest().size(), 99u);
 }
 
-TEST(RecordedLlamacpp, EveryStreamDecodesAsTheManifestSays) {
+TEST(RecordedLlamacppStreams, EveryStreamDecodesAsTheManifestSays) {
   for (const std::string& name : StreamNames()) {
     SCOPED_TRACE(name);
     const Replayed rep = Replay(name);
@@ -317,7 +166,7 @@ TEST(RecordedLlamacpp, EveryStreamDecodesAsTheManifestSays) {
 
 // The role chunk (delta.role, content null) is not text, and llama.cpp sends it in the same HTTP
 // chunk as the first content delta, so the first event and the first content share a read.
-TEST(RecordedLlamacpp, RoleChunkArrivesWithTheFirstContent) {
+TEST(RecordedLlamacppStreams, RoleChunkArrivesWithTheFirstContent) {
   for (const std::string& name : StreamNames()) {
     SCOPED_TRACE(name);
     const Replayed rep = Replay(name);
@@ -335,7 +184,7 @@ TEST(RecordedLlamacpp, RoleChunkArrivesWithTheFirstContent) {
 
 // Without stream_options llama.cpp sends no usage at all (16); its timings ride on the finish
 // chunk, so the cache counter is still known while the token counts are not.
-TEST(RecordedLlamacpp, NoStreamOptionsMeansNoUsage) {
+TEST(RecordedLlamacppStreams, NoStreamOptionsMeansNoUsage) {
   const RequestResult r = DecodeRecord(Replay("16-chat-stream-no-stream_options").raw);
   EXPECT_FALSE(r.completion_tokens.has_value());
   EXPECT_FALSE(r.prompt_tokens.has_value());
@@ -349,7 +198,7 @@ TEST(RecordedLlamacpp, NoStreamOptionsMeansNoUsage) {
 
 // EOS sampled first (61): role chunk, finish "stop", usage with completion_tokens 1 (the EOS) and
 // not one content delta. TTFT has no value, and nothing counts as a content token.
-TEST(RecordedLlamacpp, ImmediateEosHasNoTtftAndNoContent) {
+TEST(RecordedLlamacppStreams, ImmediateEosHasNoTtftAndNoContent) {
   const Replayed rep = Replay("61-immediate-eos-logit_bias-stream");
   const RequestResult r = DecodeRecord(rep.raw);
   EXPECT_FALSE(r.ttft_ns.has_value());
@@ -371,7 +220,7 @@ TEST(RecordedLlamacpp, ImmediateEosHasNoTtftAndNoContent) {
 
 // SIGTERM mid-stream (97): 30 s of silence, one ":" ping in its own HTTP chunk, then EOF with no
 // finish chunk, no usage, no [DONE] and no terminating 0-chunk. The decoder must call it cut.
-TEST(RecordedLlamacpp, KilledMidStreamIsReportedIncomplete) {
+TEST(RecordedLlamacppStreams, KilledMidStreamIsReportedIncomplete) {
   const Replayed rep = Replay("97-kill-midstream-sigterm");
   EXPECT_FALSE(rep.framing_complete);
   EXPECT_EQ(rep.raw.sse_comments, 1);
@@ -400,7 +249,7 @@ TEST(RecordedLlamacpp, KilledMidStreamIsReportedIncomplete) {
 }
 
 // A prompt over the slot context with stream:true gets a plain JSON 400, not SSE (51).
-TEST(RecordedLlamacpp, OverContext400IsAnErrorWithItsMessage) {
+TEST(RecordedLlamacppStreams, OverContext400IsAnErrorWithItsMessage) {
   const Replayed rep = Replay("51-error-prompt-exceeds-ctx-stream");
   EXPECT_EQ(rep.raw.content_type, "application/json; charset=utf-8");
   EXPECT_TRUE(rep.raw.events.empty());
@@ -416,7 +265,7 @@ TEST(RecordedLlamacpp, OverContext400IsAnErrorWithItsMessage) {
 }
 
 // A truncated JSON body gets HTTP 500 server_error with nlohmann's parse error text (50).
-TEST(RecordedLlamacpp, InvalidJson500IsAnErrorWithItsMessage) {
+TEST(RecordedLlamacppStreams, InvalidJson500IsAnErrorWithItsMessage) {
   const Replayed rep = Replay("50-error-invalid-json");
   const RequestResult r = DecodeRecord(rep.raw);
   EXPECT_EQ(r.http_status, 500);
@@ -426,7 +275,7 @@ TEST(RecordedLlamacpp, InvalidJson500IsAnErrorWithItsMessage) {
 }
 
 // max_tokens -5 is refused before streaming starts: a 400 invalid_request_error (55).
-TEST(RecordedLlamacpp, NegativeMaxTokens400IsAnError) {
+TEST(RecordedLlamacppStreams, NegativeMaxTokens400IsAnError) {
   const RequestResult r = DecodeRecord(Replay("55-max_tokens-negative-stream").raw);
   EXPECT_EQ(r.http_status, 400);
   ASSERT_FALSE(r.errors.empty());
@@ -435,7 +284,7 @@ TEST(RecordedLlamacpp, NegativeMaxTokens400IsAnError) {
 
 // The framer must not depend on where reads split: byte-at-a-time and 7-byte reads of the same
 // recordings give the same events and the same decode as the recorded reads.
-TEST(RecordedLlamacpp, ReadSplitsDoNotChangeTheDecode) {
+TEST(RecordedLlamacppStreams, ReadSplitsDoNotChangeTheDecode) {
   for (const char* name : {"61-immediate-eos-logit_bias-stream", "17-chat-stream-logprobs-on",
                            "97-kill-midstream-sigterm"}) {
     SCOPED_TRACE(name);
