@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 
 #include "capq/measurement/decode.h"
 #include "capq/measurement/loadgen.h"
+#include "capq/measurement/metrics.h"
 #include "capq/measurement/sse.h"
 #include "wire_replay.h"
 
@@ -216,6 +218,21 @@ TEST(RecordedLlamacppStreams, ImmediateEosHasNoTtftAndNoContent) {
   EXPECT_TRUE(r.errors.empty()) << AllErrors(r);
   EXPECT_EQ(r.chunks.size(), 3u);  // role, finish, usage
   EXPECT_NO_THROW((void)RequestResultToJson(r).dump());
+}
+
+// The same request among others: it stays out of the TTFT distribution and out of the
+// tokens-per-chunk ratio (it has completion_tokens 1 over no chunk), without a division by zero.
+TEST(RecordedLlamacppStreams, ImmediateEosStaysOutOfTtftAndChunkMetrics) {
+  const RequestResult none = DecodeRecord(Replay("61-immediate-eos-logit_bias-stream").raw);
+  const RequestResult some = DecodeRecord(Replay("60-natural-stop-eos-logit_bias-stream").raw);
+  const TrialMetrics t = ComputeMetrics({none, some}, 1, 1.0, PercentileMethod::kLinear);
+  EXPECT_EQ(t.ttft_ms.n, 1u);
+  ASSERT_EQ(t.ttft_ms_by_arrival.size(), 2u);
+  EXPECT_EQ(std::count_if(t.ttft_ms_by_arrival.begin(), t.ttft_ms_by_arrival.end(),
+                          [](double v) { return std::isnan(v); }),
+            1);
+  EXPECT_EQ(t.completion_tokens_total, 25);
+  EXPECT_DOUBLE_EQ(t.tokens_per_chunk_mean, 24.0 / 23.0);  // 60 alone: EOS counted, not streamed
 }
 
 // SIGTERM mid-stream (97): 30 s of silence, one ":" ping in its own HTTP chunk, then EOF with no
