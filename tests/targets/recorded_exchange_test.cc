@@ -71,9 +71,14 @@ TEST(RecordedLlamacppAdapter, FactsFromPropsAndModels) {
   auto t = Make(Engine::kLlamacpp, srv);
   auto f = t->Facts();
   ASSERT_TRUE(f.ok()) << f.status().ToString();
-  // /props: total_slots 8, default_generation_settings.n_ctx 2048 (per slot: -c 16384 / -np 8).
-  EXPECT_EQ(f->values, (std::map<std::string, std::string>{{"max_running_requests", "8"},
-                                                           {"context_length", "2048"}}));
+  // llama.cpp's own names: /props total_slots 8, default_generation_settings.n_ctx 2048 (per
+  // slot: -c 16384 / -np 8), build_info; /v1/models data[0].meta.
+  EXPECT_EQ(f->values, (std::map<std::string, std::string>{{"total_slots", "8"},
+                                                           {"n_ctx", "2048"},
+                                                           {"n_ctx_train", "32768"},
+                                                           {"n_vocab", "32064"},
+                                                           {"n_params", "19826944"},
+                                                           {"build_info", "b9749-d32676d77"}}));
   EXPECT_EQ(f->model_path, "/opt/models/gguf/v1/tiny-llama-phi3vocab-f32.gguf");
   EXPECT_EQ(f->version, "b9749-d32676d77");
   EXPECT_EQ(f->served_models, std::vector<std::string>{"tiny-llama"});
@@ -91,8 +96,9 @@ TEST(RecordedLlamacppAdapter, FlushErasesEverySlotTheRecordedPropsReport) {
   auto f = t->Flush(In(5), nullptr);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   EXPECT_EQ(f->attempts, 8);
-  EXPECT_EQ(f->note, "erased 8 slot(s)");
-  EXPECT_FALSE(f->status_proves_nothing);
+  // Erase leaves the host-memory prompt cache (recordings 37-40): the 200s prove nothing.
+  EXPECT_EQ(f->note.rfind("erased 8 slot(s); the host-memory prompt cache", 0), 0u) << f->note;
+  EXPECT_TRUE(f->status_proves_nothing);
   for (int i = 0; i < 8; ++i) {
     EXPECT_EQ(srv.count("POST /slots/" + std::to_string(i) + "?action=erase"), 1) << i;
   }
@@ -176,6 +182,8 @@ TEST(RecordedSglangAdapter, FactsFromServerInfoAndModels) {
                            {"speculative_num_draft_tokens", "4"},
                            {"page_size", "1"},
                            {"tp_size", "1"},
+                           {"dp_size", "1"},
+                           {"disable_radix_cache", "false"},
                            {"max_prefill_tokens", "16384"},
                            {"schedule_policy", "fcfs"}}));
   EXPECT_EQ(f->model_path, "/models/Qwen3-8B");  // /server_info; /v1/models root is the name
@@ -240,12 +248,18 @@ TEST(RecordedVllmAdapter, ProbeWaitsThroughA503) {
 }
 
 TEST(RecordedVllmAdapter, FactsFromModelsAndVersion) {
-  ReplayServer srv(Load("vllm", {"03-v1-models", "04-version"}));
+  ReplayServer srv(Load("vllm", {"03-v1-models", "04-version", "10-metrics"}));
   auto t = Make(Engine::kVllm, srv);
   auto f = t->Facts();
   ASSERT_TRUE(f.ok()) << f.status().ToString();
-  // max_num_seqs is not on /v1/models (only /server_info in dev mode reports it).
-  EXPECT_EQ(f->values, (std::map<std::string, std::string>{{"context_length", "32768"}}));
+  // max_num_seqs is not on /v1/models (only /server_info in dev mode reports it); the KV pool is
+  // in the labels of vllm:cache_config_info.
+  EXPECT_EQ(f->values, (std::map<std::string, std::string>{{"max_model_len", "32768"},
+                                                           {"version", "0.16.0"},
+                                                           {"num_gpu_blocks", "2275"},
+                                                           {"block_size", "16"},
+                                                           {"enable_prefix_caching", "true"},
+                                                           {"cache_dtype", "auto"}}));
   EXPECT_EQ(f->model_path, "/models/Qwen3-8B");  // root = --model
   EXPECT_EQ(f->version, "0.16.0");
   EXPECT_EQ(f->served_models, std::vector<std::string>{"qwen3-8b"});

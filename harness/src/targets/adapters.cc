@@ -160,6 +160,13 @@ class SglangTarget : public Target {
     if (models.ok()) {
       f.documents["/v1/models"] = *models;
       TakeModels(*models, &f);
+      // server_args.context_length is null unless --context-length was given; the context in
+      // force is /v1/models max_model_len (model_config.context_len, http_server.py).
+      const auto& data = (*models)["data"];
+      if (f.values.count("context_length") == 0 && data.is_array() && !data.empty() &&
+          data[0].contains("max_model_len") && data[0]["max_model_len"].is_number()) {
+        f.values["context_length"] = ScalarText(data[0]["max_model_len"]);
+      }
     }
     return f;
   }
