@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <set>
 
 namespace capq {
@@ -106,6 +107,47 @@ TEST(PlanJson, RoundTrips) {
   nlohmann::json bad = PlanToJson(*plan);
   bad.erase("seed");
   EXPECT_FALSE(PlanFromJson(bad).ok());
+}
+
+}  // namespace
+}  // namespace capq
+
+namespace capq {
+namespace {
+
+// A tokenizer whose first token of a word is its first letter: many distinct lead words collide.
+TEST(MakeTrialPlan, NoTwoPromptsOfATrialStartWithTheSameServerToken) {
+  Row row = TestRow();
+  FirstTokenFn first_letter = [](const std::string& lead) -> Result<int64_t> {
+    return static_cast<int64_t>(std::tolower(static_cast<unsigned char>(lead[0])));
+  };
+  PlanInputs in;
+  in.concurrency = 1;
+  in.first_token = &first_letter;
+  row.warmup.requests = 2;
+  row.measured.min_requests = 18;
+  Result<TrialPlan> plan = MakeTrialPlan(row, in);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  std::set<char> firsts;
+  std::set<int> indices;
+  for (const auto* list : {&plan->warmup, &plan->measured}) {
+    for (const auto& r : *list) {
+      EXPECT_TRUE(firsts.insert(std::tolower(r.prompt.text[0])).second) << r.prompt.text;
+      EXPECT_TRUE(indices.insert(r.prompt.generator_index).second);
+    }
+  }
+  EXPECT_EQ(firsts.size(), 20u);
+  EXPECT_FALSE(plan->skipped_leads.empty());
+  // A reworded prompt keeps its generator index, so it keeps its lead word.
+  PlanRequest r = plan->measured.back();
+  RewordRequest(row, *plan, 3, 3, &r);
+  EXPECT_EQ(r.prompt.lead_word, plan->measured.back().prompt.lead_word);
+  EXPECT_EQ(r.prompt.text.substr(0, r.prompt.lead_word.size()), r.prompt.lead_word);
+  // 26 letters cannot give 30 prompts a first token each: refused, never silently shared.
+  row.measured.min_requests = 28;
+  Result<TrialPlan> too_many = MakeTrialPlan(row, in);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.status().message().find("a first token of their own"), std::string::npos);
 }
 
 }  // namespace

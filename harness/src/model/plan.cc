@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "capq/hash.h"
 
@@ -21,6 +22,7 @@ int64_t DrawLength(int64_t mean, int64_t stddev, uint64_t seed, uint64_t salt, i
 
 nlohmann::json PromptToJson(const Prompt& p) {
   return {{"text", p.text},
+          {"generator_index", p.generator_index},
           {"sha256", p.sha256},
           {"lead_word", p.lead_word},
           {"target_tokens", p.target_tokens},
@@ -34,6 +36,37 @@ nlohmann::json RequestToJson(const PlanRequest& r) {
           {"max_tokens", r.max_tokens},
           {"prompt", PromptToJson(r.prompt)},
           {"body", r.body}};
+}
+
+// The generator indices of a trial's `n` prompts: 0, 1, 2, ... skipping any whose lead word starts
+// with a server token an earlier prompt already starts with.
+Result<std::vector<int>> PickLeads(const PromptGenerator& gen, int n,
+                                   const FirstTokenFn* first_token, TrialPlan* plan) {
+  std::vector<int> out;
+  out.reserve(n);
+  if (first_token == nullptr) {
+    for (int i = 0; i < n; ++i) out.push_back(i);
+    return out;
+  }
+  std::map<int64_t, std::string> taken;  // first token -> the lead that took it
+  for (int index = 0; static_cast<int>(out.size()) < n; ++index) {
+    if (index >= 4 * n + 64) {
+      return Status::FailedPrecondition(
+          "only " + std::to_string(out.size()) + " of " + std::to_string(n) +
+          " prompts could be given a first token of their own in the server's tokenizer");
+    }
+    const std::string lead = gen.LeadWord(index);
+    Result<int64_t> token = (*first_token)(lead);
+    if (!token.ok()) return token.status().WithContext("the first token of '" + lead + "'");
+    auto [it, fresh] = taken.emplace(*token, lead);
+    if (fresh) {
+      out.push_back(index);
+    } else {
+      plan->skipped_leads.push_back(lead + ": token " + std::to_string(*token) + ", as " +
+                                    it->second);
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -109,10 +142,12 @@ Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in) {
     out_len[i] = DrawLength(row.workload.output_tokens, row.workload.output_stddev_tokens,
                             plan.seed, 0x6f7574, i);
   }
-  // One generator, indices [0, W) for warm-up and [W, W+M) for measurement: disjoint by
-  // construction, every lead word distinct.
+  // One generator: warm-ups take its first prompts, measurement the next ones, so the sets are
+  // disjoint by construction and every lead word is distinct.
   PromptGenerator gen(plan.corpus_seed);
-  Result<std::vector<Prompt>> prompts = MakePrompts(gen, 0, in_len, in.counter);
+  Result<std::vector<int>> indices = PickLeads(gen, warm_n + meas_n, in.first_token, &plan);
+  if (!indices.ok()) return indices.status();
+  Result<std::vector<Prompt>> prompts = MakePrompts(gen, *indices, in_len, in.counter);
   if (!prompts.ok()) return prompts.status();
   for (int i = 0; i < warm_n + meas_n; ++i) {
     PlanRequest r;
@@ -129,7 +164,7 @@ Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in) {
 
 void RewordRequest(const Row& row, const TrialPlan& plan, int64_t words, int64_t estimated_tokens,
                    PlanRequest* r) {
-  const int index = r->warmup ? r->index : static_cast<int>(plan.warmup.size()) + r->index;
+  const int index = r->prompt.generator_index;
   PromptGenerator gen(plan.corpus_seed);
   r->prompt.text = gen.Text(index, std::max<int64_t>(1, words));
   r->prompt.lead_word = gen.LeadWord(index);
@@ -155,6 +190,8 @@ nlohmann::json PlanToJson(const TrialPlan& plan) {
           {"calibration_note", plan.calibration_note},
           {"warmup_concurrency", plan.warmup_concurrency},
           {"expected_measured", plan.expected_measured},
+          {"first_token_check", plan.first_token_check},
+          {"skipped_leads", plan.skipped_leads},
           {"warmup", warm},
           {"measured", meas}};
 }
@@ -177,6 +214,8 @@ Result<TrialPlan> PlanFromJson(const nlohmann::json& j) {
     plan.calibration_note = j.value("calibration_note", "");
     plan.warmup_concurrency = j.at("warmup_concurrency").get<int>();
     plan.expected_measured = j.at("expected_measured").get<int>();
+    plan.first_token_check = j.value("first_token_check", "");
+    plan.skipped_leads = j.value("skipped_leads", std::vector<std::string>{});
     for (const char* key : {"warmup", "measured"}) {
       for (const auto& e : j.at(key)) {
         PlanRequest r;
@@ -189,6 +228,7 @@ Result<TrialPlan> PlanFromJson(const nlohmann::json& j) {
         r.prompt.text = p.at("text").get<std::string>();
         r.prompt.sha256 = p.at("sha256").get<std::string>();
         r.prompt.lead_word = p.value("lead_word", "");
+        r.prompt.generator_index = p.at("generator_index").get<int>();
         r.prompt.target_tokens = p.at("target_tokens").get<int64_t>();
         r.prompt.message_tokens = p.at("message_tokens").get<int64_t>();
         r.prompt.calibrated = p.value("calibrated", false);

@@ -117,17 +117,29 @@ std::string PromptGenerator::Text(int index, int64_t words) const {
 Result<std::vector<Prompt>> MakePrompts(const PromptGenerator& gen, int first_index,
                                         const std::vector<int64_t>& target_tokens,
                                         const TokenCounter* counter) {
+  std::vector<int> indices(target_tokens.size());
+  for (size_t k = 0; k < indices.size(); ++k) indices[k] = first_index + static_cast<int>(k);
+  return MakePrompts(gen, indices, target_tokens, counter);
+}
+
+Result<std::vector<Prompt>> MakePrompts(const PromptGenerator& gen, const std::vector<int>& indices,
+                                        const std::vector<int64_t>& target_tokens,
+                                        const TokenCounter* counter) {
+  if (indices.size() != target_tokens.size()) {
+    return Status::InvalidArgument("MakePrompts: one generator index per target length");
+  }
   std::vector<Prompt> out;
   out.reserve(target_tokens.size());
   double tokens_per_word = 1.0;  // learned from the previous prompt so most need one count
   for (size_t k = 0; k < target_tokens.size(); ++k) {
-    const int index = first_index + static_cast<int>(k);
+    const int index = indices[k];
     const int64_t target = target_tokens[k];
     if (target < 1) {
       return Status::InvalidArgument("prompt " + std::to_string(index) + ": target length " +
                                      std::to_string(target) + " tokens is below 1");
     }
     Prompt p;
+    p.generator_index = index;
     p.target_tokens = target;
     p.lead_word = gen.LeadWord(index);
     if (counter == nullptr) {

@@ -43,11 +43,14 @@ void TakeLimits(Engine engine, const nlohmann::json& doc, ServerFacts* f) {
   }
 }
 
-// The longest common prefix of two token id lists.
-int64_t CommonPrefix(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
-  size_t n = 0;
-  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-  return static_cast<int64_t>(n);
+void TakeModels(const nlohmann::json& models, ServerFacts* f) {
+  if (!models.is_object() || !models.contains("data") || !models["data"].is_array()) return;
+  for (const auto& m : models["data"]) {
+    if (m.contains("id") && m["id"].is_string()) f->served_models.push_back(m["id"]);
+    if (f->model_path.empty() && m.contains("root") && m["root"].is_string()) {
+      f->model_path = m["root"];
+    }
+  }
 }
 
 nlohmann::json UserTurn(const std::string& message) {
@@ -57,39 +60,16 @@ nlohmann::json UserTurn(const std::string& message) {
 Result<std::vector<int64_t>> IdsFrom(const Result<HttpResponse>& r);
 
 // SGLang and vLLM tokenize a chat request ({"messages", "add_generation_prompt"}) with the template
-// and special tokens their chat endpoint uses; the prefix two such prompts share is what a cold
-// prefix cache can still match.
-Result<TemplatePrefix> ChatTokenizePrefix(HttpClient& http, const std::string& url,
-                                          const std::string& a, const std::string& b) {
-  std::vector<int64_t> ids[2];
-  const std::string* messages[2] = {&a, &b};
-  for (int i = 0; i < 2; ++i) {
-    nlohmann::json req = {{"messages", UserTurn(*messages[i])}, {"add_generation_prompt", true}};
-    Result<HttpResponse> r = http.Post(url, req.dump());
-    if (r.ok() && (r->status == 404 || r->status == 400 || r->status == 422)) {
-      return Status::Unimplemented("POST " + url + " with messages returned HTTP " +
-                                   std::to_string(r->status));
-    }
-    Result<std::vector<int64_t>> got = IdsFrom(r);
-    if (!got.ok()) return got.status();
-    ids[i] = std::move(*got);
+// and special tokens their chat endpoint uses.
+Result<std::vector<int64_t>> ChatTokenizeIds(HttpClient& http, const std::string& url,
+                                             const std::string& message) {
+  nlohmann::json req = {{"messages", UserTurn(message)}, {"add_generation_prompt", true}};
+  Result<HttpResponse> r = http.Post(url, req.dump());
+  if (r.ok() && (r->status == 404 || r->status == 400 || r->status == 422)) {
+    return Status::Unimplemented("POST " + url + " with messages returned HTTP " +
+                                 std::to_string(r->status));
   }
-  TemplatePrefix p;
-  p.tokens = CommonPrefix(ids[0], ids[1]);
-  p.prompt_tokens = static_cast<int64_t>(ids[0].size());
-  p.method = "POST " + url.substr(url.find('/', url.find("//") + 2)) +
-             " {messages, add_generation_prompt: true} of two prompts: their common token prefix";
-  return p;
-}
-
-void TakeModels(const nlohmann::json& models, ServerFacts* f) {
-  if (!models.is_object() || !models.contains("data") || !models["data"].is_array()) return;
-  for (const auto& m : models["data"]) {
-    if (m.contains("id") && m["id"].is_string()) f->served_models.push_back(m["id"]);
-    if (f->model_path.empty() && m.contains("root") && m["root"].is_string()) {
-      f->model_path = m["root"];
-    }
-  }
+  return IdsFrom(r);
 }
 
 Result<std::vector<int64_t>> IdsFrom(const Result<HttpResponse>& r) {
@@ -225,9 +205,11 @@ class SglangTarget : public Target {
 
   // SGLang's /v1/tokenize also takes a chat request (messages) and applies the template the
   // chat endpoint applies (serving_tokenize.py, TokenizeChatRequest in protocol.py).
-  Result<TemplatePrefix> MeasureTemplatePrefix(const std::string& a,
-                                               const std::string& b) override {
-    return ChatTokenizePrefix(client(), base_url() + "/v1/tokenize", a, b);
+  Result<std::vector<int64_t>> RenderedTokenIds(const std::string& message) override {
+    return ChatTokenizeIds(client(), base_url() + "/v1/tokenize", message);
+  }
+  std::string RenderMethod() const override {
+    return "POST /v1/tokenize {messages, add_generation_prompt: true}";
   }
 
   std::string ColdHint() const override {
@@ -347,9 +329,11 @@ class VllmTarget : public Target {
 
   // vLLM's /tokenize takes a chat request and renders it as the chat endpoint does
   // (serving_tokenization.py: TokenizeChatRequest, add_generation_prompt defaults to true).
-  Result<TemplatePrefix> MeasureTemplatePrefix(const std::string& a,
-                                               const std::string& b) override {
-    return ChatTokenizePrefix(client(), base_url() + "/tokenize", a, b);
+  Result<std::vector<int64_t>> RenderedTokenIds(const std::string& message) override {
+    return ChatTokenizeIds(client(), base_url() + "/tokenize", message);
+  }
+  std::string RenderMethod() const override {
+    return "POST /tokenize {messages, add_generation_prompt: true}";
   }
 
   std::string ColdHint() const override {
@@ -436,37 +420,25 @@ class LlamacppTarget : public Target {
 
   // POST /apply-template renders the chat template without BOS (recording 10); /tokenize with
   // add_special adds it as the completion path does (recordings 08, 12).
-  Result<TemplatePrefix> MeasureTemplatePrefix(const std::string& a,
-                                               const std::string& b) override {
-    std::vector<int64_t> ids[2];
-    const std::string* messages[2] = {&a, &b};
-    for (int i = 0; i < 2; ++i) {
-      nlohmann::json req = {{"messages", UserTurn(*messages[i])}};
-      Result<HttpResponse> r = client().Post(base_url() + "/apply-template", req.dump());
-      if (!r.ok()) return r.status();
-      if (r->status == 404) return Status::Unimplemented("the server has no /apply-template");
-      std::string prompt;
-      try {
-        if (r->status == 200) prompt = nlohmann::json::parse(r->body).at("prompt");
-      } catch (const nlohmann::json::exception&) {
-      }
-      if (prompt.empty()) {
-        return Status::Unavailable("POST /apply-template returned HTTP " +
-                                   std::to_string(r->status) + " without a prompt");
-      }
-      nlohmann::json tok = {{"content", prompt}, {"add_special", true}};
-      Result<std::vector<int64_t>> got =
-          IdsFrom(client().Post(base_url() + "/tokenize", tok.dump()));
-      if (!got.ok()) return got.status();
-      ids[i] = std::move(*got);
+  Result<std::vector<int64_t>> RenderedTokenIds(const std::string& message) override {
+    nlohmann::json req = {{"messages", UserTurn(message)}};
+    Result<HttpResponse> r = client().Post(base_url() + "/apply-template", req.dump());
+    if (!r.ok()) return r.status();
+    if (r->status == 404) return Status::Unimplemented("the server has no /apply-template");
+    std::string prompt;
+    try {
+      if (r->status == 200) prompt = nlohmann::json::parse(r->body).at("prompt");
+    } catch (const nlohmann::json::exception&) {
     }
-    TemplatePrefix p;
-    p.tokens = CommonPrefix(ids[0], ids[1]);
-    p.prompt_tokens = static_cast<int64_t>(ids[0].size());
-    p.method =
-        "POST /apply-template, then POST /tokenize {add_special: true}, of two prompts: their "
-        "common token prefix";
-    return p;
+    if (prompt.empty()) {
+      return Status::Unavailable("POST /apply-template returned HTTP " + std::to_string(r->status) +
+                                 " without a prompt");
+    }
+    nlohmann::json tok = {{"content", prompt}, {"add_special", true}};
+    return IdsFrom(client().Post(base_url() + "/tokenize", tok.dump()));
+  }
+  std::string RenderMethod() const override {
+    return "POST /apply-template, then POST /tokenize {add_special: true}";
   }
 
   std::string ColdHint() const override {
@@ -540,10 +512,10 @@ class SimTarget : public Target {
   Result<std::vector<int64_t>> TokenIds(const std::string& text) override {
     return dialect_->TokenIds(text);
   }
-  Result<TemplatePrefix> MeasureTemplatePrefix(const std::string& a,
-                                               const std::string& b) override {
-    return dialect_->MeasureTemplatePrefix(a, b);
+  Result<std::vector<int64_t>> RenderedTokenIds(const std::string& message) override {
+    return dialect_->RenderedTokenIds(message);
   }
+  std::string RenderMethod() const override { return dialect_->RenderMethod(); }
   std::string ColdHint() const override { return dialect_->ColdHint(); }
   ServerLoad ParseLoad(const std::string& text) const override {
     ServerLoad l = dialect_->ParseLoad(text);

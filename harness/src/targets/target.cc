@@ -72,6 +72,21 @@ Result<std::string> Target::Probe(MonoNs deadline_ns, const std::atomic<bool>* c
                              std::to_string(attempts) + " attempts), last: " + last);
 }
 
+Result<TemplatePrefix> Target::MeasureTemplatePrefix(const std::string& message_a,
+                                                     const std::string& message_b) {
+  Result<std::vector<int64_t>> a = RenderedTokenIds(message_a);
+  if (!a.ok()) return a.status();
+  Result<std::vector<int64_t>> b = RenderedTokenIds(message_b);
+  if (!b.ok()) return b.status();
+  size_t n = 0;
+  while (n < a->size() && n < b->size() && (*a)[n] == (*b)[n]) ++n;
+  TemplatePrefix p;
+  p.tokens = static_cast<int64_t>(n);
+  p.prompt_tokens = static_cast<int64_t>(a->size());
+  p.method = RenderMethod() + " of two prompts: their common token prefix";
+  return p;
+}
+
 Result<std::string> Target::Metrics() {
   Result<HttpResponse> r = client().Get(base_url() + "/metrics");
   if (!r.ok()) return r.status();

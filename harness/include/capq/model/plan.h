@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -51,8 +52,17 @@ struct TrialPlan {
   std::string calibration_note;
   int warmup_concurrency = 1;
   int expected_measured = 0;  // row.measured.RequestsAt(C)
+  // Lead words skipped because their first token was already taken ("Money: token 3094, as
+  // Moment"), and how the first tokens were checked; empty when no check was possible.
+  std::vector<std::string> skipped_leads;
+  std::string first_token_check;
   std::vector<PlanRequest> warmup, measured;
 };
+
+// The server's token id that starts a prompt beginning with `lead_word`, tokenized as the server
+// prefills it (inside the chat template): two prompts with the same one share a cacheable prefix
+// beyond the template's.
+using FirstTokenFn = std::function<Result<int64_t>(const std::string& lead_word)>;
 
 struct PlanInputs {
   int concurrency = 1;
@@ -60,6 +70,9 @@ struct PlanInputs {
   std::optional<uint64_t> seed;  // overrides row.trials.seeds[trial_index - 1]
   std::string phase = "confirm";
   const TokenCounter* counter = nullptr;  // null: no tokenize endpoint
+  // When set, prompts whose lead word would start with a token an earlier prompt of the trial
+  // already starts with are skipped (distinct words can share a first sub-word token).
+  const FirstTokenFn* first_token = nullptr;
 };
 
 // The seed of a trial: `override` when set, else row.trials.seeds[trial_index - 1]; an error when

@@ -22,6 +22,7 @@ using TokenCounter = std::function<Result<int64_t>(const std::string& text)>;
 
 struct Prompt {
   std::string text;
+  int generator_index = 0;     // which of the generator's prompts (the text is a function of it)
   std::string lead_word;       // the first word: unique across one generator's prompts
   int64_t target_tokens = 0;   // what was asked for
   int64_t message_tokens = 0;  // what the server counted (== target when calibrated), else words
@@ -46,6 +47,10 @@ class PromptGenerator {
   std::vector<int> lead_order_;  // seeded permutation of the lead list
 };
 
+// Builds prompts `indices[k]` of `gen`, one per target length (indices distinct).
+Result<std::vector<Prompt>> MakePrompts(const PromptGenerator& gen, const std::vector<int>& indices,
+                                        const std::vector<int64_t>& target_tokens,
+                                        const TokenCounter* counter);
 // Builds prompts `first_index .. first_index + targets.size() - 1` of `gen`, one per target length.
 // With a counter, every prompt's length is exact in the server's tokens (an error names the prompt
 // when the count cannot be met within a few corrections); without one, a word counts as a token.

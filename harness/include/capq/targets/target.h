@@ -94,15 +94,19 @@ class Target {
     (void)text;
     return Status::Unimplemented("no token ids from this server");
   }
-  // The tokens two single-turn user prompts with these (distinct) messages share once the chat
-  // template is applied and special tokens are added, as the server prefills them. Unimplemented
-  // when the server offers no endpoint that renders its template.
-  virtual Result<TemplatePrefix> MeasureTemplatePrefix(const std::string& message_a,
-                                                       const std::string& message_b) {
-    (void)message_a;
-    (void)message_b;
+  // The token ids the server prefills for a single-turn user prompt with this message: its chat
+  // template applied and special tokens added. Unimplemented when the server offers no endpoint
+  // that renders its template.
+  virtual Result<std::vector<int64_t>> RenderedTokenIds(const std::string& message) {
+    (void)message;
     return Status::Unimplemented("this server has no endpoint that renders its chat template");
   }
+  // How RenderedTokenIds() asks the server, in words.
+  virtual std::string RenderMethod() const { return ""; }
+  // The tokens two prompts with these (distinct) messages share once rendered: their common
+  // prefix from RenderedTokenIds().
+  Result<TemplatePrefix> MeasureTemplatePrefix(const std::string& message_a,
+                                               const std::string& message_b);
   // One sentence for a verify_cold failure after this engine's flush: which server setting
   // leaves cached prompts behind and how to start the server so that its flush empties the cache.
   virtual std::string ColdHint() const { return ""; }
