@@ -846,7 +846,9 @@ bool RowParser::ParseCorrectness(const Entry& entry, Correctness* c) {
   MapView m;
   if (!OpenMap(entry, "correctness", "the correctness gates", &m)) return false;
   if (!CheckKeys(m, {"status_200", "no_cancellations", "exact_completion_tokens", "finish_reason",
-                     "nonempty_deltas", "unique_prompts", "unique_outputs", "warmup_disjoint"})) {
+                     "nonempty_deltas", "unique_prompts", "unique_outputs", "warmup_disjoint",
+                     "text_recount", "text_recount_tolerance_pct", "prompt_tokens",
+                     "prompt_tokens_tolerance", "model_name", "fail_fast", "stall_timeout_s"})) {
     return false;
   }
   const std::pair<const char*, Gate*> gates[] = {
@@ -858,7 +860,30 @@ bool RowParser::ParseCorrectness(const Entry& entry, Correctness* c) {
       {"unique_prompts", &c->unique_prompts},
       {"unique_outputs", &c->unique_outputs},
       {"warmup_disjoint", &c->warmup_disjoint},
+      {"text_recount", &c->text_recount},
+      {"prompt_tokens", &c->prompt_tokens},
+      {"model_name", &c->model_name},
+      {"fail_fast", &c->fail_fast},
   };
+  const Entry* e = nullptr;
+  if ((e = m.Find("text_recount_tolerance_pct")) &&
+      !GetNumber(*e, "correctness.text_recount_tolerance_pct",
+                 "a percentage >= 0 (how far the server's re-count of the streamed text may be "
+                 "from usage.completion_tokens)",
+                 NonNegative, &c->text_recount_tolerance_pct)) {
+    return false;
+  }
+  if ((e = m.Find("prompt_tokens_tolerance")) &&
+      !GetInt(*e, "correctness.prompt_tokens_tolerance", 0, kMaxTokens,
+              &c->prompt_tokens_tolerance)) {
+    return false;
+  }
+  if ((e = m.Find("stall_timeout_s")) &&
+      !GetNumber(*e, "correctness.stall_timeout_s",
+                 "a number of seconds > 0 (the longest silence a stream may keep)", Positive,
+                 &c->stall_timeout_s)) {
+    return false;
+  }
   for (const auto& [key, gate] : gates) {
     const Entry* e = m.Find(key);
     if (!e) continue;
@@ -1298,6 +1323,13 @@ std::string RowToYaml(const Row& r) {
   o << "  unique_prompts: " << GateYaml(c.unique_prompts, "true") << "\n";
   o << "  unique_outputs: " << GateYaml(c.unique_outputs, "true") << "\n";
   o << "  warmup_disjoint: " << GateYaml(c.warmup_disjoint, "true") << "\n";
+  o << "  text_recount: " << GateYaml(c.text_recount, "true") << "\n";
+  o << "  text_recount_tolerance_pct: " << Num(c.text_recount_tolerance_pct) << "\n";
+  o << "  prompt_tokens: " << GateYaml(c.prompt_tokens, "true") << "\n";
+  o << "  prompt_tokens_tolerance: " << c.prompt_tokens_tolerance << "\n";
+  o << "  model_name: " << GateYaml(c.model_name, "true") << "\n";
+  o << "  fail_fast: " << GateYaml(c.fail_fast, "true") << "\n";
+  o << "  stall_timeout_s: " << Num(c.stall_timeout_s) << "\n";
   o << "trials:\n";
   o << "  count: " << r.trials.count << "\n";
   o << "  quiet_period_s: " << Num(r.trials.quiet_period_s) << "\n";

@@ -98,6 +98,22 @@ struct Correctness {
   Gate unique_prompts;
   Gate unique_outputs;
   Gate warmup_disjoint;
+  // The counter proves the text: the server's own tokenizer re-counts each measured stream's
+  // text after the load; |recount - usage.completion_tokens| may be at most this share of it
+  // (retokenizing decoded text is not exact: the capacity post saw 979 for 1,024, 4.4%).
+  Gate text_recount;
+  double text_recount_tolerance_pct = 5;
+  // usage.prompt_tokens == planned message tokens + the template overhead measured on the
+  // server, within this many tokens (tokenization at the message's edges: the post's 8,243 to
+  // 8,246 for 8,192).
+  Gate prompt_tokens;
+  int64_t prompt_tokens_tolerance = 4;
+  // Every chunk's "model" is the row's served_model_name.
+  Gate model_name;
+  // The first measured stream that can no longer pass a gate (error status or frame, cut
+  // connection, a stall longer than stall_timeout_s, a wrong model) ends the trial at once.
+  Gate fail_fast;
+  double stall_timeout_s = 60;  // in the server's (virtual) seconds
 };
 
 struct Trials {
