@@ -193,6 +193,20 @@ TEST(RecordedSglangAdapter, FactsFromServerInfoAndModels) {
   EXPECT_THAT(srv.unmatched(), ::testing::IsEmpty());
 }
 
+// Builds before 25acbbc61 (#13273, 2025-11-17) serve the document only at /get_server_info; here
+// the same recorded answer is moved there, and /server_info gets the replay server's 404.
+TEST(RecordedSglangAdapter, FactsFallBackToGetServerInfo) {
+  auto ex = Load("sglang", {"04-server-info", "03-v1-models"});
+  ex[0].target = "/get_server_info";
+  ReplayServer srv(ex);
+  auto t = Make(Engine::kSglang, srv);
+  auto f = t->Facts();
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_TRUE(f->documents.contains("/get_server_info"));
+  EXPECT_EQ(f->version, "0.5.15.post1");
+  EXPECT_THAT(srv.unmatched(), ElementsAre("GET /server_info"));
+}
+
 // 05: busy -> 400 "Flush cache failed.\n"; 06: idle -> 200.
 TEST(RecordedSglangAdapter, FlushRetriesTheBusy400) {
   ReplayServer srv(Load("sglang", {"05-flush-cache-busy", "06-flush-cache-ok"}));
