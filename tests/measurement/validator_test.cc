@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "../../harness/src/measurement/validator_internal.h"
+
 namespace capq {
 namespace {
 
@@ -30,9 +32,14 @@ class ValidatorTest : public ::testing::Test {
       in_.warmup_prompt_hashes.push_back("warm-hash-" + std::to_string(i));
     }
     for (int i = 0; i < 4; ++i) {
-      in_.measured.push_back(Good("m" + std::to_string(i), Phase::kMeasured, i));
+      const std::string id = "m" + std::to_string(i);
+      in_.measured.push_back(Good(id, Phase::kMeasured, i));
       in_.measured_prompt_hashes.push_back("meas-hash-" + std::to_string(i));
+      in_.recounted_tokens[id] = 4;
+      in_.expected_prompt_tokens[id] = 50;
     }
+    in_.recount_method = "test tokenizer";
+    in_.served_model_name = "M";
   }
 
   static RequestResult Good(const std::string& id, Phase phase, int index) {
@@ -50,6 +57,7 @@ class ValidatorTest : public ::testing::Test {
     r.nonempty_chunks = 4;
     r.output_utf8_bytes = 20;
     r.output_sha256 = Sha256Hex(id);
+    r.models = {"M"};
     return r;
   }
 
@@ -271,6 +279,88 @@ TEST(Validator, NoRowFailsEveryGate) {
 }
 
 TEST(Validator, EmptyReportIsNotAPass) { EXPECT_FALSE(CorrectnessReport{}.passed()); }
+
+}  // namespace
+}  // namespace capq
+
+namespace capq {
+namespace {
+
+class CountsProveTextTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    row_.workload.output_tokens = 32;
+    in_.row = &row_;
+    in_.served_model_name = "tiny-llama";
+    for (int i = 0; i < 3; ++i) {
+      RequestResult r;
+      r.id = "m" + std::to_string(i);
+      r.http_status = 200;
+      r.completion_tokens = 32;
+      r.prompt_tokens = 522;
+      r.nonempty_chunks = 32;
+      r.models = {"tiny-llama"};
+      in_.measured.push_back(r);
+      in_.recounted_tokens[r.id] = 31;  // retokenizing decoded text is close, not exact
+      in_.expected_prompt_tokens[r.id] = 522;
+    }
+    in_.recount_method = "test";
+  }
+  GateResult Run(GateResult (*gate)(const ValidationInput&)) { return gate(in_); }
+  Row row_;
+  ValidationInput in_;
+};
+
+TEST_F(CountsProveTextTest, UsageClaimingTwiceTheStreamedTextFailsTextRecount) {
+  EXPECT_TRUE(validator_internal::TextRecount(in_).passed);
+  // The server says 32 tokens, its stream carries text for 16: 16 chunks, re-counted to 16.
+  in_.measured[1].nonempty_chunks = 16;
+  in_.recounted_tokens["m1"] = 16;
+  GateResult g = validator_internal::TextRecount(in_);
+  EXPECT_FALSE(g.passed);
+  EXPECT_NE(g.evidence.find("m1 (usage says 32, the text re-counts to 16)"), std::string::npos)
+      << g.evidence;
+  EXPECT_NE(g.evidence.find("m1 (16 chunks with text for 32 tokens)"), std::string::npos)
+      << g.evidence;
+  // A speculative server may emit several tokens per chunk: 16 chunks for 32 tokens is plausible
+  // at 2 per chunk, but the re-count still decides.
+  in_.max_tokens_per_chunk = 2;
+  in_.recounted_tokens["m1"] = 32;
+  EXPECT_TRUE(validator_internal::TextRecount(in_).passed);
+}
+
+TEST_F(CountsProveTextTest, NoTokenizerFailsClosedUnlessTheRowSwitchesItOff) {
+  in_.recount_unavailable = "the server has no /tokenize";
+  GateResult g = validator_internal::TextRecount(in_);
+  EXPECT_FALSE(g.passed);
+  EXPECT_NE(g.evidence.find("fail closed"), std::string::npos);
+  row_.correctness.text_recount = {false, "the engine has no tokenizer endpoint"};
+  CorrectnessReport rep = Validate(in_);
+  const GateResult* off = rep.Find("text_recount");
+  ASSERT_NE(off, nullptr);
+  EXPECT_FALSE(off->enabled);
+}
+
+TEST_F(CountsProveTextTest, APromptCutToAQuarterFailsPromptTokensWithBothNumbers) {
+  EXPECT_TRUE(validator_internal::PromptTokens(in_).passed);
+  in_.measured[2].prompt_tokens = 522 + 3;  // an edge merge: within the tolerance of 4
+  EXPECT_TRUE(validator_internal::PromptTokens(in_).passed);
+  in_.measured[0].prompt_tokens = 132;
+  GateResult g = validator_internal::PromptTokens(in_);
+  EXPECT_FALSE(g.passed);
+  EXPECT_NE(g.evidence.find("m0 (server counted 132, planned 522)"), std::string::npos)
+      << g.evidence;
+  in_.prompt_expectation_unavailable = "no template";
+  EXPECT_FALSE(validator_internal::PromptTokens(in_).passed);
+}
+
+TEST_F(CountsProveTextTest, AChunkNamingAnotherModelFailsModelName) {
+  EXPECT_TRUE(validator_internal::ModelName(in_).passed);
+  in_.measured[2].models = {"tiny-llama", "other-model"};
+  GateResult g = validator_internal::ModelName(in_);
+  EXPECT_FALSE(g.passed);
+  EXPECT_NE(g.evidence.find("m2 ('other-model')"), std::string::npos) << g.evidence;
+}
 
 }  // namespace
 }  // namespace capq

@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -183,13 +184,26 @@ RequestResult DecodeRecord(const RawRecord& r) {
     }
     ChunkInfo chunk;
     chunk.arrival_ns = ev.arrival_ns;
+    const nlohmann::json* model = Field(j, "model");
+    const std::string named = model && model->is_string() ? model->get<std::string>() : "";
+    if (std::find(out.models.begin(), out.models.end(), named) == out.models.end()) {
+      out.models.push_back(named);
+    }
     const nlohmann::json* choices = Field(j, "choices");
     if (choices != nullptr && !choices->is_array()) {
       out.errors.push_back(where + ": 'choices' is not an array");
       choices = nullptr;
     }
+    // One completion was asked for (n = 1): a second choice or another index is not its text.
+    if (choices != nullptr && choices->size() > 1) {
+      out.errors.push_back(where + ": " + std::to_string(choices->size()) +
+                           " choices in one chunk (one was asked for)");
+    }
     if (choices != nullptr) {
       for (const nlohmann::json& choice : *choices) {
+        if (auto index = IntField(choice, "index"); index && *index != 0) {
+          out.errors.push_back(where + ": choice index " + std::to_string(*index) + " (want 0)");
+        }
         const nlohmann::json* delta = Field(choice, "delta");
         if (delta != nullptr && delta->is_object()) {
           // reasoning_content (SGLang, older vLLM), reasoning (newer vLLM), then content.
@@ -288,6 +302,7 @@ nlohmann::json RequestResultToJson(const RequestResult& r) {
   j["reasoning_bytes"] = r.reasoning_bytes;
   j["output_valid_utf8"] = r.output_valid_utf8;
   j["output_sha256"] = r.output_sha256;
+  j["models"] = r.models;
   j["errors"] = r.errors;
   return j;
 }

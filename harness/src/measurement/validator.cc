@@ -6,68 +6,12 @@
 #include <string>
 #include <unordered_map>
 
+#include "validator_internal.h"
+
 namespace capq {
 namespace {
 
-constexpr size_t kMaxIdsInWords = 20;
-
-std::string Join(const std::vector<std::string>& items, size_t max_items = kMaxIdsInWords) {
-  std::string out;
-  for (size_t i = 0; i < items.size() && i < max_items; ++i) {
-    if (i > 0) out += ", ";
-    out += items[i];
-  }
-  if (items.size() > max_items) out += " (+" + std::to_string(items.size() - max_items) + " more)";
-  return out;
-}
-
-// 15838 -> "15,838"
-std::string Count(int64_t v) {
-  std::string digits = std::to_string(v < 0 ? -v : v);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return v < 0 ? "-" + out : out;
-}
-
-std::string Of(size_t bad, size_t total, const char* noun) {
-  return std::to_string(bad) + " of " + std::to_string(total) + " " + noun;
-}
-
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (unsigned char c : s) {
-    out += (c >= 0x20 && c < 0x7f) ? static_cast<char>(c) : '?';
-  }
-  return out + "'";
-}
-
-// Request id for the prompt hash at `index` of a phase ("w3"), or a positional name.
-std::string PromptName(const std::vector<RequestResult>& results, size_t index, const char* phase) {
-  for (const RequestResult& r : results) {
-    if (r.index == static_cast<int>(index)) return r.id;
-  }
-  return std::string(phase) + " prompt #" + std::to_string(index);
-}
-
-GateResult NewGate(const char* name) {
-  GateResult g;
-  g.name = name;
-  return g;
-}
-
-GateResult ApplyRow(GateResult g, const Gate& row_gate) {
-  if (!row_gate.enabled) {
-    g.enabled = false;
-    g.evidence =
-        "disabled by the row: " +
-        (row_gate.reason_off.empty() ? std::string("(no reason given)") : row_gate.reason_off) +
-        "; observed: " + g.evidence;
-  }
-  return g;
-}
+using namespace validator_internal;
 
 GateResult RecordCount(const ValidationInput& in) {
   GateResult g = NewGate("expected_record_count");
@@ -432,6 +376,9 @@ CorrectnessReport Validate(const ValidationInput& in) {
   cold.enabled = in.row->cache.verify_cold;
   cold.reason_off = "the row sets cache.verify_cold: false";
   rep.gates.push_back(ApplyRow(VerifyCold(in), cold));
+  rep.gates.push_back(ApplyRow(TextRecount(in), c.text_recount));
+  rep.gates.push_back(ApplyRow(PromptTokens(in), c.prompt_tokens));
+  rep.gates.push_back(ApplyRow(ModelName(in), c.model_name));
 
   CorrectnessTotals& t = rep.totals;
   t.streams = static_cast<int64_t>(in.measured.size());

@@ -115,6 +115,7 @@ struct TrialState {
   nlohmann::json server_info = {{"schema", kServerInfoSchema}};
   std::vector<nlohmann::json> server_metrics;
   nlohmann::json metrics_extra = nlohmann::json::object();
+  nlohmann::json recount;  // recount.json; null until the text was re-counted
 };
 
 void Progress(const TrialOptions& o, const std::string& line) {
@@ -155,6 +156,9 @@ Status WriteDirectory(TrialState& s, const std::string& dir) {
     CAPQ_RETURN_IF_ERROR(w->Write("server_metrics.jsonl", Jsonl(s.server_metrics)));
   }
   CAPQ_RETURN_IF_ERROR(w->Write("identity.json", s.identity.dump(1) + "\n"));
+  if (!s.recount.is_null()) {
+    CAPQ_RETURN_IF_ERROR(w->Write("recount.json", s.recount.dump(1) + "\n"));
+  }
   CAPQ_RETURN_IF_ERROR(w->Write("verdict.json", VerdictToJson(s.verdict, s.ctx).dump(1) + "\n"));
   return w->Commit();
 }
@@ -204,8 +208,7 @@ struct Trial {
   MonoNs t0 = 0;
   MonoNs setup_deadline = 0;
   double scale = 1.0;
-  std::string cold_hint;
-  std::optional<int64_t> template_prefix;
+  internal::Evidence ev;  // what the verdict needs besides the records (identity.json, recount)
   std::string before_text, after_text;  // /metrics around the load
   std::vector<RequestResult> warm, meas;
 };
@@ -233,6 +236,24 @@ void StartTrial(Trial& t, const Row& row, const TrialOptions& opt) {
   t.topts.base_url = opt.url;
   t.topts.api_key = opt.api_key;
   t.topts.insecure_tls = opt.insecure_tls;
+}
+
+// The most tokens one streamed chunk may carry: one, or every token a speculative step can
+// accept at once (SGLang's EAGLE: speculative_num_draft_tokens; the simulator's profile).
+int64_t MaxTokensPerChunk(const Row& row, const ServerFacts& facts) {
+  int64_t most = 1;
+  if (row.identity.engine == Engine::kSim) {
+    if (Result<sim::EngineProfile> p = sim::LoadProfile(row.identity.sim_profile); p.ok()) {
+      most = 1 + std::max(0, p->spec_draft_tokens);
+    }
+  }
+  auto number = [&](const char* key) -> int64_t {
+    auto it = facts.values.find(key);
+    return it == facts.values.end() ? 0 : std::atoll(it->second.c_str());
+  };
+  most =
+      std::max({most, number("speculative_num_draft_tokens"), number("speculative_num_steps") + 1});
+  return most;
 }
 
 // Reachable and ready (a probe that generates nothing), then identity: pinned vs running.
@@ -278,6 +299,10 @@ PhaseEnd PinIdentity(Trial& t) {
   IdentityCheck check = CheckIdentity(row, *facts, id_in);
   t.s.identity["check"] = check.ToJson();
   if (!check.ok()) return CouldNotRun(t.s, check.Summary());
+  t.ev.served_model_name = t.effective.identity.served_model_name;
+  t.ev.max_tokens_per_chunk = MaxTokensPerChunk(row, *facts);
+  t.s.identity["served_model_name"] = t.ev.served_model_name;
+  t.s.identity["max_tokens_per_chunk"] = t.ev.max_tokens_per_chunk;
   return std::nullopt;
 }
 
@@ -294,12 +319,12 @@ PhaseEnd FlushAndProbe(Trial& t) {
     Progress(opt, "flushing the prefix cache");
     Result<FlushResult> flush = target.Flush(t.setup_deadline, opt.cancel);
     if (!flush.ok()) return CouldNotRun(t.s, flush.status().message(), IsCancel(flush.status()));
-    t.cold_hint = target.ColdHint();
+    t.ev.cold_hint = target.ColdHint();
     t.s.identity["flush"] = {{"method", flush->method},
                              {"attempts", flush->attempts},
                              {"status_proves_nothing", flush->status_proves_nothing},
                              {"note", flush->note},
-                             {"cold_hint", t.cold_hint}};
+                             {"cold_hint", t.ev.cold_hint}};
   } else {
     t.s.identity["flush"] = {{"method", "none"},
                              {"note", "the row sets flush_before_trial: false"}};
@@ -366,9 +391,11 @@ void MeasureTemplatePrefix(Trial& t) {
         t.target->MeasureTemplatePrefix(two[0]->prompt.text, two[1]->prompt.text);
     j["requests"] = {two[0]->id, two[1]->id};
     if (p.ok()) {
-      t.template_prefix = p->tokens;
+      t.ev.template_prefix_tokens = p->tokens;
+      t.ev.template_overhead_tokens = p->prompt_tokens - two[0]->prompt.message_tokens;
       j["tokens"] = p->tokens;
       j["rendered_prompt_tokens"] = p->prompt_tokens;
+      j["overhead_tokens"] = *t.ev.template_overhead_tokens;
       j["method"] = p->method;
     } else {
       j["error"] = p.status().message();
@@ -572,23 +599,47 @@ std::optional<int64_t> ServerCachedTokens(const Trial& t) {
   return static_cast<int64_t>(std::llround(*after - *base));
 }
 
-// Decode, validate, measure, decide.
+void Decode(Trial& t) {
+  for (const auto& rec : t.s.load->records) {
+    RequestResult r = DecodeRecord(rec);
+    t.s.results.push_back(r);
+    (r.phase == Phase::kWarmup ? t.warm : t.meas).push_back(std::move(r));
+  }
+}
+
+// The server's own tokenizer re-counts each measured stream's text, after the load and never on
+// its timing path: usage fields alone would let an endpoint claim tokens it never streamed.
+void Recount(Trial& t) {
+  nlohmann::json counts = nlohmann::json::object();
+  std::string unavailable;
+  for (const RequestResult& r : t.meas) {
+    if (r.output_text.empty()) continue;
+    Result<int64_t> n = t.target->CountTokens(r.output_text);
+    if (!n.ok()) {
+      unavailable = "the server's tokenizer: " + n.status().message();
+      break;
+    }
+    counts[r.id] = *n;
+  }
+  t.s.recount = {{"method",
+                  "the server's tokenize endpoint on each stream's text, no special "
+                  "tokens"},
+                 {"unavailable", unavailable}};
+  if (unavailable.empty()) t.s.recount["counts"] = counts;
+  t.ev.recount = t.s.recount;
+}
+
+// Validate, measure, decide.
 void Judge(Trial& t) {
   TrialState& s = t.s;
   const Row& row = *s.row;
-  for (const auto& rec : s.load->records) {
-    RequestResult r = DecodeRecord(rec);
-    s.results.push_back(r);
-    (r.phase == Phase::kWarmup ? t.warm : t.meas).push_back(std::move(r));
-  }
   internal::ColdPrefix cold =
-      internal::EstimateColdPrefix(*s.plan, t.warm, t.meas, t.template_prefix);
-  std::optional<int64_t> server_cached = ServerCachedTokens(t);
+      internal::EstimateColdPrefix(*s.plan, t.warm, t.meas, t.ev.template_prefix_tokens);
+  t.ev.server_cached_tokens_total = ServerCachedTokens(t);
   s.identity["cold_prefix"] = internal::ColdPrefixToJson(cold);
   s.identity["cold_prefix"]["server_cached_tokens_total"] =
-      server_cached ? nlohmann::json(*server_cached) : nullptr;
-  ValidationInput vin =
-      internal::MakeValidationInput(row, *s.plan, t.warm, t.meas, cold, server_cached, t.cold_hint);
+      t.ev.server_cached_tokens_total ? nlohmann::json(*t.ev.server_cached_tokens_total) : nullptr;
+  ValidationInput vin = internal::MakeValidationInput(row, *s.plan, t.warm, t.meas, cold, t.ev);
   CorrectnessReport correctness = Validate(vin);
   s.metrics = ComputeMetrics(t.meas, s.opt->concurrency, t.scale, row.percentile_method);
   s.metrics_extra["time_conversion"] = t.scale == 1.0 ? "none: durations are wall time"
@@ -644,6 +695,8 @@ TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
   for (PhaseEnd (*phase)(Trial&) : {PinIdentity, FlushAndProbe, PlanPrompts, QuietPeriod, Load}) {
     if (PhaseEnd end = phase(t)) return std::move(*end);
   }
+  Decode(t);
+  Recount(t);
   Judge(t);
   if (PhaseEnd end = CheckCompleted(t)) return std::move(*end);
   t.s.ctx.complete = true;

@@ -55,11 +55,40 @@ nlohmann::json ColdPrefixToJson(const ColdPrefix& c) {
           {"max_cached_tokens", opt(c.max_cached_tokens)}};
 }
 
+namespace {
+
+// usage.prompt_tokens must be the planned message plus the template the server wraps around it.
+void ExpectPromptTokens(const Row& row, const TrialPlan& plan, const Evidence& ev,
+                        ValidationInput* in) {
+  in->prompt_tokens_tolerance = row.correctness.prompt_tokens_tolerance;
+  if (!ev.template_overhead_tokens) {
+    in->prompt_expectation_unavailable =
+        "the server renders no chat template, so the tokens it wraps around a message are unknown";
+    return;
+  }
+  const int64_t overhead = *ev.template_overhead_tokens;
+  const bool exact = plan.calibration == "tokenize";
+  for (const auto& r : plan.measured) {
+    const int64_t want = r.prompt.message_tokens + overhead;
+    in->expected_prompt_tokens[r.id] = want;
+    // Without the server's tokenizer message lengths are estimates: allow 10 %, still far from a
+    // prompt cut to a quarter.
+    if (!exact) {
+      in->prompt_tokens_tolerance = std::max(in->prompt_tokens_tolerance, want / 10);
+    }
+  }
+  in->prompt_expectation_note =
+      "planned = message tokens (" +
+      std::string(exact ? "exact in the server's tokenizer" : "estimated: no tokenize endpoint") +
+      ") + " + std::to_string(overhead) + " template tokens measured on the server";
+}
+
+}  // namespace
+
 ValidationInput MakeValidationInput(const Row& row, const TrialPlan& plan,
                                     std::vector<RequestResult> warmup,
                                     std::vector<RequestResult> measured, const ColdPrefix& cold,
-                                    std::optional<int64_t> server_cached_tokens_total,
-                                    std::string cold_hint) {
+                                    const Evidence& ev) {
   ValidationInput in;
   in.row = &row;
   in.concurrency = plan.concurrency;
@@ -72,14 +101,27 @@ ValidationInput MakeValidationInput(const Row& row, const TrialPlan& plan,
   }
   in.expected_measured = plan.expected_measured;
   in.cold_prefix_tokens_allowed = cold.allowed_tokens;
-  in.cold_counter_available = cold.counter_available || server_cached_tokens_total.has_value();
-  in.server_cached_tokens_total = server_cached_tokens_total;
-  in.cold_hint = std::move(cold_hint);
+  in.cold_counter_available = cold.counter_available || ev.server_cached_tokens_total.has_value();
+  in.server_cached_tokens_total = ev.server_cached_tokens_total;
+  in.cold_hint = ev.cold_hint;
+  in.max_tokens_per_chunk = std::max<int64_t>(1, ev.max_tokens_per_chunk);
+  in.served_model_name = ev.served_model_name;
+  const nlohmann::json& rc = ev.recount;
+  in.recount_method = rc.value("method", "");
+  in.recount_unavailable = rc.value("unavailable", "");
+  if (rc.contains("counts") && rc["counts"].is_object()) {
+    for (const auto& [id, n] : rc["counts"].items()) {
+      if (n.is_number_integer()) in.recounted_tokens[id] = n.get<int64_t>();
+    }
+  } else if (in.recount_unavailable.empty()) {
+    in.recount_unavailable = "the trial recorded no re-count (recount.json)";
+  }
+  ExpectPromptTokens(row, plan, ev, &in);
   return in;
 }
 
-ColdEvidence ColdEvidenceFromIdentity(const nlohmann::json& identity) {
-  ColdEvidence e;
+Evidence EvidenceFromJson(const nlohmann::json& identity, const nlohmann::json& recount) {
+  Evidence e;
   auto number = [](const nlohmann::json& obj, const char* key) -> std::optional<int64_t> {
     if (obj.is_object() && obj.contains(key) && obj[key].is_number_integer()) {
       return obj[key].get<int64_t>();
@@ -88,6 +130,7 @@ ColdEvidence ColdEvidenceFromIdentity(const nlohmann::json& identity) {
   };
   if (identity.contains("template_prefix")) {
     e.template_prefix_tokens = number(identity["template_prefix"], "tokens");
+    e.template_overhead_tokens = number(identity["template_prefix"], "overhead_tokens");
   }
   if (identity.contains("cold_prefix")) {
     e.server_cached_tokens_total = number(identity["cold_prefix"], "server_cached_tokens_total");
@@ -95,6 +138,9 @@ ColdEvidence ColdEvidenceFromIdentity(const nlohmann::json& identity) {
   if (identity.contains("flush") && identity["flush"].is_object()) {
     e.cold_hint = identity["flush"].value("cold_hint", "");
   }
+  e.max_tokens_per_chunk = number(identity, "max_tokens_per_chunk").value_or(1);
+  e.served_model_name = identity.value("served_model_name", "");
+  if (recount.is_object()) e.recount = recount;
   return e;
 }
 

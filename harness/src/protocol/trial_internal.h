@@ -35,19 +35,25 @@ ColdPrefix EstimateColdPrefix(const TrialPlan& plan, const std::vector<RequestRe
                               std::optional<int64_t> template_prefix);
 nlohmann::json ColdPrefixToJson(const ColdPrefix& c);
 
+// What the verdict needs besides the plan and the raw records, as the trial directory records it
+// (identity.json, recount.json), so that `capq validate` decides with the same inputs.
+struct Evidence {
+  std::optional<int64_t> template_prefix_tokens;    // the cold allowance, measured on the server
+  std::optional<int64_t> template_overhead_tokens;  // rendered prompt - message tokens
+  std::optional<int64_t> server_cached_tokens_total;
+  std::string cold_hint;
+  int64_t max_tokens_per_chunk = 1;
+  std::string served_model_name;  // as sent in every request
+  // recount.json: {"method", "unavailable", "counts": {id: tokens}}.
+  nlohmann::json recount = nlohmann::json::object();
+};
+// identity.json (required) and recount.json (may be null: not re-counted).
+Evidence EvidenceFromJson(const nlohmann::json& identity, const nlohmann::json& recount);
+
 // Validator input for a decoded trial.
 ValidationInput MakeValidationInput(const Row& row, const TrialPlan& plan,
                                     std::vector<RequestResult> warmup,
                                     std::vector<RequestResult> measured, const ColdPrefix& cold,
-                                    std::optional<int64_t> server_cached_tokens_total,
-                                    std::string cold_hint);
-
-// What identity.json recorded about coldness, for re-deriving the verdict from evidence alone.
-struct ColdEvidence {
-  std::optional<int64_t> template_prefix_tokens;
-  std::optional<int64_t> server_cached_tokens_total;
-  std::string cold_hint;
-};
-ColdEvidence ColdEvidenceFromIdentity(const nlohmann::json& identity);
+                                    const Evidence& evidence);
 
 }  // namespace capq::internal

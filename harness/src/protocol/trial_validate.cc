@@ -96,14 +96,17 @@ Result<ValidateReport> ValidateTrialDir(const std::string& dir) {
     (r.phase == Phase::kWarmup ? warm : meas).push_back(std::move(r));
   }
 
-  internal::ColdEvidence evidence;
-  if (Result<nlohmann::json> ij = ReadJson(dir + "/identity.json"); ij.ok()) {
-    evidence = internal::ColdEvidenceFromIdentity(*ij);
+  nlohmann::json identity = nlohmann::json::object(), recount;
+  if (Result<nlohmann::json> ij = ReadJson(dir + "/identity.json"); ij.ok()) identity = *ij;
+  if (fs::exists(dir + "/recount.json", ec)) {
+    Result<nlohmann::json> rj = ReadJson(dir + "/recount.json");
+    if (!rj.ok()) return rj.status();
+    recount = *rj;
   }
+  internal::Evidence evidence = internal::EvidenceFromJson(identity, recount);
   internal::ColdPrefix cold =
       internal::EstimateColdPrefix(*plan, warm, meas, evidence.template_prefix_tokens);
-  ValidationInput vin = internal::MakeValidationInput(
-      *row, *plan, warm, meas, cold, evidence.server_cached_tokens_total, evidence.cold_hint);
+  ValidationInput vin = internal::MakeValidationInput(*row, *plan, warm, meas, cold, evidence);
   CorrectnessReport correctness = Validate(vin);
   TrialMetrics metrics =
       ComputeMetrics(meas, plan->concurrency, row->identity.time_scale, row->percentile_method);

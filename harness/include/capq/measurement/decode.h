@@ -50,6 +50,9 @@ struct RequestResult {
   std::string
       output_sha256;  // lowercase hex of the concatenated text (reasoning and content, in order)
   std::string output_text;  // that text (for reading the streams; may be large)
+  // Every distinct "model" the chunks named, in order of first appearance ("" for a chunk that
+  // named none).
+  std::vector<std::string> models;
   std::vector<std::string>
       errors;                    // malformed JSON frames, error frames, missing usage... in words
   MonoNs scheduling_lag_ns = 0;  // actual - intended send

@@ -19,7 +19,8 @@ namespace capq {
 inline constexpr const char* kGateNames[] = {
     "expected_record_count",   "status_200",      "no_cancellations", "zero_errors",
     "exact_completion_tokens", "finish_reason",   "nonempty_deltas",  "unique_prompts",
-    "unique_outputs",          "warmup_disjoint", "verify_cold"};
+    "unique_outputs",          "warmup_disjoint", "verify_cold",      "text_recount",
+    "prompt_tokens",           "model_name"};
 
 struct GateResult {
   std::string name;
@@ -68,6 +69,25 @@ struct ValidationInput {
   // Completion tokens each measured request asked for, by id; when absent for an id the row's
   // workload.output_tokens is the expectation.
   std::map<std::string, int64_t> expected_completion_tokens;
+
+  // text_recount: the server's tokenizer's count of each measured stream's text, by id (absent:
+  // not re-counted), how it was counted, or why it could not be ("" when it could).
+  std::map<std::string, int64_t> recounted_tokens;
+  std::string recount_method;
+  std::string recount_unavailable;
+  // The most tokens one chunk may carry: 1, or 1 + the draft tokens a speculative step accepts.
+  int64_t max_tokens_per_chunk = 1;
+
+  // prompt_tokens: what usage.prompt_tokens must be, by id (planned message tokens + the template
+  // overhead measured on the server), and the tolerance in tokens; empty with
+  // `prompt_expectation_unavailable` saying why when the overhead could not be measured.
+  std::map<std::string, int64_t> expected_prompt_tokens;
+  int64_t prompt_tokens_tolerance = 4;
+  std::string prompt_expectation_note;  // how the expectation was made, in words
+  std::string prompt_expectation_unavailable;
+
+  // model_name: the name every chunk must carry (the row's served_model_name as sent).
+  std::string served_model_name;
 };
 
 CorrectnessReport Validate(const ValidationInput& in);
