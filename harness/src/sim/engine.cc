@@ -102,6 +102,7 @@ struct Engine::Impl {
     ev.request_id = r.id;
     ev.t = now;
     ev.cached_tokens = r.cached;
+    ev.slot = r.slot;
     pending.push_back(ev);
   }
 

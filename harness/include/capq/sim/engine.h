@@ -90,6 +90,7 @@ struct EngineEvent {
   int64_t tokens = 0;         // kTokens: tokens emitted in this step for this request
   int64_t total_tokens = 0;   // kTokens/kFinished: output tokens so far
   int64_t cached_tokens = 0;  // kAdmitted
+  int slot = -1;              // kAdmitted under cache_model slots: the slot that runs it
   // kFinished/kRejected: "length", "stop", "too_long", "invalid" (static strings).
   const char* finish_reason = nullptr;
 };
