@@ -80,6 +80,12 @@ struct Engine::Impl {
   // asked anything: AdvanceTo can hand out a step's events first. Every public call settles first,
   // in the order the work would have run, so nothing observable changes.
   void Settle() {
+    if (slots) {
+      // llama.cpp releases the slots of one batch in slot order (update_slots walks them by id),
+      // which decides the least recently used slot afterwards.
+      std::stable_sort(retiring.begin(), retiring.end(),
+                       [](const auto& a, const auto& b) { return a->slot < b->slot; });
+    }
     for (auto& r : retiring) {
       Release(*r);
       if (!r->cancelled && profile.prefix_cache && !slots) {
