@@ -86,7 +86,10 @@ std::string RenderChatTemplate(std::string_view message_text, const ChatTemplate
   }
   out.append(message_text);
   for (int i = t.prefix_tokens; i < t.tokens; ++i) {
-    out += i == t.prefix_tokens ? '\n' : ' ';
+    // The message text already ends a line (every message does); only words need a separator.
+    if (i > t.prefix_tokens || (!out.empty() && !IsSpace(out.back()))) {
+      out += i == t.prefix_tokens ? '\n' : ' ';
+    }
     out += TemplateWord(i);
   }
   if (t.tokens > t.prefix_tokens) out += '\n';
