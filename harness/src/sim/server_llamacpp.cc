@@ -5,7 +5,10 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
+#include <optional>
 
 #include "server_impl.h"
 
