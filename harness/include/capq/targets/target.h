@@ -44,7 +44,7 @@ struct ServerFacts {
   std::vector<std::string> served_models;  // /v1/models data[].id
   std::string model_path;                  // as the server reports it ("" if it does not)
   std::string version;
-  // Simulator only ("capq_sim" in /server_info; every dialect also serves GET /capq/sim).
+  // Simulator only ("capq_sim" in /server_info).
   std::optional<std::string> sim_identity_digest;  // "sha256:<hex>"
   std::optional<double> sim_time_scale;
   std::string sim_profile;
