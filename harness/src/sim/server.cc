@@ -1095,17 +1095,9 @@ void SimServer::Impl::HandleMetrics(evhttp_request* req) {
   Reply(req, 200, out, spec->metrics_content_type);
 }
 
-void SimServer::Impl::HandleChat(evhttp_request* req) {
-  const int64_t index = next_index++;
-  requests_received.fetch_add(1);
-  json body;
-  if (!ParseBody(req, &body)) return;
-  // Validation, in the order a reader of the error would want to fix things.
-  std::string text, error;
-  if (!MessagesText(body.value("messages", json()), &text, &error)) {
-    ReplyError(req, 400, error);
-    return;
-  }
+// The sampling and streaming fields of a chat request, validated; answers the error and returns
+// false when one is wrong. max_tokens < 0 means "until the context is full" (llama.cpp's -1).
+bool SimServer::Impl::ParseChatOptions(evhttp_request* req, const json& body, ChatOptions* o) {
   auto bad_type = [&](const char* key, bool ok) {
     if (body.contains(key) && !body[key].is_null() && !ok) {
       ReplyError(req, 400, std::string("'") + key + "' has the wrong type");
@@ -1122,23 +1114,24 @@ void SimServer::Impl::HandleChat(evhttp_request* req) {
                body.value("max_completion_tokens", json()).is_number_integer()) ||
       bad_type("stream_options", body.value("stream_options", json()).is_object()) ||
       bad_type("n", body.value("n", json()).is_number_integer())) {
-    return;
+    return false;
   }
   auto opt = [&](const char* key) -> const json* {
     auto it = body.find(key);
     return it == body.end() || it->is_null() ? nullptr : &*it;
   };
   const bool streaming = opt("stream") && opt("stream")->get<bool>();
-  const bool ignore_eos = opt("ignore_eos") && opt("ignore_eos")->get<bool>();
-  const double temperature = opt("temperature") ? opt("temperature")->get<double>() : 1.0;
-  const int64_t seed = opt("seed") ? opt("seed")->get<int64_t>() : 0;
-  if (temperature < 0 || temperature > 2) {
+  o->streaming = streaming;
+  o->ignore_eos = opt("ignore_eos") && opt("ignore_eos")->get<bool>();
+  o->temperature = opt("temperature") ? opt("temperature")->get<double>() : 1.0;
+  o->seed = opt("seed") ? opt("seed")->get<int64_t>() : 0;
+  if (o->temperature < 0 || o->temperature > 2) {
     ReplyError(req, 400, "'temperature' must be in [0, 2]");
-    return;
+    return false;
   }
   if (opt("n") && opt("n")->get<int64_t>() != 1) {
     ReplyError(req, 400, "only n = 1 is supported");
-    return;
+    return false;
   }
   const char* max_key = opt("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   const bool llamacpp = spec->dialect == Dialect::kLlamacpp;
@@ -1151,29 +1144,98 @@ void SimServer::Impl::HandleChat(evhttp_request* req) {
                std::string("Field '") + max_key +
                    "': Value must be between -1 <= value <= 2147483647, but got " +
                    std::to_string(max_tokens));
-    return;
+    return false;
   }
   if (!llamacpp && max_tokens < 1) {
     ReplyError(req, 400, "'max_tokens' must be at least 1");
-    return;
+    return false;
   }
   // llama.cpp still samples one token for n_predict 0 (recordings 54 and 56).
   if (llamacpp && max_tokens == 0) max_tokens = 1;
-  bool include_usage = false;
+  o->max_tokens = max_tokens;
+  bool& include_usage = o->include_usage;
   if (const json* so = opt("stream_options")) {
     if (!streaming) {
       ReplyError(req, 400, "'stream_options' is only allowed with 'stream': true");
-      return;
+      return false;
     }
     include_usage = spec->usage_default_with_stream_options;
     if (so->contains("include_usage")) {
       if (!(*so)["include_usage"].is_boolean()) {
         ReplyError(req, 400, "'stream_options.include_usage' must be a boolean");
-        return;
+        return false;
       }
       include_usage = (*so)["include_usage"].get<bool>();
     }
   }
+  return true;
+}
+
+// Whether a prompt of `prompt_tokens` with `*max_tokens` of output fits the context (and, with a
+// shared pool, the pool); llama.cpp caps *max_tokens to what is left instead of refusing.
+// Answers the error and returns false when it does not fit.
+bool SimServer::Impl::FitContext(evhttp_request* req, int64_t prompt_tokens, int64_t* max_tokens) {
+  if (spec->dialect == Dialect::kLlamacpp && prompt_tokens >= profile.context_length) {
+    // A plain 400 even for a stream (ts/server-context.cpp:3208-3216, :4243-4246; recording 51).
+    ReplyJsonError(
+        req, 400,
+        {{"code", 400},
+         {"message", "request (" + std::to_string(prompt_tokens) +
+                         " tokens) exceeds the available context size (" +
+                         std::to_string(profile.context_length) + " tokens), try increasing it"},
+         {"type", "exceed_context_size_error"},
+         {"n_prompt_tokens", prompt_tokens},
+         {"n_ctx", profile.context_length}});
+    return false;
+  }
+  if (*max_tokens < 0) *max_tokens = profile.context_length - prompt_tokens;
+  if (prompt_tokens >= profile.context_length) {
+    ReplyError(req, 400,
+               "The input (" + std::to_string(prompt_tokens) +
+                   " tokens) is longer than the model's context length (" +
+                   std::to_string(profile.context_length) + " tokens).");
+    return false;
+  }
+  if (prompt_tokens + *max_tokens > profile.context_length) {
+    if (spec->cap_max_tokens_to_context) {
+      *max_tokens = profile.context_length - prompt_tokens;
+    } else {
+      ReplyError(req, 400,
+                 "Requested token count exceeds the model's maximum context length of " +
+                     std::to_string(profile.context_length) + " tokens. You requested a total of " +
+                     std::to_string(prompt_tokens + *max_tokens) +
+                     " tokens: " + std::to_string(prompt_tokens) +
+                     " tokens from the input messages and " + std::to_string(*max_tokens) +
+                     " tokens for the completion. Please reduce the number of tokens in the input "
+                     "messages or the completion to fit within the limit.");
+      return false;
+    }
+  }
+  const int64_t page = std::max(1, profile.page_size);
+  const int64_t need_tokens = (prompt_tokens + *max_tokens + page - 1) / page * page;
+  if (profile.cache_model == CacheModel::kRadix && need_tokens > profile.max_total_tokens) {
+    ReplyError(req, 400,
+               "The request needs " + std::to_string(need_tokens) +
+                   " tokens (prompt + max_tokens, in whole pages) but the token pool holds " +
+                   std::to_string(profile.max_total_tokens) + ".");
+    return false;
+  }
+  return true;
+}
+
+void SimServer::Impl::HandleChat(evhttp_request* req) {
+  const int64_t index = next_index++;
+  requests_received.fetch_add(1);
+  json body;
+  if (!ParseBody(req, &body)) return;
+  // Validation, in the order a reader of the error would want to fix things.
+  std::string text, error;
+  if (!MessagesText(body.value("messages", json()), &text, &error)) {
+    ReplyError(req, 400, error);
+    return;
+  }
+  ChatOptions o;
+  if (!ParseChatOptions(req, body, &o)) return;
 
   RequestFaults f = faults.ForRequest(index, text);
   if (f.http_status) {
@@ -1185,51 +1247,8 @@ void SimServer::Impl::HandleChat(evhttp_request* req) {
 
   std::vector<uint32_t> ids = ApplyChatTemplate(text, tmpl);
   const int64_t prompt_tokens = static_cast<int64_t>(ids.size());
-  if (llamacpp && prompt_tokens >= profile.context_length) {
-    // A plain 400 even for a stream (ts/server-context.cpp:3208-3216, :4243-4246; recording 51).
-    ReplyJsonError(
-        req, 400,
-        {{"code", 400},
-         {"message", "request (" + std::to_string(prompt_tokens) +
-                         " tokens) exceeds the available context size (" +
-                         std::to_string(profile.context_length) + " tokens), try increasing it"},
-         {"type", "exceed_context_size_error"},
-         {"n_prompt_tokens", prompt_tokens},
-         {"n_ctx", profile.context_length}});
-    return;
-  }
-  if (max_tokens < 0) max_tokens = profile.context_length - prompt_tokens;
-  if (prompt_tokens >= profile.context_length) {
-    ReplyError(req, 400,
-               "The input (" + std::to_string(prompt_tokens) +
-                   " tokens) is longer than the model's context length (" +
-                   std::to_string(profile.context_length) + " tokens).");
-    return;
-  }
-  if (prompt_tokens + max_tokens > profile.context_length) {
-    if (spec->cap_max_tokens_to_context) {
-      max_tokens = profile.context_length - prompt_tokens;
-    } else {
-      ReplyError(req, 400,
-                 "Requested token count exceeds the model's maximum context length of " +
-                     std::to_string(profile.context_length) + " tokens. You requested a total of " +
-                     std::to_string(prompt_tokens + max_tokens) +
-                     " tokens: " + std::to_string(prompt_tokens) +
-                     " tokens from the input messages and " + std::to_string(max_tokens) +
-                     " tokens for the completion. Please reduce the number of tokens in the input "
-                     "messages or the completion to fit within the limit.");
-      return;
-    }
-  }
-  const int64_t page = std::max(1, profile.page_size);
-  const int64_t need_tokens = (prompt_tokens + max_tokens + page - 1) / page * page;
-  if (profile.cache_model == CacheModel::kRadix && need_tokens > profile.max_total_tokens) {
-    ReplyError(req, 400,
-               "The request needs " + std::to_string(need_tokens) +
-                   " tokens (prompt + max_tokens, in whole pages) but the token pool holds " +
-                   std::to_string(profile.max_total_tokens) + ".");
-    return;
-  }
+  int64_t max_tokens = o.max_tokens;
+  if (!FitContext(req, prompt_tokens, &max_tokens)) return;
 
   auto s = std::make_unique<Stream>();
   s->impl = this;
@@ -1242,19 +1261,19 @@ void SimServer::Impl::HandleChat(evhttp_request* req) {
                 static_cast<unsigned long long>(Mix64(static_cast<uint64_t>(start_unix_ns), 0)),
                 static_cast<unsigned long long>(index));
   s->id = idbuf;
-  s->streaming = streaming;
-  s->include_usage = include_usage;
+  s->streaming = o.streaming;
+  s->include_usage = o.include_usage;
   s->prompt_tokens = prompt_tokens;
   s->max_tokens = max_tokens;
-  s->ignore_eos = ignore_eos;
-  s->temperature = temperature;
+  s->ignore_eos = o.ignore_eos;
+  s->temperature = o.temperature;
   s->faults = f;
   const uint64_t prompt_hash = PromptHash(ids);
   // Temperature 0 is greedy: the seed cannot change the text.
-  s->out_seed = temperature > 0 ? static_cast<uint64_t>(seed) : 0;
+  s->out_seed = o.temperature > 0 ? static_cast<uint64_t>(o.seed) : 0;
   s->out_hash = f.duplicate_of ? PromptHash(ApplyChatTemplate(*f.duplicate_of, tmpl)) : prompt_hash;
   int64_t eos_at = -1;
-  if (!ignore_eos && profile.eos_min_tokens < max_tokens) {
+  if (!o.ignore_eos && profile.eos_min_tokens < max_tokens) {
     const uint64_t span = static_cast<uint64_t>(max_tokens - profile.eos_min_tokens + 1);
     const int64_t at = profile.eos_min_tokens +
                        static_cast<int64_t>(Mix64(Mix64(prompt_hash, s->out_seed), 0xe05) % span);

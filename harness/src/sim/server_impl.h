@@ -222,6 +222,16 @@ struct SimServer::Impl {
   // HTTP handlers.
   void Handle(evhttp_request* req);
   void HandleChat(evhttp_request* req);
+  struct ChatOptions {
+    bool streaming = false;
+    bool ignore_eos = false;
+    bool include_usage = false;
+    double temperature = 1.0;
+    int64_t seed = 0;
+    int64_t max_tokens = 0;
+  };
+  bool ParseChatOptions(evhttp_request* req, const json& body, ChatOptions* o);
+  bool FitContext(evhttp_request* req, int64_t prompt_tokens, int64_t* max_tokens);
   void HandleHealth(evhttp_request* req);
   void HandleModels(evhttp_request* req);
   void HandleServerInfo(evhttp_request* req);
