@@ -236,12 +236,21 @@ SimServer::Impl::~Impl() {
 void SimServer::Impl::Pump(VirtNs now) {
   if (now < last_v) now = last_v;
   last_v = now;
-  events.clear();
-  engine->AdvanceTo(now, &events);
-  for (const EngineEvent& e : events) Dispatch(e);
-  FlushStaged();
-  for (Stream* s : finished) EndReply(s);
-  finished.clear();
+  for (int pass = 0; pass < 2; ++pass) {
+    events.clear();
+    if (pass == 1) {
+      // llama.cpp sends a request's headers when its slot starts it, so the admissions of the step
+      // that starts where the last one ended go out now, after that step's chunks, not with the
+      // next step's tokens. (Planning that step is otherwise deferred until the engine is asked.)
+      if (!spec->llamacpp_stream) break;
+      (void)engine->NextEventTime();
+    }
+    engine->AdvanceTo(now, &events);
+    for (const EngineEvent& e : events) Dispatch(e);
+    FlushStaged();
+    for (Stream* s : finished) EndReply(s);
+    finished.clear();
+  }
   if (erase_pending && !Busy()) {
     erase_pending = false;
     DoFlush();
