@@ -34,7 +34,9 @@ struct RawResponse {
   std::string body;                 // de-chunked
   std::vector<std::string> chunks;  // chunked: every HTTP chunk's payload, the last empty one out
   bool complete = false;            // the framing ended (Content-Length met or the 0 chunk)
-  // Client side, ms from the request's send (RawExchange only).
+  // Client side, ms from the request's send (RawExchange only); sent_at_ms is the send on the
+  // steady clock, so exchanges made in parallel can be put on one time line.
+  double sent_at_ms = 0;
   double t_headers_ms = -1;
   std::vector<double> chunk_t_ms;
   double t_end_ms = -1;
@@ -145,9 +147,11 @@ inline RawResponse RawExchange(int port, const std::string& request, int timeout
     while (chunk_t.size() < parsed.chunks.size()) chunk_t.push_back(now);
     if (parsed.complete) break;
   }
-  r.t_end_ms = ms();
+  const double t_end = ms();
   close(fd);
   ParseResponse(bytes, &r);
+  r.sent_at_ms = std::chrono::duration<double, std::milli>(t0.time_since_epoch()).count();
+  r.t_end_ms = t_end;
   r.t_headers_ms = t_headers;
   r.chunk_t_ms = std::move(chunk_t);
   return r;
