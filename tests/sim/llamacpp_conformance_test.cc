@@ -189,7 +189,8 @@ json UsageOf(const RawResponse& r) {
 class LlamacppConformanceTest : public ::testing::Test {
  protected:
   // `edits`: profile keys set to other values (the variant servers of the recordings).
-  void Start(const std::vector<std::pair<std::string, std::string>>& edits = {}) {
+  void Start(const std::vector<std::pair<std::string, std::string>>& edits = {},
+             const std::string& faults_path = "") {
     std::string yaml =
         ReadFile(std::string(CAPQ_SOURCE_DIR) + "/rows/sim/profiles/llamacpp_tiny.yaml");
     ASSERT_FALSE(yaml.empty());
@@ -199,7 +200,7 @@ class LlamacppConformanceTest : public ::testing::Test {
       const size_t e = yaml.find('\n', p + 1);
       yaml.replace(p + 1, e - p - 1, key + ": " + value);
     }
-    server_ = StartServer(yaml, kScale, Dialect::kLlamacpp);
+    server_ = StartServer(yaml, kScale, Dialect::kLlamacpp, faults_path);
     ASSERT_NE(server_, nullptr);
     port_ = server_->port();
   }
@@ -416,6 +417,12 @@ TEST_F(LlamacppConformanceTest, WithoutSlotActionsEverySlotActionIs501) {
   Check("94-nss-erase-slot0");
   Check("95-nss-save-slot0");
   Check("96-nss-slots");
+}
+
+// 01: /health while the model loads (the sim's health_503_for_s fault stands in for loading).
+TEST_F(LlamacppConformanceTest, HealthWhileLoadingIs503WithConnectionClose) {
+  Start({}, DataPath("faults/health_503.yaml"));
+  Check("01-health-loading");
 }
 
 // The comparison itself catches the drifts it exists for.
