@@ -562,8 +562,14 @@ void SimServer::Impl::OnTokens(Stream* s, const EngineEvent& e) {
     ++ttft_count;
   }
   if (s->stalled || !s->req) return;
+  // llama.cpp counts a sampled EOS as a completion token but writes no text for it, so a natural
+  // stop has one content delta fewer than completion_tokens (conformance 60, 61).
+  const bool eos_here = s->eos_is_token && s->eos_at > first && s->eos_at <= first + n;
+  const int64_t words = eos_here ? n - 1 : n;
   if (!s->streaming) {
-    if (!s->faults.empty_deltas) AppendOutputWords(s->out_hash, s->out_seed, first, n, &s->content);
+    if (!s->faults.empty_deltas) {
+      AppendOutputWords(s->out_hash, s->out_seed, first, words, &s->content);
+    }
     return;
   }
   if (!s->headers_sent) StartReply(s);
@@ -573,12 +579,13 @@ void SimServer::Impl::OnTokens(Stream* s, const EngineEvent& e) {
     BeginFrame().append(s->head).append(role_choice).append(s->tail).append(chunk_close);
     // llama.cpp writes the role chunk with the first content delta (ts/server-task.cpp:1160-1166).
     // A fault with after_tokens 0 acts right after the role chunk, before any content.
-    role_pending = spec->llamacpp_stream && !FaultDue(s->faults, first);
+    role_pending = spec->llamacpp_stream && words > 0 && !FaultDue(s->faults, first);
     if (!role_pending && !SendAndApplyFaults(s, first, e.t)) return;
   }
+  if (words == 0) return;
   std::string& f = role_pending ? NextFrame() : BeginFrame();
   f.append(s->head).append(content_open);
-  if (!s->faults.empty_deltas) AppendOutputWords(s->out_hash, s->out_seed, first, n, &f);
+  if (!s->faults.empty_deltas) AppendOutputWords(s->out_hash, s->out_seed, first, words, &f);
   f.append(content_close).append(s->tail).append(chunk_close);
   SendAndApplyFaults(s, s->emitted, e.t);
 }
@@ -1297,6 +1304,8 @@ void SimServer::Impl::HandleChat(evhttp_request* req) {
   s->pending.prompt_tokens = std::move(ids);
   s->pending.max_new_tokens = max_tokens;
   s->pending.eos_at_tokens = eos_at;
+  s->eos_at = eos_at;
+  s->eos_is_token = spec->llamacpp_stream;
   SetChunkHeadAndTail(s.get());
 
   Stream* sp = s.get();

@@ -62,8 +62,10 @@ struct Stream {
   int64_t max_tokens = 0;
   bool ignore_eos = false;
   double temperature = 1.0;
-  int slot = -1;          // cache_model slots: the engine slot running it
-  uint64_t out_hash = 0;  // output text key: prompt hash (or the duplicated prompt's)
+  int64_t eos_at = -1;        // the output length at which it stops with "stop" (-1: never)
+  bool eos_is_token = false;  // llama.cpp: that last token is the EOS and has no text
+  int slot = -1;              // cache_model slots: the engine slot running it
+  uint64_t out_hash = 0;      // output text key: prompt hash (or the duplicated prompt's)
   uint64_t out_seed = 0;
   RequestFaults faults;
   EngineRequest pending;  // the engine request, until submitted
