@@ -425,6 +425,24 @@ TEST_F(LlamacppConformanceTest, HealthWhileLoadingIs503WithConnectionClose) {
   Check("01-health-loading");
 }
 
+// 60, 61: a natural stop. llama.cpp counts the EOS in completion_tokens but writes no text for
+// it; an EOS sampled first leaves the role chunk alone. The sim cannot honour logit_bias, so the
+// stop comes from early_stop faults at the recorded lengths (24 and 1 tokens), and the seeded
+// natural stop is moved out of the way. Q1 (32) runs first so a slot holds the prompt, as it did
+// on the recorded server (cached 50).
+TEST_F(LlamacppConformanceTest, NaturalStopCountsTheEosWithoutText) {
+  const std::string faults =
+      WriteTemp("eos_faults.yaml",
+                "faults:\n"
+                "  - kind: early_stop\n    after_tokens: 24\n    requests: [1]\n"
+                "  - kind: early_stop\n    after_tokens: 1\n    requests: [2]\n");
+  Start({{"eos_min_tokens", "64"}}, faults);
+  const Recorded q1 = Load("32-cache-b1-Q1");  // on a fresh server: cached 0, not the recorded 4
+  EXPECT_EQ(Send("POST", q1.target, Adapt(q1, 10)).status, 200);
+  Check("60-natural-stop-eos-logit_bias-stream");
+  Check("61-immediate-eos-logit_bias-stream");
+}
+
 // The comparison itself catches the drifts it exists for.
 TEST(ConformanceUtilTest, ShapeDiffAndChunkPatternCatchDrift) {
   const json want = json::parse(R"({"a":1,"b":{"c":"x","d":[1]},"object":"chunk"})");
