@@ -2,6 +2,8 @@
 // terms: a 4-token template prefix shared by every chat prompt, 6 suffix tokens, 8 slots.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "capq/sim/engine.h"
 
 namespace capq::sim {
@@ -165,6 +167,36 @@ TEST(EngineSlotsTest, SlotsRejectOnlyWhatTheirOwnContextCannotHold) {
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].kind, Kind::kAdmitted);
   EXPECT_EQ(events[1].kind, Kind::kRejected);
+}
+
+TEST(EngineSlotsTest, ErasingEverySlotStartsANewJitterEpoch) {
+  EngineProfile p = SlotsProfile(true);
+  p.epoch_jitter = 0.3;
+  SlotsDriver d(p);
+  VirtNs now = 0;
+  auto step_of = [&](uint32_t word) {
+    Engine& e = d.engine();
+    EngineRequest r;
+    r.id = 1000 + word;
+    r.prompt_tokens = Chat(word, 100);
+    r.max_new_tokens = 1;
+    e.Submit(std::move(r), now);
+    const VirtNs end = *e.NextEventTime();
+    const VirtNs duration = end - now;
+    std::vector<EngineEvent> events;
+    e.AdvanceTo(end, &events);
+    now = end;
+    return duration;
+  };
+  std::set<VirtNs> durations;
+  for (uint32_t i = 0; i < 6; ++i) {
+    durations.insert(step_of(9000 + i));
+    d.EraseAll();
+  }
+  std::set<VirtNs> unflushed;
+  for (uint32_t i = 0; i < 6; ++i) unflushed.insert(step_of(9100 + i));
+  EXPECT_GT(durations.size(), 1u) << "one jitter factor for every epoch";
+  EXPECT_EQ(unflushed.size(), 1u) << "one epoch without erases";
 }
 
 }  // namespace

@@ -498,7 +498,14 @@ std::optional<int64_t> Engine::EraseSlot(int id) {
   Impl& s = *impl_;
   s.Settle();
   if (!s.slots || id < 0 || id >= s.profile.max_running_requests) return std::nullopt;
-  return s.slots->Erase(id);
+  const std::optional<int64_t> n = s.slots->Erase(id);
+  // Erasing every slot is llama.cpp's cache flush: the erase that empties the last one starts a
+  // new epoch, as FlushCache does.
+  if (n && *n > 0 && s.slots->slot_tokens() == 0) {
+    ++s.epoch;
+    s.epoch_factor_set = false;
+  }
+  return n;
 }
 
 std::vector<SlotState> Engine::Slots() const {

@@ -148,7 +148,8 @@ class Engine {
   bool Idle() const;  // nothing waiting, nothing running
   bool FlushCache();  // false (and no change) unless Idle()
   // cache_model slots: empties slot `id` and returns how many tokens it held; nullopt while the
-  // slot runs a task, for a bad id, or under cache_model radix.
+  // slot runs a task, for a bad id, or under cache_model radix. The erase that leaves every slot
+  // empty starts a new jitter epoch, like FlushCache.
   std::optional<int64_t> EraseSlot(int id);
   std::vector<SlotState> Slots() const;  // empty under cache_model radix
   EngineStats stats() const;
