@@ -2,6 +2,7 @@
 // terms: a 4-token template prefix shared by every chat prompt, 6 suffix tokens, 8 slots.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "capq/sim/engine.h"
@@ -197,6 +198,39 @@ TEST(EngineSlotsTest, ErasingEverySlotStartsANewJitterEpoch) {
   for (uint32_t i = 0; i < 6; ++i) unflushed.insert(step_of(9100 + i));
   EXPECT_GT(durations.size(), 1u) << "one jitter factor for every epoch";
   EXPECT_EQ(unflushed.size(), 1u) << "one epoch without erases";
+}
+
+TEST(EngineSlotsTest, IdleStartDelayBatchesNearSimultaneousArrivals) {
+  EngineProfile p = SlotsProfile(true);
+  p.idle_start_delay_s = 0.004;
+  Engine e(p);
+  constexpr VirtNs kMs = 1'000'000;
+  auto submit = [&](uint64_t id, VirtNs at) {
+    EngineRequest r;
+    r.id = id;
+    r.prompt_tokens = Chat(static_cast<uint32_t>(id), 293);
+    r.max_new_tokens = 4;
+    e.Submit(std::move(r), at);
+  };
+  std::vector<EngineEvent> events;
+  submit(1, 0);
+  EXPECT_EQ(e.NextEventTime(), 4 * kMs) << "the first step waits for the delay";
+  e.AdvanceTo(1 * kMs, &events);
+  submit(2, 1 * kMs);
+  EXPECT_TRUE(events.empty());
+  while (auto next = e.NextEventTime()) e.AdvanceTo(*next, &events);
+  std::map<uint64_t, VirtNs> admitted, first;
+  for (const auto& ev : events) {
+    if (ev.kind == Kind::kAdmitted) admitted[ev.request_id] = ev.t;
+    if (ev.kind == Kind::kTokens && !first.count(ev.request_id)) first[ev.request_id] = ev.t;
+  }
+  EXPECT_EQ(admitted[1], 4 * kMs);
+  EXPECT_EQ(admitted[2], 4 * kMs);
+  EXPECT_EQ(first[1], first[2]) << "one prefill batch for both";
+  // Each time the engine goes idle, the next arrival waits the delay again.
+  const VirtNs idle_at = events.back().t;
+  submit(3, idle_at + kMs);
+  EXPECT_EQ(e.NextEventTime(), idle_at + 5 * kMs);
 }
 
 }  // namespace

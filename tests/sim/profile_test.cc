@@ -227,7 +227,7 @@ TEST(ProfileTest, DigestChangesWhenAnyFieldChanges) {
 TEST(ProfileTest, LlamacppKeysParseAndEnterTheDigestOnlyWhenSet) {
   auto p = ParseProfile(
       "name: t\ncache_model: slots\nslot_prompt_similarity: 0.5\nhost_prompt_cache: false\n"
-      "slot_actions: false\ntemplate_bos: true\n",
+      "slot_actions: false\ntemplate_bos: true\nidle_start_delay_s: 0.004\n",
       "l.yaml");
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(p->cache_model, CacheModel::kSlots);
@@ -237,11 +237,12 @@ TEST(ProfileTest, LlamacppKeysParseAndEnterTheDigestOnlyWhenSet) {
   EXPECT_TRUE(p->template_bos);
   auto j = nlohmann::json::parse(CanonicalProfileJson(*p));
   EXPECT_EQ(j["cache_model"], "slots");
-  EXPECT_EQ(j.size(), 30u);
+  EXPECT_EQ(j.size(), 31u);
+  EXPECT_EQ(j["idle_start_delay_s"], 0.004);
   // Spelled out at their defaults they leave the canonical text, and so every pinned digest, as is.
   auto d = ParseProfile(
       "name: t\ncache_model: radix\nslot_prompt_similarity: 0.1\nhost_prompt_cache: true\n"
-      "slot_actions: true\ntemplate_bos: false\n",
+      "slot_actions: true\ntemplate_bos: false\nidle_start_delay_s: 0\n",
       "d.yaml");
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(CanonicalProfileJson(*d), CanonicalProfileJson(*ParseProfile(kMinimal, "m.yaml")));

@@ -359,6 +359,7 @@ struct Engine::Impl {
   std::vector<EngineEvent> pending;
   std::vector<std::unique_ptr<Req>> retiring;  // rows the last step ended, in running order
   bool start_pending = false;                  // the next step starts at last_step_end
+  std::optional<VirtNs> wake_at;  // idle_start_delay_s: when the first step after idle starts
   VirtNs min_step_ns;
   EngineStats stats;
   uint64_t entropy = 0;  // folds in every submitted prompt
@@ -404,7 +405,13 @@ void Engine::Submit(EngineRequest request, VirtNs now) {
   r->prompt_hash = HashTokens(r->prompt);
   s.entropy = SplitMix64(s.entropy ^ r->prompt_hash);
   s.waiting.push_back(std::move(r));
-  if (!s.step_active) {
+  if (!s.step_active && p.idle_start_delay_s > 0) {
+    // An idle engine wakes a little after the first arrival; arrivals until then join that step.
+    if (!s.wake_at) {
+      s.wake_at = std::max(now + static_cast<VirtNs>(std::llround(p.idle_start_delay_s * 1e9)),
+                           s.last_step_end);
+    }
+  } else if (!s.step_active) {
     // A step never starts before the previous one ended, even if a caller's clock lags.
     s.StartStep(std::max(now, s.last_step_end));
   } else if (s.step_start == now) {
@@ -440,6 +447,7 @@ void Engine::Cancel(uint64_t request_id, VirtNs now) {
 
 std::optional<VirtNs> Engine::NextEventTime() const {
   impl_->Settle();
+  if (impl_->wake_at) return impl_->wake_at;
   if (!impl_->step_active) return std::nullopt;
   return impl_->step_end;
 }
@@ -447,6 +455,11 @@ std::optional<VirtNs> Engine::NextEventTime() const {
 void Engine::AdvanceTo(VirtNs t, std::vector<EngineEvent>* out) {
   Impl& s = *impl_;
   s.Settle();
+  if (s.wake_at && *s.wake_at <= t) {
+    const VirtNs wake = *s.wake_at;
+    s.wake_at.reset();
+    s.StartStep(wake);
+  }
   while (s.step_active && s.step_end <= t) {
     const VirtNs end = s.step_end;
     s.CompleteStep();

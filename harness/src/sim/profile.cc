@@ -98,6 +98,7 @@ const std::vector<std::pair<std::string_view, Setter>>& Fields() {
       {"slot_prompt_similarity", Field(&EngineProfile::slot_prompt_similarity)},
       {"host_prompt_cache", Field(&EngineProfile::host_prompt_cache)},
       {"slot_actions", Field(&EngineProfile::slot_actions)},
+      {"idle_start_delay_s", Field(&EngineProfile::idle_start_delay_s)},
   };
   return *fields;
 }
@@ -147,6 +148,7 @@ Status ValidateProfile(const EngineProfile& p) {
   if (p.template_bos && p.template_prefix_tokens < 1) {
     return bad("template_bos", "needs template_prefix_tokens >= 1 (the BOS is the first one)");
   }
+  if (!(p.idle_start_delay_s >= 0)) return bad("idle_start_delay_s", "must be >= 0");
   if (!(p.slot_prompt_similarity >= 0 && p.slot_prompt_similarity <= 1)) {
     return bad("slot_prompt_similarity", "must be in [0, 1]");
   }
@@ -257,6 +259,7 @@ std::string CanonicalProfileJson(const EngineProfile& p) {
   }
   if (p.host_prompt_cache != d.host_prompt_cache) j["host_prompt_cache"] = p.host_prompt_cache;
   if (p.slot_actions != d.slot_actions) j["slot_actions"] = p.slot_actions;
+  if (p.idle_start_delay_s != d.idle_start_delay_s) j["idle_start_delay_s"] = p.idle_start_delay_s;
   return j.dump();
 }
 

@@ -55,6 +55,8 @@
 //    identically.
 //  - A Submit or Cancel at exactly the start time of the step in progress re-plans that step (no
 //    virtual time has passed), so a burst of arrivals at one instant is admitted together.
+//  - With idle_start_delay_s > 0, an arrival at an idle engine starts the first step that long
+//    later (NextEventTime reports it), and every arrival until then is admitted with it.
 //  - After Cancel no event is emitted for that id. A waiting request leaves the queue at once; a
 //    running one still costs the step in progress and is dropped at its end.
 #pragma once

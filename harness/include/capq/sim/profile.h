@@ -76,6 +76,11 @@ struct EngineProfile {
   double slot_prompt_similarity = 0.10;
   bool host_prompt_cache = true;
   bool slot_actions = true;
+  // An idle engine starts its first step this long after the request that wakes it, and requests
+  // that arrive in between share that step: llama.cpp's time from a request to its slot start
+  // (HTTP parsing, tokenizing, the task queue), which let two prompts sent together share one
+  // prefill batch (conformance 70/71). 0: the step starts at the arrival.
+  double idle_start_delay_s = 0;
 };
 
 // Reads a profile YAML file; every error names the file, line and key. Unknown keys are errors.
