@@ -224,6 +224,36 @@ TEST(ProfileTest, DigestChangesWhenAnyFieldChanges) {
   }
 }
 
+TEST(ProfileTest, LlamacppKeysParseAndEnterTheDigestOnlyWhenSet) {
+  auto p = ParseProfile(
+      "name: t\ncache_model: slots\nslot_prompt_similarity: 0.5\nhost_prompt_cache: false\n"
+      "slot_actions: false\ntemplate_bos: true\nidle_start_delay_s: 0.004\n",
+      "l.yaml");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->cache_model, CacheModel::kSlots);
+  EXPECT_EQ(p->slot_prompt_similarity, 0.5);
+  EXPECT_FALSE(p->host_prompt_cache);
+  EXPECT_FALSE(p->slot_actions);
+  EXPECT_TRUE(p->template_bos);
+  auto j = nlohmann::json::parse(CanonicalProfileJson(*p));
+  EXPECT_EQ(j["cache_model"], "slots");
+  EXPECT_EQ(j.size(), 31u);
+  EXPECT_EQ(j["idle_start_delay_s"], 0.004);
+  // Spelled out at their defaults they leave the canonical text, and so every pinned digest, as is.
+  auto d = ParseProfile(
+      "name: t\ncache_model: radix\nslot_prompt_similarity: 0.1\nhost_prompt_cache: true\n"
+      "slot_actions: true\ntemplate_bos: false\nidle_start_delay_s: 0\n",
+      "d.yaml");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(CanonicalProfileJson(*d), CanonicalProfileJson(*ParseProfile(kMinimal, "m.yaml")));
+  EXPECT_THAT(ParseProfile("name: t\ncache_model: paged\n", "b.yaml").status().message(),
+              HasSubstr("not radix or slots"));
+  EXPECT_THAT(ParseProfile("name: t\ntemplate_prefix_tokens: 0\ntemplate_bos: true\n", "b.yaml")
+                  .status()
+                  .message(),
+              HasSubstr("template_bos"));
+}
+
 TEST(ProfileTest, DigestOfTheDefaultProfileIsPinned) {
   // A change to the canonical form changes the identity of every pinned sim row; this golden value
   // (sha256sum of the canonical text) makes such a change deliberate.

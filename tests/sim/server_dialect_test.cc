@@ -45,7 +45,9 @@ TEST_F(VllmTest, EndpointsHaveVllmNamesAndShapes) {
   EXPECT_EQ(models["data"][0]["owned_by"], "vllm");
   json version = json::parse(Get(url_ + "/version").body);
   EXPECT_TRUE(version["version"].is_string());
-  EXPECT_EQ(version["capq_sim"]["identity_digest"], server_->identity_digest());
+  EXPECT_FALSE(version.contains("capq_sim")) << "vLLM's /version has no such key";
+  EXPECT_EQ(json::parse(Get(url_ + "/capq/sim").body)["identity_digest"],
+            server_->identity_digest());
   json tok = json::parse(Post(url_ + "/tokenize", R"({"prompt":"one two three"})").body);
   EXPECT_EQ(tok["count"], 3);
   EXPECT_EQ(tok["max_model_len"], 4096);
@@ -130,6 +132,47 @@ TEST_F(VllmTest, MetricsHaveVllmNames) {
   EXPECT_EQ(m.find("sglang:"), std::string::npos);
 }
 
+// The template prefix two chats share, measured the way each server offers it: vLLM
+// POST /tokenize {"messages","add_generation_prompt"} -> {"count","max_model_len","tokens"}, SGLang
+// /tokenize and /v1/tokenize with "messages" -> {"tokens","count","max_model_len"}.
+TEST(DialectTest, ChatTokenizeGivesTheTemplatedPromptAndItsSharedPrefix) {
+  for (Dialect d : {Dialect::kVllm, Dialect::kSglang}) {
+    auto server = StartServer(TinyProfileYaml(), 1000.0, d);
+    ASSERT_NE(server, nullptr);
+    auto chat_tokens = [&](const std::string& path, const std::string& text) {
+      const json req = {{"model", "sim-model"},
+                        {"messages", {{{"role", "user"}, {"content", text}}}},
+                        {"add_generation_prompt", true}};
+      return json::parse(Post(server->url() + path, req.dump()).body);
+    };
+    for (const char* path : d == Dialect::kSglang
+                                ? std::vector<const char*>{"/tokenize", "/v1/tokenize"}
+                                : std::vector<const char*>{"/tokenize"}) {
+      const json a = chat_tokens(path, "alpha two three");
+      const json b = chat_tokens(path, "bravo two three");
+      ASSERT_EQ(a["count"], 3 + 10) << DialectName(d) << path;
+      EXPECT_EQ(a["max_model_len"], 4096);
+      EXPECT_EQ(a["tokens"].size(), 13u);
+      size_t lcp = 0;
+      while (lcp < 13 && a["tokens"][lcp] == b["tokens"][lcp]) ++lcp;
+      EXPECT_EQ(lcp, 3u) << "template_prefix_tokens";
+      // The same prompt in a chat request: its usage counts exactly these tokens.
+      Decoded chat = Decode(
+          Post(server->url() + "/v1/chat/completions", ChatBody("alpha two three", 2, true)).body);
+      EXPECT_EQ(chat.usage["prompt_tokens"], a["count"]);
+    }
+    EXPECT_EQ(Post(server->url() + "/tokenize",
+                   R"({"prompt":"x","messages":[{"role":"user","content":"x"}]})")
+                  .status,
+              400);
+    json sim = json::parse(Get(server->url() + "/capq/sim").body);
+    EXPECT_EQ(sim["dialect"], DialectName(d));
+    EXPECT_EQ(sim["identity_digest"], server->identity_digest());
+    EXPECT_EQ(sim["profile"], "tiny");
+    EXPECT_EQ(sim["time_scale"], 1000.0);
+  }
+}
+
 class LlamacppTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -148,7 +191,10 @@ TEST_F(LlamacppTest, EndpointsHaveLlamacppNamesAndShapes) {
   json props = json::parse(Get(url_ + "/props").body);
   EXPECT_EQ(props["total_slots"], 4);
   EXPECT_EQ(props["default_generation_settings"]["n_ctx"], 4096);
-  EXPECT_EQ(props["capq_sim"]["identity_digest"], server_->identity_digest());
+  EXPECT_FALSE(props.contains("capq_sim")) << "llama.cpp's /props has no such key";
+  json sim = json::parse(Get(url_ + "/capq/sim").body);
+  EXPECT_EQ(sim["identity_digest"], server_->identity_digest());
+  EXPECT_EQ(sim["dialect"], "llamacpp");
   json slots = json::parse(Get(url_ + "/slots").body);
   ASSERT_EQ(slots.size(), 4u);
   EXPECT_EQ(slots[3]["id"], 3);
@@ -196,7 +242,9 @@ TEST_F(LlamacppTest, SlotEraseClearsTheCache) {
   EXPECT_EQ(j["id_slot"], 0);
   EXPECT_GT(j["n_erased"].get<int64_t>(), 0);
   EXPECT_EQ(Cached(Decode(Chat(url_, ChatBody(p, 2, true)))), 0);
-  EXPECT_EQ(Post(url_ + "/slots/9?action=erase", "").status, 400);
+  // Slot ids wrap modulo the slot count, as in llama.cpp: 9 is slot 1 of 4.
+  EXPECT_EQ(json::parse(Post(url_ + "/slots/9?action=erase", "").body)["id_slot"], 1);
+  EXPECT_EQ(Post(url_ + "/slots/-1?action=erase", "").status, 400);
   EXPECT_EQ(Post(url_ + "/slots/0?action=save", "").status, 400);
 }
 

@@ -194,6 +194,10 @@ TEST_F(ServerHttpTest, ServerInfoCarriesProfileAndDigest) {
   EXPECT_EQ(info["capq_sim"]["profile"], "tiny");
   EXPECT_EQ(info["capq_sim"]["identity_digest"], ProfileDigest(server_->profile()));
   EXPECT_EQ(info["capq_sim"]["time_scale"], 1000.0);
+  // The same identity in the sim-only endpoint every dialect serves.
+  json sim = json::parse(Get(url_ + "/capq/sim").body);
+  EXPECT_EQ(sim, info["capq_sim"]);
+  EXPECT_EQ(sim["dialect"], "sglang");
   json models = json::parse(Get(url_ + "/v1/models").body);
   EXPECT_EQ(models["data"][0]["id"], "sim-model");
   EXPECT_EQ(models["data"][0]["max_model_len"], 4096);

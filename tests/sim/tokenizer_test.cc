@@ -66,3 +66,29 @@ TEST(TokenizerTest, ThousandPromptsGiveThousandDistinctOutputs) {
 
 }  // namespace
 }  // namespace capq::sim
+
+namespace capq::sim {
+namespace {
+
+TEST(TokenizerTest, RenderedTemplateTokenizesToTheTemplateIds) {
+  for (bool bos : {false, true}) {
+    const ChatTemplate t{10, 4, bos};
+    const std::string messages = "hello world\nsecond turn\n";
+    std::vector<uint32_t> ids;
+    if (bos) ids.push_back(BosTokenId());
+    TokenizeWords(RenderChatTemplate(messages, t), &ids);
+    EXPECT_EQ(ids, ApplyChatTemplate(messages, t)) << "bos " << bos;
+    EXPECT_EQ(ids.size(), 4u + 10u);
+    EXPECT_EQ(RenderChatTemplate(messages, t).find("<s>"), std::string::npos);
+    // Two renders whose first words differ share exactly the template prefix.
+    const auto other = ApplyChatTemplate("goodbye world\n", t);
+    size_t lcp = 0;
+    while (lcp < other.size() && other[lcp] == ids[lcp]) ++lcp;
+    EXPECT_EQ(lcp, 4u);
+  }
+  EXPECT_EQ(ApplyChatTemplate("x", ChatTemplate{10, 4, true})[0], BosTokenId());
+  EXPECT_EQ(ApplyChatTemplate("x", 10, 3), ApplyChatTemplate("x", ChatTemplate{10, 3, false}));
+}
+
+}  // namespace
+}  // namespace capq::sim

@@ -17,6 +17,7 @@ constexpr Route kSglangRoutes[] = {
     {"/model_info", Endpoint::kServerInfo, true, false},
     {"/get_model_info", Endpoint::kServerInfo, true, false},
     {"/flush_cache", Endpoint::kFlush, true, true},
+    {"/capq/sim", Endpoint::kCapqSim, true, false},
 };
 constexpr Route kVllmRoutes[] = {
     {"/v1/chat/completions", Endpoint::kChat, false, true},
@@ -26,6 +27,7 @@ constexpr Route kVllmRoutes[] = {
     {"/tokenize", Endpoint::kTokenize, false, true},
     {"/version", Endpoint::kVersion, true, false},
     {"/reset_prefix_cache", Endpoint::kFlush, false, true},
+    {"/capq/sim", Endpoint::kCapqSim, true, false},
 };
 constexpr Route kLlamacppRoutes[] = {
     {"/v1/chat/completions", Endpoint::kChat, false, true},
@@ -38,9 +40,21 @@ constexpr Route kLlamacppRoutes[] = {
     {"/props", Endpoint::kProps, true, false},
     {"/slots", Endpoint::kSlots, true, false},
     {"/slots/", Endpoint::kSlotAction, false, true},
+    {"/apply-template", Endpoint::kApplyTemplate, false, true},
+    {"/capq/sim", Endpoint::kCapqSim, true, false},
 };
-template <size_t N>
-constexpr int Count(const Route (&)[N]) {
+constexpr Header kNoHeaders[] = {{nullptr, nullptr}};
+constexpr Header kSseHeaders[] = {{"Cache-Control", "no-cache"}};
+// Recorded on llama.cpp b9749 (conformance/llamacpp/ 03-18): the CORS header is there with an
+// empty value because the recorder sent no Origin (ts/server-http.cpp:280-282); httplib adds
+// Keep-Alive to every answer it keeps the connection open for.
+constexpr Header kLlamacppHeaders[] = {
+    {"Server", "llama.cpp"},
+    {"Access-Control-Allow-Origin", ""},
+};
+constexpr Header kLlamacppSseHeaders[] = {{"X-Accel-Buffering", "no"}};
+template <typename T, size_t N>
+constexpr int Count(const T (&)[N]) {
   return static_cast<int>(N);
 }
 
@@ -57,18 +71,24 @@ constexpr DialectSpec kSpecs[] = {
         /*health_loading_body=*/"",
         FlushStyle::kSglangFlushCache,
         ErrorStyle::kSglang,
-        /*tokenize_text_key=*/"prompt",
-        /*tokenize_has_count=*/true,
         /*null_keys=*/true,
         /*logprobs_key=*/true,
         /*reasoning_key=*/"reasoning_content",
         /*role_content_null=*/false,
-        /*headers_at_first_token=*/false,
+        /*llamacpp_stream=*/false,
         /*usage_default_with_stream_options=*/false,
         /*usage_timings=*/false,
         /*finish_extra=*/",\"matched_stop\":null",
         /*invalid_json_status=*/400,
         /*cap_max_tokens_to_context=*/false,
+        kNoHeaders,
+        0,
+        kSseHeaders,
+        Count(kSseHeaders),
+        "application/json",
+        "text/event-stream; charset=utf-8",
+        "text/plain; version=0.0.4; charset=utf-8",
+        /*close_on_error=*/false,
         "sglang:num_running_reqs",
         "sglang:num_queue_reqs",
         "sglang:token_usage",
@@ -91,18 +111,24 @@ constexpr DialectSpec kSpecs[] = {
         /*health_loading_body=*/"",
         FlushStyle::kVllmResetPrefix,
         ErrorStyle::kVllm,
-        /*tokenize_text_key=*/"prompt",
-        /*tokenize_has_count=*/true,
         /*null_keys=*/false,
         /*logprobs_key=*/true,
         /*reasoning_key=*/nullptr,
         /*role_content_null=*/false,
-        /*headers_at_first_token=*/false,
+        /*llamacpp_stream=*/false,
         /*usage_default_with_stream_options=*/true,
         /*usage_timings=*/false,
         /*finish_extra=*/",\"stop_reason\":null",
         /*invalid_json_status=*/400,
         /*cap_max_tokens_to_context=*/false,
+        kNoHeaders,
+        0,
+        kSseHeaders,
+        Count(kSseHeaders),
+        "application/json",
+        "text/event-stream; charset=utf-8",
+        "text/plain; version=0.0.4; charset=utf-8",
+        /*close_on_error=*/false,
         "vllm:num_requests_running",
         "vllm:num_requests_waiting",
         "vllm:kv_cache_usage_perc",
@@ -126,18 +152,24 @@ constexpr DialectSpec kSpecs[] = {
         "{\"error\":{\"code\":503,\"message\":\"Loading model\",\"type\":\"unavailable_error\"}}",
         FlushStyle::kLlamacppSlotErase,
         ErrorStyle::kLlamacpp,
-        /*tokenize_text_key=*/"content",
-        /*tokenize_has_count=*/false,
         /*null_keys=*/false,
         /*logprobs_key=*/false,
         /*reasoning_key=*/nullptr,
         /*role_content_null=*/true,
-        /*headers_at_first_token=*/true,
+        /*llamacpp_stream=*/true,
         /*usage_default_with_stream_options=*/false,
         /*usage_timings=*/true,
         /*finish_extra=*/"",
         /*invalid_json_status=*/500,
         /*cap_max_tokens_to_context=*/true,
+        kLlamacppHeaders,
+        Count(kLlamacppHeaders),
+        kLlamacppSseHeaders,
+        Count(kLlamacppSseHeaders),
+        "application/json; charset=utf-8",
+        "text/event-stream",
+        "text/plain; version=0.0.4",
+        /*close_on_error=*/true,
         "llamacpp:requests_processing",
         "llamacpp:requests_deferred",
         nullptr,

@@ -6,6 +6,7 @@
 
 #include "capq/hash.h"
 #include "engine_radix.h"
+#include "engine_slots.h"
 
 namespace capq::sim {
 namespace {
@@ -49,6 +50,7 @@ struct Engine::Impl {
     int64_t generated = 0;
     int64_t reserved = 0;
     internal::RadixCache::Node* pinned = nullptr;
+    int slot = -1;  // kSlots: the slot running it
     bool cancelled = false;
     // The plan of the step in progress.
     int64_t chunk = 0;
@@ -59,7 +61,12 @@ struct Engine::Impl {
       : profile(p),
         accept_p(ChainAcceptProbability(p.spec_draft_tokens, p.spec_accept_mean)),
         accept_threshold(static_cast<uint32_t>(std::lround(accept_p * 65536.0))),
-        min_step_ns(MinStepNs(p)) {}
+        min_step_ns(MinStepNs(p)) {
+    if (p.cache_model == CacheModel::kSlots) {
+      slots.emplace(p.max_running_requests, p.slot_prompt_similarity, p.host_prompt_cache,
+                    p.prefix_cache);
+    }
+  }
 
   // A lower bound on any step's duration: the fixed terms at the largest jitter cut, rounded down.
   static VirtNs MinStepNs(const EngineProfile& p) {
@@ -73,9 +80,15 @@ struct Engine::Impl {
   // asked anything: AdvanceTo can hand out a step's events first. Every public call settles first,
   // in the order the work would have run, so nothing observable changes.
   void Settle() {
+    if (slots) {
+      // llama.cpp releases the slots of one batch in slot order (update_slots walks them by id),
+      // which decides the least recently used slot afterwards.
+      std::stable_sort(retiring.begin(), retiring.end(),
+                       [](const auto& a, const auto& b) { return a->slot < b->slot; });
+    }
     for (auto& r : retiring) {
       Release(*r);
-      if (!r->cancelled && profile.prefix_cache) {
+      if (!r->cancelled && profile.prefix_cache && !slots) {
         cache.Insert(r->prompt.data(), r->prompt_len);
         // Inserting cannot outgrow the pool: the request's reservation covered these tokens.
         cache.EvictDownTo(profile.max_total_tokens - reserved_tokens);
@@ -89,7 +102,49 @@ struct Engine::Impl {
   }
 
   // --- admission -----------------------------------------------------------------------------
+  void AdmitEvent(const Req& r, VirtNs now) {
+    EngineEvent ev;
+    ev.kind = EngineEvent::Kind::kAdmitted;
+    ev.request_id = r.id;
+    ev.t = now;
+    ev.cached_tokens = r.cached;
+    ev.slot = r.slot;
+    pending.push_back(ev);
+  }
+
+  // llama.cpp: a task waits only for a free slot; each slot has its own context.
+  void AdmitToSlots(VirtNs now) {
+    while (!waiting.empty() && slots->HasIdle()) {
+      Req& r = *waiting.front();
+      const internal::SlotCache::Launch l = slots->Start(r.prompt);
+      r.slot = l.slot;
+      r.cached = l.cached;
+      r.prefilled = l.cached;
+      stats.prompt_tokens_total += r.prompt_len;
+      stats.cached_tokens_total += l.cached;
+      AdmitEvent(r, now);
+      running.push_back(std::move(waiting.front()));
+      waiting.pop_front();
+    }
+  }
+
+  // What a slot's KV holds when its task ends: the prompt evaluated so far and every output token
+  // but the last (sampled, never decoded). Output ids are pseudo-random per (prompt, position).
+  std::vector<uint32_t> KvTokens(const Req& r) const {
+    std::vector<uint32_t> kv(r.prompt.begin(), r.prompt.begin() + r.prefilled);
+    if (r.prefilled == r.prompt_len) {
+      for (int64_t i = 0; i + 1 < r.generated; ++i) {
+        kv.push_back(static_cast<uint32_t>(SplitMix64(r.prompt_hash + static_cast<uint64_t>(i))));
+      }
+    }
+    return kv;
+  }
+
   void Admit(VirtNs now) {
+    if (slots) {
+      AdmitToSlots(now);
+      return;
+    }
     const int64_t total = profile.max_total_tokens;
     const int64_t page = profile.page_size;
     while (!waiting.empty() && static_cast<int>(running.size()) < profile.max_running_requests) {
@@ -120,12 +175,7 @@ struct Engine::Impl {
       r.prefilled = cached;
       stats.prompt_tokens_total += r.prompt_len;
       stats.cached_tokens_total += cached;
-      EngineEvent ev;
-      ev.kind = EngineEvent::Kind::kAdmitted;
-      ev.request_id = r.id;
-      ev.t = now;
-      ev.cached_tokens = cached;
-      pending.push_back(ev);
+      AdmitEvent(r, now);
       running.push_back(std::move(waiting.front()));
       waiting.pop_front();
     }
@@ -136,6 +186,8 @@ struct Engine::Impl {
     r.reserved = 0;
     if (r.pinned != nullptr) cache.Unlock(r.pinned);
     r.pinned = nullptr;
+    if (r.slot >= 0) slots->Release(r.slot, KvTokens(r));
+    r.slot = -1;
   }
 
   // --- planning --------------------------------------------------------------------------------
@@ -298,6 +350,7 @@ struct Engine::Impl {
   std::deque<std::unique_ptr<Req>> waiting;
   std::vector<std::unique_ptr<Req>> running;  // admission order
   internal::RadixCache cache;
+  std::optional<internal::SlotCache> slots;  // kSlots only
   int64_t reserved_tokens = 0;
   bool step_active = false;
   VirtNs step_start = 0;
@@ -306,6 +359,7 @@ struct Engine::Impl {
   std::vector<EngineEvent> pending;
   std::vector<std::unique_ptr<Req>> retiring;  // rows the last step ended, in running order
   bool start_pending = false;                  // the next step starts at last_step_end
+  std::optional<VirtNs> wake_at;  // idle_start_delay_s: when the first step after idle starts
   VirtNs min_step_ns;
   EngineStats stats;
   uint64_t entropy = 0;  // folds in every submitted prompt
@@ -330,7 +384,7 @@ void Engine::Submit(EngineRequest request, VirtNs now) {
   if (r->prompt_len < 1 || r->max_new < 1) {
     reject = "invalid";
   } else if (r->prompt_len + r->max_new > p.context_length ||
-             RoundUp(r->prompt_len + r->max_new, p.page_size) > p.max_total_tokens) {
+             (!s.slots && RoundUp(r->prompt_len + r->max_new, p.page_size) > p.max_total_tokens)) {
     reject = "too_long";
   }
   if (reject != nullptr) {
@@ -351,7 +405,13 @@ void Engine::Submit(EngineRequest request, VirtNs now) {
   r->prompt_hash = HashTokens(r->prompt);
   s.entropy = SplitMix64(s.entropy ^ r->prompt_hash);
   s.waiting.push_back(std::move(r));
-  if (!s.step_active) {
+  if (!s.step_active && p.idle_start_delay_s > 0) {
+    // An idle engine wakes a little after the first arrival; arrivals until then join that step.
+    if (!s.wake_at) {
+      s.wake_at = std::max(now + static_cast<VirtNs>(std::llround(p.idle_start_delay_s * 1e9)),
+                           s.last_step_end);
+    }
+  } else if (!s.step_active) {
     // A step never starts before the previous one ended, even if a caller's clock lags.
     s.StartStep(std::max(now, s.last_step_end));
   } else if (s.step_start == now) {
@@ -387,6 +447,7 @@ void Engine::Cancel(uint64_t request_id, VirtNs now) {
 
 std::optional<VirtNs> Engine::NextEventTime() const {
   impl_->Settle();
+  if (impl_->wake_at) return impl_->wake_at;
   if (!impl_->step_active) return std::nullopt;
   return impl_->step_end;
 }
@@ -394,6 +455,11 @@ std::optional<VirtNs> Engine::NextEventTime() const {
 void Engine::AdvanceTo(VirtNs t, std::vector<EngineEvent>* out) {
   Impl& s = *impl_;
   s.Settle();
+  if (s.wake_at && *s.wake_at <= t) {
+    const VirtNs wake = *s.wake_at;
+    s.wake_at.reset();
+    s.StartStep(wake);
+  }
   while (s.step_active && s.step_end <= t) {
     const VirtNs end = s.step_end;
     s.CompleteStep();
@@ -414,6 +480,9 @@ bool Engine::Idle() const {
 bool Engine::FlushCache() {
   if (!Idle()) return false;
   impl_->cache.Clear();
+  if (impl_->slots) {
+    for (int i = 0; i < impl_->profile.max_running_requests; ++i) impl_->slots->Erase(i);
+  }
   ++impl_->epoch;
   impl_->epoch_factor_set = false;
   return true;
@@ -427,7 +496,56 @@ EngineStats Engine::stats() const {
   st.pool_total_tokens = impl_->profile.max_total_tokens;
   st.pool_used_tokens = impl_->reserved_tokens + impl_->cache.locked_tokens();
   st.cache_tokens = impl_->cache.total_tokens();
+  if (impl_->slots) {
+    st.pool_total_tokens =
+        static_cast<int64_t>(impl_->profile.max_running_requests) * impl_->profile.context_length;
+    st.pool_used_tokens = 0;
+    for (const auto& r : impl_->running) st.pool_used_tokens += r->prefilled + r->generated;
+    st.cache_tokens = impl_->slots->slot_tokens();
+    st.host_cache_entries = impl_->slots->host_entries();
+  }
   return st;
+}
+
+std::optional<int64_t> Engine::EraseSlot(int id) {
+  Impl& s = *impl_;
+  s.Settle();
+  if (!s.slots || id < 0 || id >= s.profile.max_running_requests) return std::nullopt;
+  const std::optional<int64_t> n = s.slots->Erase(id);
+  // Erasing every slot is llama.cpp's cache flush: the erase that empties the last one starts a
+  // new epoch, as FlushCache does.
+  if (n && *n > 0 && s.slots->slot_tokens() == 0) {
+    ++s.epoch;
+    s.epoch_factor_set = false;
+  }
+  return n;
+}
+
+std::vector<SlotState> Engine::Slots() const {
+  Impl& s = *impl_;
+  s.Settle();
+  std::vector<SlotState> out;
+  if (!s.slots) return out;
+  const auto& slots = s.slots->slots();
+  for (size_t i = 0; i < slots.size(); ++i) {
+    SlotState st;
+    st.id = static_cast<int>(i);
+    st.used = slots[i].last_used >= 0 || slots[i].busy;
+    st.n_kv_tokens = static_cast<int64_t>(slots[i].tokens.size());
+    for (const auto& r : s.running) {
+      if (r->slot != st.id) continue;
+      st.processing = true;
+      st.request_id = r->id;
+      st.n_prompt_tokens = r->prompt_len;
+      st.n_prompt_tokens_cache = r->cached;
+      st.n_prompt_tokens_processed = r->prefilled - r->cached;
+      st.n_decoded = r->generated;
+      st.n_remain = r->stop_at - r->generated;
+      st.n_kv_tokens = r->prefilled + std::max<int64_t>(0, r->generated - 1);
+    }
+    out.push_back(st);
+  }
+  return out;
 }
 
 const EngineProfile& Engine::profile() const { return impl_->profile; }

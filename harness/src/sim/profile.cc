@@ -81,6 +81,24 @@ const std::vector<std::pair<std::string_view, Setter>>& Fields() {
       {"chat_template_tokens", Field(&EngineProfile::chat_template_tokens)},
       {"template_prefix_tokens", Field(&EngineProfile::template_prefix_tokens)},
       {"eos_min_tokens", Field(&EngineProfile::eos_min_tokens)},
+      {"template_bos", Field(&EngineProfile::template_bos)},
+      {"cache_model",
+       [](const YAML::Node& n, EngineProfile* p) {
+         std::string v;
+         CAPQ_RETURN_IF_ERROR(ReadScalar(n, &v));
+         if (v == "radix") {
+           p->cache_model = CacheModel::kRadix;
+         } else if (v == "slots") {
+           p->cache_model = CacheModel::kSlots;
+         } else {
+           return Status::InvalidArgument("'" + v + "' is not radix or slots");
+         }
+         return Status::Ok();
+       }},
+      {"slot_prompt_similarity", Field(&EngineProfile::slot_prompt_similarity)},
+      {"host_prompt_cache", Field(&EngineProfile::host_prompt_cache)},
+      {"slot_actions", Field(&EngineProfile::slot_actions)},
+      {"idle_start_delay_s", Field(&EngineProfile::idle_start_delay_s)},
   };
   return *fields;
 }
@@ -89,6 +107,10 @@ const std::vector<std::pair<std::string_view, Setter>>& Fields() {
 
 const char* SchedulePolicyName(SchedulePolicy policy) {
   return policy == SchedulePolicy::kPrefillFirst ? "prefill_first" : "decode_first";
+}
+
+const char* CacheModelName(CacheModel model) {
+  return model == CacheModel::kRadix ? "radix" : "slots";
 }
 
 Status ValidateProfile(const EngineProfile& p) {
@@ -123,6 +145,13 @@ Status ValidateProfile(const EngineProfile& p) {
     return bad("template_prefix_tokens", "must be within [0, chat_template_tokens]");
   }
   if (p.eos_min_tokens < 1) return bad("eos_min_tokens", "must be >= 1");
+  if (p.template_bos && p.template_prefix_tokens < 1) {
+    return bad("template_bos", "needs template_prefix_tokens >= 1 (the BOS is the first one)");
+  }
+  if (!(p.idle_start_delay_s >= 0)) return bad("idle_start_delay_s", "must be >= 0");
+  if (!(p.slot_prompt_similarity >= 0 && p.slot_prompt_similarity <= 1)) {
+    return bad("slot_prompt_similarity", "must be in [0, 1]");
+  }
   return Status::Ok();
 }
 
@@ -222,6 +251,15 @@ std::string CanonicalProfileJson(const EngineProfile& p) {
       {"template_prefix_tokens", p.template_prefix_tokens},
       {"eos_min_tokens", p.eos_min_tokens},
   };
+  const EngineProfile d;
+  if (p.template_bos != d.template_bos) j["template_bos"] = p.template_bos;
+  if (p.cache_model != d.cache_model) j["cache_model"] = CacheModelName(p.cache_model);
+  if (p.slot_prompt_similarity != d.slot_prompt_similarity) {
+    j["slot_prompt_similarity"] = p.slot_prompt_similarity;
+  }
+  if (p.host_prompt_cache != d.host_prompt_cache) j["host_prompt_cache"] = p.host_prompt_cache;
+  if (p.slot_actions != d.slot_actions) j["slot_actions"] = p.slot_actions;
+  if (p.idle_start_delay_s != d.idle_start_delay_s) j["idle_start_delay_s"] = p.idle_start_delay_s;
   return j.dump();
 }
 

@@ -49,11 +49,10 @@
 #include "capq/sim/faults.h"
 #include "capq/sim/tokenizer.h"
 #include "capq/sim/truth_log.h"
+#include "server_impl.h"
 
 namespace capq::sim {
 namespace {
-
-using json = nlohmann::json;
 
 // Without max_tokens a request gets SGLang's default max_new_tokens; capq always sends it.
 constexpr int64_t kDefaultMaxTokens = 128;
@@ -67,11 +66,6 @@ constexpr int kIdleTimeoutS = 5;
 constexpr int kStreamTimeoutS = 24 * 3600;
 // Pending connections the kernel may queue for accept (capped by net.core.somaxconn).
 constexpr int kListenBacklog = 4096;
-
-constexpr double kTtftBucketsS[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08,  0.1,  0.25, 0.5,
-                                    0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 15.0,  20.0, 30.0, 40.0,
-                                    50.0,  60.0,  120., 240., 480., 960., 1920., 7680.};
-constexpr size_t kTtftBuckets = sizeof(kTtftBucketsS) / sizeof(kTtftBucketsS[0]);
 
 const char* ErrorType(int status, ErrorStyle style) {
   const bool lc = style == ErrorStyle::kLlamacpp;
@@ -122,6 +116,8 @@ std::string ErrorBody(ErrorStyle style, int status, const std::string& message) 
   return json{{"error", inner}}.dump();
 }
 
+}  // namespace
+
 const char* ReasonPhrase(int status) {
   switch (status) {
     case 200:
@@ -157,170 +153,6 @@ void AppendInt(std::string* out, int64_t v) {
   char buf[24];
   out->append(buf, std::to_chars(buf, buf + sizeof(buf), v).ptr);
 }
-
-}  // namespace
-
-// One chat completion request, from arrival to the end of its answer.
-struct Stream {
-  SimServer::Impl* impl = nullptr;
-  evhttp_request* req = nullptr;  // null once the connection is gone
-  evhttp_connection* conn = nullptr;
-  event* eof_watch = nullptr;
-  event* delay_timer = nullptr;  // slow_first_byte
-  uint64_t engine_id = 0;
-  int64_t index = 0;
-  std::string id;    // "chatcmpl-..."
-  std::string head;  // every chunk's JSON up to the choices array
-  bool streaming = false;
-  bool include_usage = false;
-  int64_t prompt_tokens = 0;
-  int64_t max_tokens = 0;
-  uint64_t out_hash = 0;  // output text key: prompt hash (or the duplicated prompt's)
-  uint64_t out_seed = 0;
-  RequestFaults faults;
-  EngineRequest pending;  // the engine request, until submitted
-  // Progress.
-  bool in_engine = false;  // submitted and not finished/rejected/cancelled
-  bool headers_sent = false;
-  bool role_sent = false;
-  bool stalled = false;  // stall fault: the connection stays open, silent
-  bool malformed_sent = false;
-  bufferevent* bev = nullptr;  // set once the headers are out: chunks are appended to it directly
-  bool chunked = true;
-  int64_t cached_tokens = 0;
-  int64_t emitted = 0;  // output tokens the engine produced so far
-  int64_t frame_index = 0;
-  VirtNs arrival_v = 0;
-  VirtNs first_token_v = -1;
-  std::string content;  // non-streaming: the whole text
-};
-
-struct SimServer::Impl {
-  ServerOptions opts;
-  EngineProfile profile;
-  std::string digest;
-  const DialectSpec* spec = nullptr;
-  FaultPlan faults;
-  TruthLog truth;
-  std::string model_json;  // served_model_name as a JSON string literal
-
-  event_base* base = nullptr;
-  evhttp* http = nullptr;
-  evconnlistener* listener = nullptr;
-  event* engine_timer = nullptr;
-  event* stop_event = nullptr;
-  int stop_fd = -1;  // an eventfd: Stop() writes it from another thread to wake the loop
-  evbuffer* scratch = nullptr;
-  std::thread thread;
-  int port = 0;
-  int listen_backlog = 0;
-  MonoNs t0 = 0;
-  int64_t start_unix_ns = 0;
-  double scale = 1.0;
-  std::atomic<bool> stopped{false};
-  std::mutex stop_mu;
-
-  std::unique_ptr<Engine> engine;
-  std::vector<EngineEvent> events;
-  VirtNs last_v = 0;
-  std::optional<VirtNs> timer_at;
-  std::unordered_map<uint64_t, std::unique_ptr<Stream>> streams;
-  int64_t next_index = 0;
-  uint64_t next_engine_id = 1;
-  int delayed = 0;  // slow_first_byte requests not yet submitted: they make the server busy
-  bool erase_pending = false;  // llama.cpp: an erase asked while busy, done once idle
-  int64_t flush_base_prompt = 0;
-  int64_t flush_base_cached = 0;
-
-  // Metrics (virtual seconds).
-  int64_t ttft_counts[kTtftBuckets + 1] = {};
-  double ttft_sum_s = 0;
-  int64_t ttft_count = 0;
-
-  mutable std::mutex snap_mu;
-  EngineStats snapshot;
-  std::atomic<int64_t> requests_received{0};
-
-  std::string frame;  // reused frame buffer
-  // Constant parts of every chunk for this dialect (after the per-stream head).
-  std::string role_body;            // the whole role chunk after the head
-  std::string content_open;         // up to the content string's opening quote
-  std::string content_close;        // from the content string's closing quote to the end
-  std::string finish_length_close;  // the finish chunk after its empty delta
-  std::string finish_stop_close;
-
-  ~Impl();
-
-  VirtNs VirtNow() const { return static_cast<VirtNs>(static_cast<double>(NowNs() - t0) * scale); }
-  MonoNs DueMono(VirtNs v) const {
-    return t0 + static_cast<MonoNs>(static_cast<double>(v) / scale);
-  }
-  bool Busy() const { return !engine->Idle() || delayed > 0; }
-
-  // Engine driving.
-  void Pump(VirtNs now);
-  void Rearm();
-  void Dispatch(const EngineEvent& e);
-  void Snapshot();
-  void SubmitStream(Stream* s);
-
-  // Streams.
-  void OnTokens(Stream* s, const EngineEvent& e);
-  void OnFinished(Stream* s, const EngineEvent& e);
-  void OnRejected(Stream* s, const EngineEvent& e);
-  void StartReply(Stream* s);
-  void WriteFrame(Stream* s, std::string_view payload, VirtNs v,
-                  void (*done_cb)(evhttp_connection*, void*) = nullptr);
-  // The hot path builds a frame's payload in place: BeginFrame, append, SendFrame.
-  // The frame starts kFrameRoom bytes into `frame`: room for the chunk-size line in front.
-  static constexpr size_t kFrameRoom = 18;
-  std::string& BeginFrame() {
-    frame.assign(kFrameRoom, ' ');
-    frame += "data: ";
-    return frame;
-  }
-  void SendFrame(Stream* s, VirtNs v, void (*done_cb)(evhttp_connection*, void*) = nullptr);
-  void FlushStaged();
-  // Frames built but not yet written, all of one stream (see SendFrame).
-  struct StagedTruth {
-    int64_t index;
-    VirtNs v;
-  };
-  Stream* staged_stream = nullptr;
-  std::string staged;
-  std::vector<StagedTruth> staged_truth;
-  void EndReply(Stream* s);
-  // Streams whose last frame went out in this Pump; their replies end after the step's writes.
-  // No I/O callback runs inside Pump, so nothing else can forget them in between.
-  std::vector<Stream*> finished;
-  void CutNow(Stream* s);
-  void SendErrorFrameAndEnd(Stream* s, int status, const std::string& message, VirtNs v);
-  bool SendAndApplyFaults(Stream* s, int64_t count, VirtNs v);
-  void Forget(Stream* s);
-  void ClientGone(Stream* s);
-  std::string ChoiceTail(const char* finish_reason) const;
-  std::string UsageJson(const Stream* s, VirtNs finish_v) const;
-  std::string NonStreamBody(const Stream* s, const char* finish_reason, VirtNs finish_v) const;
-
-  // HTTP handlers.
-  void Handle(evhttp_request* req);
-  void HandleChat(evhttp_request* req);
-  void HandleHealth(evhttp_request* req);
-  void HandleModels(evhttp_request* req);
-  void HandleServerInfo(evhttp_request* req);
-  void HandleVersion(evhttp_request* req);
-  void HandleProps(evhttp_request* req);
-  void HandleSlots(evhttp_request* req);
-  void HandleSlotAction(evhttp_request* req, const std::string& path);
-  void HandleFlush(evhttp_request* req);
-  void HandleTokenize(evhttp_request* req);
-  void HandleMetrics(evhttp_request* req);
-  void Reply(evhttp_request* req, int status, const std::string& body, const char* content_type);
-  void ReplyError(evhttp_request* req, int status, const std::string& message);
-  json CapqSimInfo() const;
-  void BuildChunkParts();
-  bool DoFlush();
-};
 
 namespace {
 
@@ -404,16 +236,26 @@ SimServer::Impl::~Impl() {
 void SimServer::Impl::Pump(VirtNs now) {
   if (now < last_v) now = last_v;
   last_v = now;
-  events.clear();
-  engine->AdvanceTo(now, &events);
-  for (const EngineEvent& e : events) Dispatch(e);
-  FlushStaged();
-  for (Stream* s : finished) EndReply(s);
-  finished.clear();
+  for (int pass = 0; pass < 2; ++pass) {
+    events.clear();
+    if (pass == 1) {
+      // llama.cpp sends a request's headers when its slot starts it, so the admissions of the step
+      // that starts where the last one ended go out now, after that step's chunks, not with the
+      // next step's tokens. (Planning that step is otherwise deferred until the engine is asked.)
+      if (!spec->llamacpp_stream) break;
+      (void)engine->NextEventTime();
+    }
+    engine->AdvanceTo(now, &events);
+    for (const EngineEvent& e : events) Dispatch(e);
+    FlushStaged();
+    for (Stream* s : finished) EndReply(s);
+    finished.clear();
+  }
   if (erase_pending && !Busy()) {
     erase_pending = false;
     DoFlush();
   }
+  if (!slots_to_erase.empty()) ErasePendingSlots();
   Rearm();
   Snapshot();
 }
@@ -450,12 +292,18 @@ void SimServer::Impl::Dispatch(const EngineEvent& e) {
   switch (e.kind) {
     case EngineEvent::Kind::kAdmitted:
       s->cached_tokens = e.cached_tokens;
+      s->admitted_v = e.t;
+      s->slot = e.slot;
+      if (s->slot >= 0) OnSlotAdmitted(s);
+      // llama.cpp sends the status and headers when a slot starts the task, before its prefill.
+      if (s->streaming && spec->llamacpp_stream && !s->stalled) StartReply(s);
       break;
     case EngineEvent::Kind::kTokens:
       OnTokens(s, e);
       break;
     case EngineEvent::Kind::kFinished:
       s->in_engine = false;
+      if (spec->dialect == Dialect::kLlamacpp) OnLlamacppFinished(s, e.t);
       OnFinished(s, e);
       break;
     case EngineEvent::Kind::kRejected:
@@ -471,7 +319,7 @@ void SimServer::Impl::SubmitStream(Stream* s) {
   Pump(now);
   s->arrival_v = last_v;
   s->in_engine = true;
-  if (s->streaming && !spec->headers_at_first_token) StartReply(s);
+  if (s->streaming && !spec->llamacpp_stream) StartReply(s);
   engine->Submit(std::move(s->pending), last_v);
   // A rejection (or an admission into the step being formed) is reported at once: collect it.
   Pump(last_v);
@@ -496,7 +344,7 @@ std::string SimServer::Impl::ChoiceTail(const char* finish_reason) const {
   return t;
 }
 
-std::string SimServer::Impl::UsageJson(const Stream* s, VirtNs finish_v) const {
+std::string SimServer::Impl::UsageJson(const Stream* s) const {
   const int64_t completion = s->emitted + s->faults.usage_off_by;
   std::string u = "{\"prompt_tokens\":";
   AppendInt(&u, s->prompt_tokens);
@@ -509,34 +357,43 @@ std::string SimServer::Impl::UsageJson(const Stream* s, VirtNs finish_v) const {
   u += '}';
   if (spec->null_keys) u += ",\"reasoning_tokens\":0";
   u += '}';
-  if (spec->usage_timings) {
-    // llama.cpp's per-request timings, in virtual milliseconds.
-    const double prompt_ms =
-        s->first_token_v >= 0 ? static_cast<double>(s->first_token_v - s->arrival_v) / 1e6 : 0;
-    const double predicted_ms =
-        s->first_token_v >= 0 ? static_cast<double>(finish_v - s->first_token_v) / 1e6 : 0;
-    const int64_t prompt_n = s->prompt_tokens - s->cached_tokens;
-    json t = {
-        {"cache_n", s->cached_tokens},
-        {"prompt_n", prompt_n},
-        {"prompt_ms", prompt_ms},
-        {"prompt_per_token_ms", prompt_n > 0 ? prompt_ms / prompt_n : 0.0},
-        {"prompt_per_second", prompt_ms > 0 ? prompt_n * 1000.0 / prompt_ms : 0.0},
-        {"predicted_n", s->emitted},
-        {"predicted_ms", predicted_ms},
-        {"predicted_per_token_ms", s->emitted > 0 ? predicted_ms / s->emitted : 0.0},
-        {"predicted_per_second", predicted_ms > 0 ? s->emitted * 1000.0 / predicted_ms : 0.0}};
-    u += ",\"timings\":";
-    u += t.dump();
-  }
   return u;
+}
+
+// llama.cpp's per-request timings, in virtual milliseconds: the prompt from the slot's start to
+// the first token, the prediction from there to the end (ts/server-task.cpp:530-546). With a
+// single predicted token llama.cpp reports 0.001 ms, hence 1e6 tokens/s.
+std::string SimServer::Impl::TimingsJson(const Stream* s, VirtNs finish_v) const {
+  const VirtNs start = s->admitted_v >= 0 ? s->admitted_v : s->arrival_v;
+  const bool first = s->first_token_v >= 0;
+  const double prompt_ms = first ? static_cast<double>(s->first_token_v - start) / 1e6 : 0;
+  double predicted_ms = first ? static_cast<double>(finish_v - s->first_token_v) / 1e6 : 0;
+  if (s->emitted > 0 && predicted_ms <= 0) predicted_ms = 0.001;
+  const int64_t prompt_n = s->prompt_tokens - s->cached_tokens;
+  const json t = {
+      {"cache_n", s->cached_tokens},
+      {"prompt_n", prompt_n},
+      {"prompt_ms", prompt_ms},
+      {"prompt_per_token_ms", prompt_n > 0 ? prompt_ms / static_cast<double>(prompt_n) : 0.0},
+      {"prompt_per_second",
+       prompt_ms > 0 ? static_cast<double>(prompt_n) * 1000.0 / prompt_ms : 0.0},
+      {"predicted_n", s->emitted},
+      {"predicted_ms", predicted_ms},
+      {"predicted_per_token_ms",
+       s->emitted > 0 ? predicted_ms / static_cast<double>(s->emitted) : 0.0},
+      {"predicted_per_second",
+       predicted_ms > 0 ? static_cast<double>(s->emitted) * 1000.0 / predicted_ms : 0.0}};
+  return t.dump();
 }
 
 void SimServer::Impl::StartReply(Stream* s) {
   if (s->headers_sent || !s->req) return;
   evkeyvalq* h = evhttp_request_get_output_headers(s->req);
-  evhttp_add_header(h, "Content-Type", "text/event-stream; charset=utf-8");
-  evhttp_add_header(h, "Cache-Control", "no-cache");
+  AddDialectHeaders(h, 200);
+  for (int i = 0; i < spec->sse_header_count; ++i) {
+    evhttp_add_header(h, spec->sse_headers[i].name, spec->sse_headers[i].value);
+  }
+  evhttp_add_header(h, "Content-Type", spec->sse_content_type);
   evhttp_send_reply_start(s->req, 200, "OK");
   s->headers_sent = true;
   // Chunked unless the client spoke HTTP/1.0 (then the body ends when the connection closes).
@@ -556,8 +413,10 @@ void SimServer::Impl::SendFrame(Stream* s, VirtNs v, void (*done_cb)(evhttp_conn
   const size_t payload_len = frame.size() - kFrameRoom;
   if (done_cb || !s->bev) {
     FlushStaged();
-    if (truth.is_open()) truth.Append(s->id, s->frame_index, v, NowNs(), DueMono(v));
-    ++s->frame_index;
+    for (int i = 0; i < frame_count; ++i) {
+      if (truth.is_open()) truth.Append(s->id, s->frame_index, v, NowNs(), DueMono(v));
+      ++s->frame_index;
+    }
     evbuffer_add(scratch, frame.data() + kFrameRoom, payload_len);
     evhttp_send_reply_chunk_with_cb(s->req, scratch, done_cb, nullptr);
     evbuffer_drain(scratch, evbuffer_get_length(scratch));
@@ -582,8 +441,10 @@ void SimServer::Impl::SendFrame(Stream* s, VirtNs v, void (*done_cb)(evhttp_conn
   if (staged_stream && staged_stream != s) FlushStaged();
   staged_stream = s;
   staged.append(frame, start, std::string::npos);
-  staged_truth.push_back({s->frame_index, v});
-  ++s->frame_index;
+  for (int i = 0; i < frame_count; ++i) {
+    staged_truth.push_back({s->frame_index, v});
+    ++s->frame_index;
+  }
 }
 
 void SimServer::Impl::FlushStaged() {
@@ -656,6 +517,12 @@ void SimServer::Impl::SendErrorFrameAndEnd(Stream* s, int status, const std::str
 // Sends the frame built in `frame` for a stream whose `count` output tokens are now out, then acts
 // on the mid-stream faults whose threshold `count` reached. Returns false if the stream is gone or
 // silent.
+bool FaultDue(const RequestFaults& f, int64_t count) {
+  auto due = [count](const std::optional<int64_t>& at) { return at && count >= *at; };
+  return due(f.error_frame_after) || due(f.cut_after) || due(f.stall_after) ||
+         due(f.malformed_after);
+}
+
 bool SimServer::Impl::SendAndApplyFaults(Stream* s, int64_t count, VirtNs v) {
   const RequestFaults& f = s->faults;
   const bool error_now = f.error_frame_after && count >= *f.error_frame_after;
@@ -695,21 +562,31 @@ void SimServer::Impl::OnTokens(Stream* s, const EngineEvent& e) {
     ++ttft_count;
   }
   if (s->stalled || !s->req) return;
+  // llama.cpp counts a sampled EOS as a completion token but writes no text for it, so a natural
+  // stop has one content delta fewer than completion_tokens (conformance 60, 61).
+  const bool eos_here = s->eos_is_token && s->eos_at > first && s->eos_at <= first + n;
+  const int64_t words = eos_here ? n - 1 : n;
   if (!s->streaming) {
-    if (!s->faults.empty_deltas) AppendOutputWords(s->out_hash, s->out_seed, first, n, &s->content);
+    if (!s->faults.empty_deltas) {
+      AppendOutputWords(s->out_hash, s->out_seed, first, words, &s->content);
+    }
     return;
   }
   if (!s->headers_sent) StartReply(s);
+  bool role_pending = false;
   if (!s->role_sent) {
     s->role_sent = true;
-    BeginFrame().append(s->head).append(role_body);
+    BeginFrame().append(s->head).append(role_choice).append(s->tail).append(chunk_close);
+    // llama.cpp writes the role chunk with the first content delta (ts/server-task.cpp:1160-1166).
     // A fault with after_tokens 0 acts right after the role chunk, before any content.
-    if (!SendAndApplyFaults(s, first, e.t)) return;
+    role_pending = spec->llamacpp_stream && words > 0 && !FaultDue(s->faults, first);
+    if (!role_pending && !SendAndApplyFaults(s, first, e.t)) return;
   }
-  std::string& f = BeginFrame();
+  if (words == 0) return;
+  std::string& f = role_pending ? NextFrame() : BeginFrame();
   f.append(s->head).append(content_open);
-  if (!s->faults.empty_deltas) AppendOutputWords(s->out_hash, s->out_seed, first, n, &f);
-  f.append(content_close);
+  if (!s->faults.empty_deltas) AppendOutputWords(s->out_hash, s->out_seed, first, words, &f);
+  f.append(content_close).append(s->tail).append(chunk_close);
   SendAndApplyFaults(s, s->emitted, e.t);
 }
 
@@ -728,11 +605,12 @@ std::string SimServer::Impl::NonStreamBody(const Stream* s, const char* finish_r
                {"created", start_unix_ns / 1000000000 + s->arrival_v / 1000000000},
                {"model", profile.served_model_name},
                {"choices", json::array({choice})}};
-  // UsageJson is `{usage}` optionally followed by `,"timings":{...}` (llama.cpp): splice it in.
+  if (spec->llamacpp_stream) body["system_fingerprint"] = kSimFingerprint;
   std::string out = body.dump();
   out.pop_back();
   out += ",\"usage\":";
-  out += UsageJson(s, finish_v);
+  out += UsageJson(s);
+  if (spec->usage_timings) out += ",\"timings\":" + TimingsJson(s, finish_v);
   out += '}';
   return out;
 }
@@ -769,15 +647,27 @@ void SimServer::Impl::OnFinished(Stream* s, const EngineEvent& e) {
     return;
   }
   if (!s->headers_sent) StartReply(s);
-  BeginFrame()
-      .append(s->head)
-      .append("{\"index\":0,\"delta\":{}")
-      .append(std::strcmp(reason, "stop") == 0 ? finish_stop_close : finish_length_close);
-  SendFrame(s, e.t);
+  std::string& fin = BeginFrame();
+  fin.append(s->head)
+      .append(std::strcmp(reason, "stop") == 0 ? finish_stop_choice : finish_length_choice)
+      .append(s->tail);
+  // Without a usage chunk llama.cpp puts the timings on the finish chunk (recording 16).
+  if (spec->usage_timings && !s->include_usage)
+    fin.append(",\"timings\":").append(TimingsJson(s, e.t));
+  fin.append(chunk_close);
   if (s->include_usage) {
-    BeginFrame().append(s->head).append("],\"usage\":").append(UsageJson(s, e.t)).append("}");
-    SendFrame(s, e.t);
+    // llama.cpp writes the finish and usage chunks together (recording 14).
+    if (!spec->llamacpp_stream) {
+      SendFrame(s, e.t);
+      BeginFrame();
+    } else {
+      NextFrame();
+    }
+    frame.append(s->head).append(s->tail).append(",\"usage\":").append(UsageJson(s));
+    if (spec->usage_timings) frame.append(",\"timings\":").append(TimingsJson(s, e.t));
+    frame.append("}");
   }
+  SendFrame(s, e.t);
   if (!f.missing_done) WriteFrame(s, "[DONE]", e.t);
   // Ending a reply (terminating chunk, connection bookkeeping) waits until every stream's frames
   // of this step are handed over: it is not on any client's schedule, their chunks are.
@@ -818,9 +708,27 @@ void SimServer::Impl::ClientGone(Stream* s) {
 // ---------------------------------------------------------------------------------------------
 // HTTP
 
+void SimServer::Impl::AddDialectHeaders(evkeyvalq* h, int status) const {
+  for (int i = 0; i < spec->header_count; ++i) {
+    evhttp_add_header(h, spec->headers[i].name, spec->headers[i].value);
+  }
+  if (!spec->close_on_error) return;
+  // cpp-httplib closes the connection after every error status (httplib.cpp:7823-7825) and
+  // announces its keep-alive limits on every other answer.
+  if (status >= 400) {
+    evhttp_add_header(h, "Connection", "close");
+  } else {
+    evhttp_add_header(h, "Keep-Alive", "timeout=5, max=100");
+  }
+}
+
 void SimServer::Impl::Reply(evhttp_request* req, int status, const std::string& body,
                             const char* content_type) {
   evkeyvalq* h = evhttp_request_get_output_headers(req);
+  AddDialectHeaders(h, status);
+  if (content_type && std::strcmp(content_type, "application/json") == 0) {
+    content_type = spec->json_content_type;
+  }
   if (content_type) evhttp_add_header(h, "Content-Type", content_type);
   evbuffer* b = evbuffer_new();
   evbuffer_add(b, body.data(), body.size());
@@ -830,6 +738,10 @@ void SimServer::Impl::Reply(evhttp_request* req, int status, const std::string& 
 
 void SimServer::Impl::ReplyError(evhttp_request* req, int status, const std::string& message) {
   Reply(req, status, ErrorBody(spec->errors, status, message), "application/json");
+}
+
+void SimServer::Impl::ReplyJsonError(evhttp_request* req, int status, json error) {
+  Reply(req, status, json{{"error", std::move(error)}}.dump(), "application/json");
 }
 
 void SimServer::Impl::Handle(evhttp_request* req) {
@@ -889,24 +801,56 @@ void SimServer::Impl::Handle(evhttp_request* req) {
       case Endpoint::kSlotAction:
         HandleSlotAction(req, path);
         break;
+      case Endpoint::kApplyTemplate:
+        HandleApplyTemplate(req);
+        break;
+      case Endpoint::kCapqSim:
+        HandleCapqSim(req);
+        break;
     }
   }
   Snapshot();
 }
 
 void SimServer::Impl::BuildChunkParts() {
-  const std::string close_chunk = spec->null_keys ? "],\"usage\":null}" : "]}";
+  chunk_close = spec->null_keys ? ",\"usage\":null}" : "}";
+  if (spec->llamacpp_stream) {
+    // ts/server-task.cpp:1160-1166 and :393-400: the choice starts with finish_reason.
+    role_choice =
+        "{\"finish_reason\":null,\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null}}";
+    content_open = "{\"finish_reason\":null,\"index\":0,\"delta\":{\"content\":\"";
+    content_close = "\"}}";
+    finish_length_choice = "{\"finish_reason\":\"length\",\"index\":0,\"delta\":{}}";
+    finish_stop_choice = "{\"finish_reason\":\"stop\",\"index\":0,\"delta\":{}}";
+    return;
+  }
   const std::string null_deltas =
       spec->null_keys ? ",\"reasoning_content\":null,\"tool_calls\":null" : "";
-  role_body = "{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":";
-  role_body += spec->role_content_null ? "null" : "\"\"";
-  role_body += null_deltas + "}" + ChoiceTail(nullptr) + close_chunk;
+  role_choice = "{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":";
+  role_choice += spec->role_content_null ? "null" : "\"\"";
+  role_choice += null_deltas + "}" + ChoiceTail(nullptr);
   content_open = "{\"index\":0,\"delta\":{";
   if (spec->null_keys) content_open += "\"role\":null,";
   content_open += "\"content\":\"";
-  finish_length_close = ChoiceTail("length") + close_chunk;
-  finish_stop_close = ChoiceTail("stop") + close_chunk;
-  content_close = "\"" + null_deltas + "}" + ChoiceTail(nullptr) + close_chunk;
+  content_close = "\"" + null_deltas + "}" + ChoiceTail(nullptr);
+  finish_length_choice = "{\"index\":0,\"delta\":{}" + ChoiceTail("length");
+  finish_stop_choice = "{\"index\":0,\"delta\":{}" + ChoiceTail("stop");
+}
+
+void SimServer::Impl::SetChunkHeadAndTail(Stream* s) const {
+  std::string created;
+  AppendInt(&created, start_unix_ns / 1000000000 + VirtNow() / 1000000000);
+  if (spec->llamacpp_stream) {
+    s->head = "{\"choices\":[";
+    s->tail = "],\"created\":" + created + ",\"id\":\"" + s->id + "\",\"model\":" + model_json +
+              ",\"system_fingerprint\":\"" + kSimFingerprint +
+              "\",\"object\":\"chat.completion.chunk\"";
+    return;
+  }
+  s->head = "{\"id\":\"" + s->id +
+            "\",\"object\":\"chat.completion.chunk\",\"created\":" + created +
+            ",\"model\":" + model_json + ",\"choices\":[";
+  s->tail = "]";
 }
 
 json SimServer::Impl::CapqSimInfo() const {
@@ -914,6 +858,10 @@ json SimServer::Impl::CapqSimInfo() const {
           {"identity_digest", digest},
           {"time_scale", scale},
           {"dialect", spec->name}};
+}
+
+void SimServer::Impl::HandleCapqSim(evhttp_request* req) {
+  Reply(req, 200, CapqSimInfo().dump(), "application/json");
 }
 
 void SimServer::Impl::HandleHealth(evhttp_request* req) {
@@ -927,6 +875,10 @@ void SimServer::Impl::HandleHealth(evhttp_request* req) {
 }
 
 void SimServer::Impl::HandleModels(evhttp_request* req) {
+  if (spec->dialect == Dialect::kLlamacpp) {
+    HandleLlamacppModels(req);
+    return;
+  }
   json m = {{"id", profile.served_model_name},
             {"object", "model"},
             {"created", start_unix_ns / 1000000000},
@@ -969,32 +921,8 @@ void SimServer::Impl::HandleServerInfo(evhttp_request* req) {
 }
 
 void SimServer::Impl::HandleVersion(evhttp_request* req) {
-  json v = {{"version", "capq-sim"}, {"capq_sim", CapqSimInfo()}};
+  json v = {{"version", "capq-sim"}};
   Reply(req, 200, v.dump(), "application/json");
-}
-
-void SimServer::Impl::HandleProps(evhttp_request* req) {
-  json props = {
-      {"default_generation_settings",
-       {{"n_ctx", profile.context_length}, {"params", {{"n_predict", -1}, {"seed", -1}}}}},
-      {"total_slots", profile.max_running_requests},
-      {"model_path", profile.model_path},
-      {"build_info", "capq-sim"},
-      {"capq_sim", CapqSimInfo()},
-  };
-  Reply(req, 200, props.dump(), "application/json");
-}
-
-void SimServer::Impl::HandleSlots(evhttp_request* req) {
-  EngineStats st = engine->stats();
-  json slots = json::array();
-  for (int i = 0; i < profile.max_running_requests; ++i) {
-    slots.push_back({{"id", i},
-                     {"id_task", -1},
-                     {"n_ctx", profile.context_length},
-                     {"is_processing", i < st.running}});
-  }
-  Reply(req, 200, slots.dump(), "application/json");
 }
 
 bool SimServer::Impl::DoFlush() {
@@ -1025,85 +953,107 @@ void SimServer::Impl::HandleFlush(evhttp_request* req) {
   }
 }
 
-void SimServer::Impl::HandleSlotAction(evhttp_request* req, const std::string& path) {
-  const std::string id_s = path.substr(std::strlen("/slots/"));
-  char* end = nullptr;
-  long id = std::strtol(id_s.c_str(), &end, 10);
-  if (id_s.empty() || *end != '\0' || id < 0 || id >= profile.max_running_requests) {
-    ReplyError(req, 400, "Invalid slot ID");
-    return;
+bool MessagesText(const json& messages, std::string* text, std::string* error) {
+  if (!messages.is_array() || messages.empty()) {
+    *error = "'messages' must be a non-empty array";
+    return false;
   }
-  const char* uri_s = evhttp_request_get_uri(req);
-  evkeyvalq q{};
-  q.tqh_first = nullptr;
-  q.tqh_last = &q.tqh_first;
-  const char* query = std::strchr(uri_s, '?');
-  std::string action;
-  if (query && evhttp_parse_query_str(query + 1, &q) == 0) {
-    const char* a = evhttp_find_header(&q, "action");
-    if (a) action = a;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& m = messages[i];
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+      *error = at + ": each message needs a string 'role'";
+      return false;
+    }
+    if (!m.contains("content")) {
+      *error = at + ": missing 'content'";
+      return false;
+    }
+    const json& c = m["content"];
+    if (c.is_string()) {
+      *text += c.get<std::string>();
+    } else if (c.is_array()) {
+      for (const auto& part : c) {
+        if (!part.is_object() || !part.contains("text") || !part["text"].is_string()) {
+          *error = at + ": content parts must be {\"type\":\"text\",\"text\":...}";
+          return false;
+        }
+        *text += part["text"].get<std::string>();
+      }
+    } else if (!c.is_null()) {
+      *error = at + ": 'content' must be a string or a list of text parts";
+      return false;
+    }
+    *text += '\n';
   }
-  evhttp_clear_headers(&q);
-  if (action != "erase") {
-    ReplyError(req, 400, "Invalid action");
-    return;
-  }
-  // One shared prefix cache models every slot's KV: erasing any slot clears it. llama.cpp defers
-  // the erase of a busy slot; so do we.
-  const int64_t n_erased = engine->stats().cache_tokens;
-  if (!DoFlush()) erase_pending = true;
-  json body = {{"id_slot", id}, {"n_erased", n_erased}};
-  Reply(req, 200, body.dump(), "application/json");
+  return true;
 }
 
+std::string SimServer::Impl::InvalidJsonMessage(const json::exception& e) const {
+  // llama.cpp answers with the parser's own text (recording 50).
+  if (spec->dialect == Dialect::kLlamacpp) return e.what();
+  return std::string("invalid JSON body: ") + e.what();
+}
+
+bool SimServer::Impl::ParseBody(evhttp_request* req, json* body) {
+  try {
+    *body = json::parse(BodyOf(req));
+  } catch (const json::exception& e) {
+    ReplyError(req, spec->invalid_json_status, InvalidJsonMessage(e));
+    return false;
+  }
+  if (!body->is_object()) {
+    ReplyError(req, 400, "the body must be a JSON object");
+    return false;
+  }
+  return true;
+}
+
+// SGLang: exactly one of "prompt" and "messages" (protocol.py class TokenizeRequest, commit
+// 004c82e0), answered {"tokens","count","max_model_len"}. vLLM: TokenizeCompletionRequest
+// {"prompt","add_special_tokens"} or TokenizeChatRequest {"messages","add_generation_prompt"},
+// answered {"count","max_model_len","tokens","token_strs"} (entrypoints/openai/protocol.py).
+// A chat request gets the template, so two chats' common prefix is the template prefix.
 void SimServer::Impl::HandleTokenize(evhttp_request* req) {
   json body;
-  try {
-    body = json::parse(BodyOf(req));
-  } catch (const json::exception& e) {
-    ReplyError(req, spec->invalid_json_status, std::string("invalid JSON body: ") + e.what());
+  if (!ParseBody(req, &body)) return;
+  if (spec->dialect == Dialect::kLlamacpp) {
+    HandleLlamacppTokenize(req, body);
     return;
   }
-  if (!body.is_object()) {
-    ReplyError(req, 400, "the body must be a JSON object");
+  const bool has_prompt = body.contains("prompt") && !body["prompt"].is_null();
+  const bool has_messages = body.contains("messages") && !body["messages"].is_null();
+  if (has_prompt == has_messages) {
+    ReplyError(req, 400, "Exactly one of 'prompt' or 'messages' must be provided.");
     return;
   }
   std::vector<uint32_t> ids;
-  const char* key = spec->tokenize_text_key;
-  if (body.contains(key) && body[key].is_string()) {
-    TokenizeWords(body[key].get<std::string>(), &ids);
-  } else if (spec->tokenize_has_count && body.contains("messages") && body["messages"].is_array()) {
-    std::string text;
-    for (const auto& m : body["messages"]) {
-      if (!m.is_object() || !m.contains("content")) continue;
-      const json& c = m["content"];
-      if (c.is_string()) {
-        text += c.get<std::string>();
-        text += '\n';
-      } else if (c.is_array()) {
-        for (const auto& part : c) {
-          if (part.is_object() && part.contains("text") && part["text"].is_string()) {
-            text += part["text"].get<std::string>();
-            text += '\n';
-          }
-        }
-      }
+  if (has_prompt) {
+    if (!body["prompt"].is_string()) {
+      ReplyError(req, 400, "'prompt' must be a string");
+      return;
     }
-    ids = ApplyChatTemplate(text, profile.chat_template_tokens, profile.template_prefix_tokens);
+    const json add = body.value("add_special_tokens", json(true));
+    if (tmpl.bos && add.is_boolean() && add.get<bool>()) ids.push_back(BosTokenId());
+    TokenizeWords(body["prompt"].get<std::string>(), &ids);
   } else {
-    ReplyError(req, 400, std::string("missing string field '") + key + "'");
-    return;
+    std::string text, error;
+    if (!MessagesText(body["messages"], &text, &error)) {
+      ReplyError(req, 400, error);
+      return;
+    }
+    ids = ApplyChatTemplate(text, tmpl);
   }
-  json out = {{"tokens", ids}};
-  if (spec->tokenize_has_count) {
-    out["count"] = ids.size();
-    out["max_model_len"] = profile.context_length;
-    if (!spec->null_keys) out["token_strs"] = nullptr;
-  }
+  json out = {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", profile.context_length}};
+  if (!spec->null_keys) out["token_strs"] = nullptr;
   Reply(req, 200, out.dump(), "application/json");
 }
 
 void SimServer::Impl::HandleMetrics(evhttp_request* req) {
+  if (spec->dialect == Dialect::kLlamacpp) {
+    HandleLlamacppMetrics(req);
+    return;
+  }
   EngineStats st = engine->stats();
   char labels[256];
   std::snprintf(labels, sizeof(labels), spec->m_labels, profile.served_model_name.c_str());
@@ -1160,57 +1110,12 @@ void SimServer::Impl::HandleMetrics(evhttp_request* req) {
     std::snprintf(buf, sizeof(buf), " %lld\n", static_cast<long long>(ttft_count));
     out += name + "_count" + lab + buf;
   }
-  Reply(req, 200, out, "text/plain; version=0.0.4; charset=utf-8");
+  Reply(req, 200, out, spec->metrics_content_type);
 }
 
-void SimServer::Impl::HandleChat(evhttp_request* req) {
-  const int64_t index = next_index++;
-  requests_received.fetch_add(1);
-  json body;
-  try {
-    body = json::parse(BodyOf(req));
-  } catch (const json::exception& e) {
-    ReplyError(req, spec->invalid_json_status, std::string("invalid JSON body: ") + e.what());
-    return;
-  }
-  if (!body.is_object()) {
-    ReplyError(req, 400, "the request body must be a JSON object");
-    return;
-  }
-  // Validation, in the order a reader of the error would want to fix things.
-  if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
-    ReplyError(req, 400, "'messages' must be a non-empty array");
-    return;
-  }
-  std::string text;
-  for (size_t i = 0; i < body["messages"].size(); ++i) {
-    const json& m = body["messages"][i];
-    const std::string at = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
-      ReplyError(req, 400, at + ": each message needs a string 'role'");
-      return;
-    }
-    if (!m.contains("content")) {
-      ReplyError(req, 400, at + ": missing 'content'");
-      return;
-    }
-    const json& c = m["content"];
-    if (c.is_string()) {
-      text += c.get<std::string>();
-    } else if (c.is_array()) {
-      for (const auto& part : c) {
-        if (!part.is_object() || !part.contains("text") || !part["text"].is_string()) {
-          ReplyError(req, 400, at + ": content parts must be {\"type\":\"text\",\"text\":...}");
-          return;
-        }
-        text += part["text"].get<std::string>();
-      }
-    } else if (!c.is_null()) {
-      ReplyError(req, 400, at + ": 'content' must be a string or a list of text parts");
-      return;
-    }
-    text += '\n';
-  }
+// The sampling and streaming fields of a chat request, validated; answers the error and returns
+// false when one is wrong. max_tokens < 0 means "until the context is full" (llama.cpp's -1).
+bool SimServer::Impl::ParseChatOptions(evhttp_request* req, const json& body, ChatOptions* o) {
   auto bad_type = [&](const char* key, bool ok) {
     if (body.contains(key) && !body[key].is_null() && !ok) {
       ReplyError(req, 400, std::string("'") + key + "' has the wrong type");
@@ -1227,49 +1132,128 @@ void SimServer::Impl::HandleChat(evhttp_request* req) {
                body.value("max_completion_tokens", json()).is_number_integer()) ||
       bad_type("stream_options", body.value("stream_options", json()).is_object()) ||
       bad_type("n", body.value("n", json()).is_number_integer())) {
-    return;
+    return false;
   }
   auto opt = [&](const char* key) -> const json* {
     auto it = body.find(key);
     return it == body.end() || it->is_null() ? nullptr : &*it;
   };
   const bool streaming = opt("stream") && opt("stream")->get<bool>();
-  const bool ignore_eos = opt("ignore_eos") && opt("ignore_eos")->get<bool>();
-  const double temperature = opt("temperature") ? opt("temperature")->get<double>() : 1.0;
-  const int64_t seed = opt("seed") ? opt("seed")->get<int64_t>() : 0;
-  if (temperature < 0 || temperature > 2) {
+  o->streaming = streaming;
+  o->ignore_eos = opt("ignore_eos") && opt("ignore_eos")->get<bool>();
+  o->temperature = opt("temperature") ? opt("temperature")->get<double>() : 1.0;
+  o->seed = opt("seed") ? opt("seed")->get<int64_t>() : 0;
+  if (o->temperature < 0 || o->temperature > 2) {
     ReplyError(req, 400, "'temperature' must be in [0, 2]");
-    return;
+    return false;
   }
   if (opt("n") && opt("n")->get<int64_t>() != 1) {
     ReplyError(req, 400, "only n = 1 is supported");
-    return;
+    return false;
   }
-  int64_t max_tokens = kDefaultMaxTokens;
-  if (opt("max_completion_tokens")) {
-    max_tokens = opt("max_completion_tokens")->get<int64_t>();
-  } else if (opt("max_tokens")) {
-    max_tokens = opt("max_tokens")->get<int64_t>();
+  const char* max_key = opt("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  const bool llamacpp = spec->dialect == Dialect::kLlamacpp;
+  // llama.cpp's n_predict defaults to -1, unlimited until the slot's context is full.
+  int64_t max_tokens = llamacpp ? -1 : kDefaultMaxTokens;
+  if (opt(max_key)) max_tokens = opt(max_key)->get<int64_t>();
+  if (llamacpp && max_tokens < -1) {
+    // ts/server-schema.cpp's range check (recording 55).
+    ReplyError(req, 400,
+               std::string("Field '") + max_key +
+                   "': Value must be between -1 <= value <= 2147483647, but got " +
+                   std::to_string(max_tokens));
+    return false;
   }
-  if (max_tokens < 1) {
+  if (!llamacpp && max_tokens < 1) {
     ReplyError(req, 400, "'max_tokens' must be at least 1");
-    return;
+    return false;
   }
-  bool include_usage = false;
+  // llama.cpp still samples one token for n_predict 0 (recordings 54 and 56).
+  if (llamacpp && max_tokens == 0) max_tokens = 1;
+  o->max_tokens = max_tokens;
+  bool& include_usage = o->include_usage;
   if (const json* so = opt("stream_options")) {
     if (!streaming) {
       ReplyError(req, 400, "'stream_options' is only allowed with 'stream': true");
-      return;
+      return false;
     }
     include_usage = spec->usage_default_with_stream_options;
     if (so->contains("include_usage")) {
       if (!(*so)["include_usage"].is_boolean()) {
         ReplyError(req, 400, "'stream_options.include_usage' must be a boolean");
-        return;
+        return false;
       }
       include_usage = (*so)["include_usage"].get<bool>();
     }
   }
+  return true;
+}
+
+// Whether a prompt of `prompt_tokens` with `*max_tokens` of output fits the context (and, with a
+// shared pool, the pool); llama.cpp caps *max_tokens to what is left instead of refusing.
+// Answers the error and returns false when it does not fit.
+bool SimServer::Impl::FitContext(evhttp_request* req, int64_t prompt_tokens, int64_t* max_tokens) {
+  if (spec->dialect == Dialect::kLlamacpp && prompt_tokens >= profile.context_length) {
+    // A plain 400 even for a stream (ts/server-context.cpp:3208-3216, :4243-4246; recording 51).
+    ReplyJsonError(
+        req, 400,
+        {{"code", 400},
+         {"message", "request (" + std::to_string(prompt_tokens) +
+                         " tokens) exceeds the available context size (" +
+                         std::to_string(profile.context_length) + " tokens), try increasing it"},
+         {"type", "exceed_context_size_error"},
+         {"n_prompt_tokens", prompt_tokens},
+         {"n_ctx", profile.context_length}});
+    return false;
+  }
+  if (*max_tokens < 0) *max_tokens = profile.context_length - prompt_tokens;
+  if (prompt_tokens >= profile.context_length) {
+    ReplyError(req, 400,
+               "The input (" + std::to_string(prompt_tokens) +
+                   " tokens) is longer than the model's context length (" +
+                   std::to_string(profile.context_length) + " tokens).");
+    return false;
+  }
+  if (prompt_tokens + *max_tokens > profile.context_length) {
+    if (spec->cap_max_tokens_to_context) {
+      *max_tokens = profile.context_length - prompt_tokens;
+    } else {
+      ReplyError(req, 400,
+                 "Requested token count exceeds the model's maximum context length of " +
+                     std::to_string(profile.context_length) + " tokens. You requested a total of " +
+                     std::to_string(prompt_tokens + *max_tokens) +
+                     " tokens: " + std::to_string(prompt_tokens) +
+                     " tokens from the input messages and " + std::to_string(*max_tokens) +
+                     " tokens for the completion. Please reduce the number of tokens in the input "
+                     "messages or the completion to fit within the limit.");
+      return false;
+    }
+  }
+  const int64_t page = std::max(1, profile.page_size);
+  const int64_t need_tokens = (prompt_tokens + *max_tokens + page - 1) / page * page;
+  if (profile.cache_model == CacheModel::kRadix && need_tokens > profile.max_total_tokens) {
+    ReplyError(req, 400,
+               "The request needs " + std::to_string(need_tokens) +
+                   " tokens (prompt + max_tokens, in whole pages) but the token pool holds " +
+                   std::to_string(profile.max_total_tokens) + ".");
+    return false;
+  }
+  return true;
+}
+
+void SimServer::Impl::HandleChat(evhttp_request* req) {
+  const int64_t index = next_index++;
+  requests_received.fetch_add(1);
+  json body;
+  if (!ParseBody(req, &body)) return;
+  // Validation, in the order a reader of the error would want to fix things.
+  std::string text, error;
+  if (!MessagesText(body.value("messages", json()), &text, &error)) {
+    ReplyError(req, 400, error);
+    return;
+  }
+  ChatOptions o;
+  if (!ParseChatOptions(req, body, &o)) return;
 
   RequestFaults f = faults.ForRequest(index, text);
   if (f.http_status) {
@@ -1279,40 +1263,10 @@ void SimServer::Impl::HandleChat(evhttp_request* req) {
     return;
   }
 
-  std::vector<uint32_t> ids =
-      ApplyChatTemplate(text, profile.chat_template_tokens, profile.template_prefix_tokens);
+  std::vector<uint32_t> ids = ApplyChatTemplate(text, tmpl);
   const int64_t prompt_tokens = static_cast<int64_t>(ids.size());
-  if (prompt_tokens >= profile.context_length) {
-    ReplyError(req, 400,
-               "The input (" + std::to_string(prompt_tokens) +
-                   " tokens) is longer than the model's context length (" +
-                   std::to_string(profile.context_length) + " tokens).");
-    return;
-  }
-  if (prompt_tokens + max_tokens > profile.context_length) {
-    if (spec->cap_max_tokens_to_context) {
-      max_tokens = profile.context_length - prompt_tokens;
-    } else {
-      ReplyError(req, 400,
-                 "Requested token count exceeds the model's maximum context length of " +
-                     std::to_string(profile.context_length) + " tokens. You requested a total of " +
-                     std::to_string(prompt_tokens + max_tokens) +
-                     " tokens: " + std::to_string(prompt_tokens) +
-                     " tokens from the input messages and " + std::to_string(max_tokens) +
-                     " tokens for the completion. Please reduce the number of tokens in the input "
-                     "messages or the completion to fit within the limit.");
-      return;
-    }
-  }
-  const int64_t page = std::max(1, profile.page_size);
-  const int64_t need_tokens = (prompt_tokens + max_tokens + page - 1) / page * page;
-  if (need_tokens > profile.max_total_tokens) {
-    ReplyError(req, 400,
-               "The request needs " + std::to_string(need_tokens) +
-                   " tokens (prompt + max_tokens, in whole pages) but the token pool holds " +
-                   std::to_string(profile.max_total_tokens) + ".");
-    return;
-  }
+  int64_t max_tokens = o.max_tokens;
+  if (!FitContext(req, prompt_tokens, &max_tokens)) return;
 
   auto s = std::make_unique<Stream>();
   s->impl = this;
@@ -1325,20 +1279,19 @@ void SimServer::Impl::HandleChat(evhttp_request* req) {
                 static_cast<unsigned long long>(Mix64(static_cast<uint64_t>(start_unix_ns), 0)),
                 static_cast<unsigned long long>(index));
   s->id = idbuf;
-  s->streaming = streaming;
-  s->include_usage = include_usage;
+  s->streaming = o.streaming;
+  s->include_usage = o.include_usage;
   s->prompt_tokens = prompt_tokens;
   s->max_tokens = max_tokens;
+  s->ignore_eos = o.ignore_eos;
+  s->temperature = o.temperature;
   s->faults = f;
   const uint64_t prompt_hash = PromptHash(ids);
   // Temperature 0 is greedy: the seed cannot change the text.
-  s->out_seed = temperature > 0 ? static_cast<uint64_t>(seed) : 0;
-  s->out_hash = f.duplicate_of
-                    ? PromptHash(ApplyChatTemplate(*f.duplicate_of, profile.chat_template_tokens,
-                                                   profile.template_prefix_tokens))
-                    : prompt_hash;
+  s->out_seed = o.temperature > 0 ? static_cast<uint64_t>(o.seed) : 0;
+  s->out_hash = f.duplicate_of ? PromptHash(ApplyChatTemplate(*f.duplicate_of, tmpl)) : prompt_hash;
   int64_t eos_at = -1;
-  if (!ignore_eos && profile.eos_min_tokens < max_tokens) {
+  if (!o.ignore_eos && profile.eos_min_tokens < max_tokens) {
     const uint64_t span = static_cast<uint64_t>(max_tokens - profile.eos_min_tokens + 1);
     const int64_t at = profile.eos_min_tokens +
                        static_cast<int64_t>(Mix64(Mix64(prompt_hash, s->out_seed), 0xe05) % span);
@@ -1353,16 +1306,9 @@ void SimServer::Impl::HandleChat(evhttp_request* req) {
   s->pending.prompt_tokens = std::move(ids);
   s->pending.max_new_tokens = max_tokens;
   s->pending.eos_at_tokens = eos_at;
-  {
-    std::string head = "{\"id\":\"";
-    head += s->id;
-    head += "\",\"object\":\"chat.completion.chunk\",\"created\":";
-    AppendInt(&head, start_unix_ns / 1000000000 + VirtNow() / 1000000000);
-    head += ",\"model\":";
-    head += model_json;
-    head += ",\"choices\":[";
-    s->head = std::move(head);
-  }
+  s->eos_at = eos_at;
+  s->eos_is_token = spec->llamacpp_stream;
+  SetChunkHeadAndTail(s.get());
 
   Stream* sp = s.get();
   streams.emplace(sp->engine_id, std::move(s));
@@ -1419,6 +1365,11 @@ Result<std::unique_ptr<SimServer>> SimServer::Start(const ServerOptions& options
   if (!profile.ok()) return profile.status();
   impl->profile = profile.value();
   impl->digest = ProfileDigest(impl->profile);
+  impl->tmpl = ChatTemplate{impl->profile.chat_template_tokens,
+                            impl->profile.template_prefix_tokens, impl->profile.template_bos};
+  if (impl->profile.cache_model == CacheModel::kSlots) {
+    impl->slot_tasks.resize(static_cast<size_t>(impl->profile.max_running_requests));
+  }
   impl->model_json = json(impl->profile.served_model_name).dump();
   if (!options.faults_path.empty()) {
     Result<FaultPlan> plan = FaultPlan::Load(options.faults_path);

@@ -1,5 +1,7 @@
 #include "capq/sim/tokenizer.h"
 
+#include <algorithm>
+
 namespace capq::sim {
 namespace {
 
@@ -12,8 +14,17 @@ constexpr const char* kSyllables[32] = {
     "ba", "be", "bi", "bo", "da", "de", "di", "do", "ka", "ke", "ki", "ko", "la", "le", "li", "lo",
     "ma", "me", "mi", "mo", "na", "ne", "ni", "no", "ra", "re", "ri", "ro", "sa", "se", "si", "so"};
 
-uint32_t TemplateId(int position) {
-  return WordTokenId("<|capq_template_" + std::to_string(position) + "|>");
+std::string TemplateWord(int position) {
+  return "<|capq_template_" + std::to_string(position) + "|>";
+}
+
+uint32_t TemplateId(int position) { return WordTokenId(TemplateWord(position)); }
+
+ChatTemplate Clamped(ChatTemplate t) {
+  t.tokens = std::max(0, t.tokens);
+  t.prefix_tokens = std::clamp(t.prefix_tokens, 0, t.tokens);
+  t.bos = t.bos && t.prefix_tokens > 0;
+  return t;
 }
 
 }  // namespace
@@ -47,16 +58,42 @@ int64_t TokenizeWords(std::string_view text, std::vector<uint32_t>* out) {
 
 int64_t CountWords(std::string_view text) { return TokenizeWords(text, nullptr); }
 
+uint32_t BosTokenId() { return WordTokenId(kBosText); }
+
+std::vector<uint32_t> ApplyChatTemplate(std::string_view message_text, const ChatTemplate& tmpl) {
+  const ChatTemplate t = Clamped(tmpl);
+  std::vector<uint32_t> ids;
+  ids.reserve(static_cast<size_t>(t.tokens) + message_text.size() / 4);
+  for (int i = 0; i < t.prefix_tokens; ++i)
+    ids.push_back(i == 0 && t.bos ? BosTokenId() : TemplateId(i));
+  TokenizeWords(message_text, &ids);
+  for (int i = t.prefix_tokens; i < t.tokens; ++i) ids.push_back(TemplateId(i));
+  return ids;
+}
+
 std::vector<uint32_t> ApplyChatTemplate(std::string_view message_text, int chat_template_tokens,
                                         int template_prefix_tokens) {
-  std::vector<uint32_t> ids;
-  if (template_prefix_tokens > chat_template_tokens) template_prefix_tokens = chat_template_tokens;
-  if (template_prefix_tokens < 0) template_prefix_tokens = 0;
-  ids.reserve(static_cast<size_t>(chat_template_tokens) + message_text.size() / 4);
-  for (int i = 0; i < template_prefix_tokens; ++i) ids.push_back(TemplateId(i));
-  TokenizeWords(message_text, &ids);
-  for (int i = template_prefix_tokens; i < chat_template_tokens; ++i) ids.push_back(TemplateId(i));
-  return ids;
+  return ApplyChatTemplate(message_text,
+                           ChatTemplate{chat_template_tokens, template_prefix_tokens, false});
+}
+
+std::string RenderChatTemplate(std::string_view message_text, const ChatTemplate& tmpl) {
+  const ChatTemplate t = Clamped(tmpl);
+  std::string out;
+  for (int i = t.bos ? 1 : 0; i < t.prefix_tokens; ++i) {
+    out += TemplateWord(i);
+    out += i + 1 < t.prefix_tokens ? ' ' : '\n';
+  }
+  out.append(message_text);
+  for (int i = t.prefix_tokens; i < t.tokens; ++i) {
+    // The message text already ends a line (every message does); only words need a separator.
+    if (i > t.prefix_tokens || (!out.empty() && !IsSpace(out.back()))) {
+      out += i == t.prefix_tokens ? '\n' : ' ';
+    }
+    out += TemplateWord(i);
+  }
+  if (t.tokens > t.prefix_tokens) out += '\n';
+  return out;
 }
 
 uint64_t PromptHash(const std::vector<uint32_t>& prompt_ids) {

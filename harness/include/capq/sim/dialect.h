@@ -34,7 +34,14 @@ enum class Endpoint {
   kVersion,
   kProps,
   kSlots,
-  kSlotAction,  // path prefix "/slots/": POST /slots/{id}?action=erase
+  kSlotAction,     // path prefix "/slots/": POST /slots/{id}?action=erase
+  kApplyTemplate,  // llama.cpp POST /apply-template
+  kCapqSim,  // GET /capq/sim in every dialect: the simulator's identity, no real server has it
+};
+
+struct Header {
+  const char* name;
+  const char* value;
 };
 
 struct Route {
@@ -56,21 +63,30 @@ struct DialectSpec {
   const char* health_loading_body;  // body of the 503 answer (health_503_for_s fault)
   FlushStyle flush;
   ErrorStyle errors;
-  // /tokenize: the request key carrying raw text, and whether the answer has count/max_model_len.
-  const char* tokenize_text_key;
-  bool tokenize_has_count;
   // Chunk shapes.
-  bool null_keys;               // SGLang writes unset fields as null; vLLM/llama.cpp leave them out
-  bool logprobs_key;            // choices[] carry "logprobs":null (SGLang, vLLM; not llama.cpp)
-  const char* reasoning_key;    // delta key for reasoning text written as null (nullptr: none)
-  bool role_content_null;       // first chunk delta {"role":"assistant","content":null} (llama.cpp)
-  bool headers_at_first_token;  // llama.cpp flushes headers, role chunk and first token together
+  bool null_keys;             // SGLang writes unset fields as null; vLLM/llama.cpp leave them out
+  bool logprobs_key;          // choices[] carry "logprobs":null (SGLang, vLLM; not llama.cpp)
+  const char* reasoning_key;  // delta key for reasoning text written as null (nullptr: none)
+  bool role_content_null;     // first chunk delta {"role":"assistant","content":null} (llama.cpp)
+  // llama.cpp: status and headers go out when a slot starts the request (before prefill), the role
+  // chunk shares an HTTP chunk with the first content delta, and the finish chunk with the usage
+  // chunk; chunks put "choices" first and a choice "finish_reason" first; "system_fingerprint".
+  bool llamacpp_stream;
   bool usage_default_with_stream_options;  // vLLM: include_usage defaults true with stream_options
   bool usage_timings;                      // llama.cpp: "timings" beside "usage" in the usage chunk
   const char* finish_extra;  // extra keys in every chunk's choice, e.g. ,"matched_stop":null
   // Requests.
   int invalid_json_status;         // llama.cpp answers a body that is not JSON with 500, others 400
   bool cap_max_tokens_to_context;  // llama.cpp silently caps max_tokens; others answer 400
+  // Headers: on every answer, on an event stream, and the content types.
+  const Header* headers;
+  int header_count;
+  const Header* sse_headers;
+  int sse_header_count;
+  const char* json_content_type;
+  const char* sse_content_type;
+  const char* metrics_content_type;
+  bool close_on_error;  // every status >= 400 carries Connection: close (llama.cpp's httplib)
   // Metrics: Prometheus names.
   const char* m_running;
   const char* m_waiting;

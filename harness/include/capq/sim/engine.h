@@ -20,9 +20,19 @@
 //  - A step takes b0 + b1*prefill_tokens + b2*sum(chunk^2) + b3*decode_rows + b4*decode_kv_tokens +
 //    overhead (times jitter); it starts when the previous one ends, or at the first arrival when
 //    idle.
-//  - Prefix cache (when enabled): a radix cache of finished prompts' token ids; a new request skips
-//    prefill of its longest cached prefix and reports it as cached_tokens. Flush clears it when
-//    idle.
+//  - Prefix cache (when enabled), cache_model radix: a radix cache of finished prompts' token ids;
+//    a new request skips prefill of its longest cached prefix and reports it as cached_tokens.
+//    Flush clears it when idle.
+//  - cache_model slots (llama.cpp): max_running_requests slots, each holding the tokens its KV
+//    kept from its last task (prompt + output - 1). There is no shared pool: a request waits
+//    (FCFS) only for an idle slot and fits if prompt + max_new_tokens <= context_length. At each
+//    admission every idle slot is first copied into the host prompt cache (unless an entry
+//    already contains it; host_prompt_cache), then the task takes the idle slot whose tokens
+//    share the longest prefix with its prompt if lcp / prompt_len > slot_prompt_similarity, else
+//    the least recently released idle slot (ties: the highest id). The host entry with the
+//    longest prefix moves into that slot if it beats the slot's own and keeps >= 25% of its
+//    tokens. cached_tokens = min(lcp(slot, prompt), prompt_len - 1). EraseSlot empties one
+//    slot and never the host cache; FlushCache empties every slot.
 //
 // Details this implementation fixes (engine.cc):
 //  - At most prompt_len - 1 tokens come from the cache: the last prompt token is always computed,
@@ -45,6 +55,8 @@
 //    identically.
 //  - A Submit or Cancel at exactly the start time of the step in progress re-plans that step (no
 //    virtual time has passed), so a burst of arrivals at one instant is admitted together.
+//  - With idle_start_delay_s > 0, an arrival at an idle engine starts the first step that long
+//    later (NextEventTime reports it), and every arrival until then is admitted with it.
 //  - After Cancel no event is emitted for that id. A waiting request leaves the queue at once; a
 //    running one still costs the step in progress and is dropped at its end.
 #pragma once
@@ -80,6 +92,7 @@ struct EngineEvent {
   int64_t tokens = 0;         // kTokens: tokens emitted in this step for this request
   int64_t total_tokens = 0;   // kTokens/kFinished: output tokens so far
   int64_t cached_tokens = 0;  // kAdmitted
+  int slot = -1;              // kAdmitted under cache_model slots: the slot that runs it
   // kFinished/kRejected: "length", "stop", "too_long", "invalid" (static strings).
   const char* finish_reason = nullptr;
 };
@@ -99,6 +112,21 @@ struct EngineStats {
   int64_t requests_finished = 0;
   int64_t requests_rejected = 0;
   int64_t requests_cancelled = 0;
+  int64_t host_cache_entries = 0;  // cache_model slots: prompts held in the host cache
+};
+
+// One slot of cache_model slots, for llama.cpp's GET /slots.
+struct SlotState {
+  int id = 0;
+  bool used = false;  // has run a task since the engine started
+  bool processing = false;
+  uint64_t request_id = 0;      // processing only
+  int64_t n_kv_tokens = 0;      // tokens in its KV now (llama.cpp's n_prompt_tokens)
+  int64_t n_prompt_tokens = 0;  // processing only: the request's prompt length
+  int64_t n_prompt_tokens_cache = 0;
+  int64_t n_prompt_tokens_processed = 0;
+  int64_t n_decoded = 0;
+  int64_t n_remain = 0;
 };
 
 class Engine {
@@ -121,6 +149,11 @@ class Engine {
 
   bool Idle() const;  // nothing waiting, nothing running
   bool FlushCache();  // false (and no change) unless Idle()
+  // cache_model slots: empties slot `id` and returns how many tokens it held; nullopt while the
+  // slot runs a task, for a bad id, or under cache_model radix. The erase that leaves every slot
+  // empty starts a new jitter epoch, like FlushCache.
+  std::optional<int64_t> EraseSlot(int id);
+  std::vector<SlotState> Slots() const;  // empty under cache_model radix
   EngineStats stats() const;
   const EngineProfile& profile() const;
 

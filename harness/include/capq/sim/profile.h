@@ -11,6 +11,10 @@ namespace capq::sim {
 
 enum class SchedulePolicy { kPrefillFirst, kDecodeFirst };  // SGLang-like, vLLM-like
 
+// Where reusable KV lives. kRadix: one shared prefix tree in the paged pool (SGLang, vLLM).
+// kSlots: llama.cpp's model, one private context per slot plus a host-RAM prompt cache (engine.h).
+enum class CacheModel { kRadix, kSlots };
+
 struct EngineProfile {
   std::string name;  // "small", "b70_twin"
   std::string served_model_name = "sim-model";
@@ -49,6 +53,34 @@ struct EngineProfile {
   int template_prefix_tokens = 3;
   // Without ignore_eos a stream stops early at a seeded length in [eos_min_tokens, max_tokens].
   int eos_min_tokens = 1;
+  // The first template token is a BOS token, rendered as "<s>" and left out of the template text
+  // (/apply-template), as llama.cpp's Phi-3 template does with {{ bos_token }} (conformance INDEX,
+  // "Template prefix and cached_tokens"; recordings 10 and 12). It still counts in
+  // chat_template_tokens and template_prefix_tokens.
+  bool template_bos = false;
+
+  // llama.cpp's cache (conformance/llamacpp/INDEX.md, "Template prefix and cached_tokens" and
+  // "Host-RAM prompt cache"; tools/server/ is ts/ below, commit d32676d77):
+  //  - cache_model slots: max_running_requests slots (-np), each with context_length tokens of its
+  //    own (n_ctx per slot); max_total_tokens and page_size do not limit admission.
+  //  - slot_prompt_similarity: a task goes to the idle slot whose cached tokens share the longest
+  //    prefix with its prompt when lcp / prompt_len exceeds this, else to the least recently used
+  //    idle slot (--slot-prompt-similarity, default 0.10; ts/server-context.cpp:1600-1676).
+  //  - host_prompt_cache: --cache-ram (default 8192 MiB; false = --cache-ram 0). Every task
+  //    launch copies each idle slot's tokens into it, and a slot takes back the entry that best
+  //    matches its new prompt (ts/server-context.cpp:2463-2478, ts/server-task.cpp:1642-1850).
+  //    The sim's copy has no size limit: 8 GiB holds millions of tokens of a small model.
+  //  - slot_actions: --slot-save-path is set, so POST /slots/{id}?action=... works; without it
+  //    every slot action answers 501 (ts/server-context.cpp:4578-4583).
+  CacheModel cache_model = CacheModel::kRadix;
+  double slot_prompt_similarity = 0.10;
+  bool host_prompt_cache = true;
+  bool slot_actions = true;
+  // An idle engine starts its first step this long after the request that wakes it, and requests
+  // that arrive in between share that step: llama.cpp's time from a request to its slot start
+  // (HTTP parsing, tokenizing, the task queue), which let two prompts sent together share one
+  // prefill batch (conformance 70/71). 0: the step starts at the arrival.
+  double idle_start_delay_s = 0;
 };
 
 // Reads a profile YAML file; every error names the file, line and key. Unknown keys are errors.
@@ -61,9 +93,12 @@ Result<EngineProfile> ParseProfile(const std::string& yaml_text, const std::stri
 Status ValidateProfile(const EngineProfile& p);
 
 const char* SchedulePolicyName(SchedulePolicy policy);  // "prefill_first" | "decode_first"
+const char* CacheModelName(CacheModel model);           // "radix" | "slots"
 
 // Canonical JSON of every field (sorted keys), and "sha256:<hex>" of it: the simulator's identity
-// digest, so a changed profile fails a pinned row like a retagged image.
+// digest, so a changed profile fails a pinned row like a retagged image. The fields from
+// template_bos on appear only when they differ from their defaults, so the profiles that predate
+// them keep the digests their rows pin.
 std::string CanonicalProfileJson(const EngineProfile& p);
 std::string ProfileDigest(const EngineProfile& p);
 

@@ -3,14 +3,19 @@
 // shapes and metrics (server-apis.md).
 //
 // Endpoints (all dialects): POST /v1/chat/completions (stream true|false), GET /health,
-// GET /v1/models, GET /metrics (Prometheus text), POST /tokenize.
-//   sglang:   GET /server_info (/get_server_info, /model_info), GET|POST /flush_cache,
-//             POST /v1/tokenize; sglang:* metrics.
+// GET /v1/models, GET /metrics (Prometheus text), POST /tokenize, and GET /capq/sim:
+// {"profile","identity_digest","time_scale","dialect"}, the simulator's identity, which no real
+// server has (so the real servers' own documents stay as they are).
+//   sglang:   GET /server_info (/get_server_info, /model_info; also carries "capq_sim"),
+//             GET|POST /flush_cache, POST /v1/tokenize; sglang:* metrics.
 //   vllm:     GET /version, POST /reset_prefix_cache (always 200); vllm:* metrics.
-//   llamacpp: GET /props, GET /slots, POST /slots/{id}?action=erase, GET /v1/health;
-//             llamacpp:* metrics.
-// Each dialect's chunk shapes, error bodies and names are in dialect.h/.cc; the identity digest
-// (ProfileDigest) is under "capq_sim" in /server_info, /version and /props.
+//   llamacpp: GET /props, GET /slots, POST /slots/{id}?action=erase, POST /apply-template,
+//             GET /v1/health; llamacpp:* metrics; shapes as recorded from llama-server b9749
+//             (conformance/llamacpp/, server_llamacpp.cc).
+// POST /tokenize with "messages" (sglang, vllm) or /apply-template then /tokenize with
+// add_special (llamacpp) give a chat prompt's token ids, so a client can measure the template
+// prefix two prompts share from the server itself (tokenizer.h).
+// Each dialect's chunk shapes, error bodies and names are in dialect.h/.cc.
 //
 // Requests: prompt_tokens = words of every message's content + chat_template_tokens
 // (tokenizer.h). max_completion_tokens wins over max_tokens; without either, 128 (SGLang's default
@@ -18,7 +23,7 @@
 // ("stop") at a length seeded by (prompt, seed) in [eos_min_tokens, max_tokens]. Temperature 0 is
 // greedy: the seed does not change the text. A prompt + max_tokens that cannot fit the context or
 // the token pool is a 400 before any stream byte (llama.cpp caps max_tokens to the context
-// instead, as the real server does).
+// instead, as the real server does, and refuses only a prompt that fills the slot's context).
 //
 // Threading: Start() spawns one event-loop thread that owns every connection, the engine and the
 // timers; nothing else touches them. The public methods may be called from any thread.

@@ -11,6 +11,11 @@
 // so prompt_tokens = message tokens + chat_template_tokens, and two different conversations share
 // exactly the template prefix (plus whatever leading words their messages share), as on a real
 // server whose template starts with a fixed header and puts role markers around each message.
+// The template is also text (RenderChatTemplate): marker words "<|capq_template_N|>" separated
+// from the message by whitespace, so tokenizing the rendered text gives back the same ids and a
+// client can measure the shared prefix from the server itself (/apply-template + /tokenize, or
+// a chat /tokenize). With a BOS (llama.cpp's {{ bos_token }}), marker 0 is the BOS token "<s>":
+// the rendered text leaves it out and tokenizing with add_special puts it back in front.
 //
 // Output text: output token i of a request is a pronounceable lowercase word derived from a hash of
 // (prompt hash, seed, i); deltas join words with single spaces, so re-tokenizing a stream's text
@@ -35,10 +40,23 @@ uint32_t WordTokenId(std::string_view word);
 int64_t TokenizeWords(std::string_view text, std::vector<uint32_t>* out);
 int64_t CountWords(std::string_view text);
 
+struct ChatTemplate {
+  int tokens = 0;         // chat_template_tokens
+  int prefix_tokens = 0;  // template_prefix_tokens (BOS included)
+  bool bos = false;       // marker 0 is the BOS token
+};
+
+inline constexpr std::string_view kBosText = "<s>";
+uint32_t BosTokenId();  // WordTokenId("<s>")
+
 // Builds a conversation's prompt token ids: template prefix + `message_text` words + suffix.
 // `message_text` is every message's content joined by newlines.
+std::vector<uint32_t> ApplyChatTemplate(std::string_view message_text, const ChatTemplate& t);
 std::vector<uint32_t> ApplyChatTemplate(std::string_view message_text, int chat_template_tokens,
                                         int template_prefix_tokens);
+// The template as text, without the BOS: TokenizeWords(RenderChatTemplate(m, t)) equals
+// ApplyChatTemplate(m, t) minus its leading BOS.
+std::string RenderChatTemplate(std::string_view message_text, const ChatTemplate& t);
 
 // A stable hash of a prompt's token ids: the key of its output text.
 uint64_t PromptHash(const std::vector<uint32_t>& prompt_ids);

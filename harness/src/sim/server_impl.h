@@ -1,0 +1,269 @@
+// The simulated server's shared internals: the state of one chat stream and the server's
+// loop-thread state. server.cc has the engine driving, streaming and the common endpoints;
+// server_llamacpp.cc the endpoints only llama.cpp has.
+#pragma once
+
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+
+#include <atomic>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "capq/clock.h"
+#include "capq/sim/dialect.h"
+#include "capq/sim/faults.h"
+#include "capq/sim/server.h"
+#include "capq/sim/tokenizer.h"
+#include "capq/sim/truth_log.h"
+
+namespace capq::sim {
+
+using json = nlohmann::json;
+
+inline constexpr double kTtftBucketsS[] = {
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,  0.75, 1.0,  2.5,   5.0,
+    7.5,   10.0,  15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120., 240., 480., 960., 1920., 7680.};
+inline constexpr size_t kTtftBuckets = sizeof(kTtftBucketsS) / sizeof(kTtftBucketsS[0]);
+
+// llama.cpp's build_info and system_fingerprint slot: the sim's own name, never a real build.
+inline constexpr const char* kSimFingerprint = "capq-sim";
+
+std::string BodyOf(evhttp_request* req);
+// Whether a mid-stream fault acts once `count` output tokens are out.
+bool FaultDue(const RequestFaults& f, int64_t count);
+// Every message's text content joined by newlines (what the sim template wraps); false and a
+// reason when a message is malformed.
+bool MessagesText(const json& messages, std::string* text, std::string* error);
+void AppendInt(std::string* out, int64_t v);
+const char* ReasonPhrase(int status);
+
+// One chat completion request, from arrival to the end of its answer.
+struct Stream {
+  SimServer::Impl* impl = nullptr;
+  evhttp_request* req = nullptr;  // null once the connection is gone
+  evhttp_connection* conn = nullptr;
+  event* eof_watch = nullptr;
+  event* delay_timer = nullptr;  // slow_first_byte
+  uint64_t engine_id = 0;
+  int64_t index = 0;
+  std::string id;    // "chatcmpl-..."
+  std::string head;  // every chunk's JSON up to the choices array's first element
+  std::string tail;  // from the choices array's closing bracket up to the chunk's last keys
+  bool streaming = false;
+  bool include_usage = false;
+  int64_t prompt_tokens = 0;
+  int64_t max_tokens = 0;
+  bool ignore_eos = false;
+  double temperature = 1.0;
+  int64_t eos_at = -1;        // the output length at which it stops with "stop" (-1: never)
+  bool eos_is_token = false;  // llama.cpp: that last token is the EOS and has no text
+  int slot = -1;              // cache_model slots: the engine slot running it
+  uint64_t out_hash = 0;      // output text key: prompt hash (or the duplicated prompt's)
+  uint64_t out_seed = 0;
+  RequestFaults faults;
+  EngineRequest pending;  // the engine request, until submitted
+  // Progress.
+  bool in_engine = false;  // submitted and not finished/rejected/cancelled
+  bool headers_sent = false;
+  bool role_sent = false;
+  bool stalled = false;  // stall fault: the connection stays open, silent
+  bool malformed_sent = false;
+  bufferevent* bev = nullptr;  // set once the headers are out: chunks are appended to it directly
+  bool chunked = true;
+  int64_t cached_tokens = 0;
+  int64_t emitted = 0;  // output tokens the engine produced so far
+  int64_t frame_index = 0;
+  VirtNs arrival_v = 0;
+  VirtNs admitted_v = -1;
+  VirtNs first_token_v = -1;
+  std::string content;  // non-streaming: the whole text
+};
+
+struct SimServer::Impl {
+  ServerOptions opts;
+  EngineProfile profile;
+  std::string digest;
+  const DialectSpec* spec = nullptr;
+  FaultPlan faults;
+  TruthLog truth;
+  std::string model_json;  // served_model_name as a JSON string literal
+
+  event_base* base = nullptr;
+  evhttp* http = nullptr;
+  evconnlistener* listener = nullptr;
+  event* engine_timer = nullptr;
+  event* stop_event = nullptr;
+  int stop_fd = -1;  // an eventfd: Stop() writes it from another thread to wake the loop
+  evbuffer* scratch = nullptr;
+  std::thread thread;
+  int port = 0;
+  int listen_backlog = 0;
+  MonoNs t0 = 0;
+  int64_t start_unix_ns = 0;
+  double scale = 1.0;
+  std::atomic<bool> stopped{false};
+  std::mutex stop_mu;
+
+  std::unique_ptr<Engine> engine;
+  std::vector<EngineEvent> events;
+  VirtNs last_v = 0;
+  std::optional<VirtNs> timer_at;
+  std::unordered_map<uint64_t, std::unique_ptr<Stream>> streams;
+  int64_t next_index = 0;
+  uint64_t next_engine_id = 1;
+  int delayed = 0;  // slow_first_byte requests not yet submitted: they make the server busy
+  bool erase_pending = false;       // llama.cpp: an erase asked while busy, done once idle
+  std::vector<int> slots_to_erase;  // cache_model slots: erases of busy slots, done once idle
+  // What /slots shows of each slot's last task (cache_model slots).
+  struct SlotTask {
+    int64_t id_task = -1;
+    int64_t n_predict = -1;
+    bool ignore_eos = false;
+    bool stream = false;
+    double temperature = 0.8;
+    int64_t n_prompt_tokens_processed = 0;
+    int64_t n_decoded = 0;
+  };
+  std::vector<SlotTask> slot_tasks;
+  ChatTemplate tmpl;
+  // llama.cpp's /metrics counters (virtual seconds).
+  double lc_prompt_s_total = 0;
+  double lc_predicted_s_total = 0;
+  int64_t lc_prompt_n_total = 0;
+  int64_t lc_n_tokens_max = 0;
+  int64_t flush_base_prompt = 0;
+  int64_t flush_base_cached = 0;
+
+  // Metrics (virtual seconds).
+  int64_t ttft_counts[kTtftBuckets + 1] = {};
+  double ttft_sum_s = 0;
+  int64_t ttft_count = 0;
+
+  mutable std::mutex snap_mu;
+  EngineStats snapshot;
+  std::atomic<int64_t> requests_received{0};
+
+  std::string frame;  // reused frame buffer
+  // Constant parts of every chunk for this dialect (after the per-stream head).
+  std::string role_choice;           // the role chunk's choice object
+  std::string content_open;          // a content choice up to the content string's opening quote
+  std::string content_close;         // from the content string's closing quote to the choice's end
+  std::string finish_length_choice;  // the finish chunk's choice object
+  std::string finish_stop_choice;
+  std::string chunk_close;  // after a stream's tail: ,"usage":null} (SGLang) or }
+
+  ~Impl();
+
+  VirtNs VirtNow() const { return static_cast<VirtNs>(static_cast<double>(NowNs() - t0) * scale); }
+  MonoNs DueMono(VirtNs v) const {
+    return t0 + static_cast<MonoNs>(static_cast<double>(v) / scale);
+  }
+  bool Busy() const { return !engine->Idle() || delayed > 0; }
+
+  // Engine driving.
+  void Pump(VirtNs now);
+  void Rearm();
+  void Dispatch(const EngineEvent& e);
+  void Snapshot();
+  void SubmitStream(Stream* s);
+
+  // Streams.
+  void OnTokens(Stream* s, const EngineEvent& e);
+  void OnFinished(Stream* s, const EngineEvent& e);
+  void OnRejected(Stream* s, const EngineEvent& e);
+  void StartReply(Stream* s);
+  void WriteFrame(Stream* s, std::string_view payload, VirtNs v,
+                  void (*done_cb)(evhttp_connection*, void*) = nullptr);
+  // The hot path builds a frame's payload in place: BeginFrame, append, SendFrame.
+  // The frame starts kFrameRoom bytes into `frame`: room for the chunk-size line in front.
+  static constexpr size_t kFrameRoom = 18;
+  std::string& BeginFrame() {
+    frame_count = 1;
+    frame.assign(kFrameRoom, ' ');
+    frame += "data: ";
+    return frame;
+  }
+  void SendFrame(Stream* s, VirtNs v, void (*done_cb)(evhttp_connection*, void*) = nullptr);
+  void FlushStaged();
+  // Frames built but not yet written, all of one stream (see SendFrame).
+  struct StagedTruth {
+    int64_t index;
+    VirtNs v;
+  };
+  Stream* staged_stream = nullptr;
+  std::string staged;
+  std::vector<StagedTruth> staged_truth;
+  void EndReply(Stream* s);
+  // Streams whose last frame went out in this Pump; their replies end after the step's writes.
+  // No I/O callback runs inside Pump, so nothing else can forget them in between.
+  std::vector<Stream*> finished;
+  void CutNow(Stream* s);
+  void SendErrorFrameAndEnd(Stream* s, int status, const std::string& message, VirtNs v);
+  bool SendAndApplyFaults(Stream* s, int64_t count, VirtNs v);
+  void Forget(Stream* s);
+  void ClientGone(Stream* s);
+  std::string ChoiceTail(const char* finish_reason) const;
+  std::string UsageJson(const Stream* s) const;
+  std::string TimingsJson(const Stream* s, VirtNs finish_v) const;
+  // Several frames can share one HTTP chunk (llama.cpp): NextFrame starts another in `frame`.
+  std::string& NextFrame() {
+    frame += "\n\ndata: ";
+    ++frame_count;
+    return frame;
+  }
+  int frame_count = 1;
+  std::string NonStreamBody(const Stream* s, const char* finish_reason, VirtNs finish_v) const;
+
+  // HTTP handlers.
+  void Handle(evhttp_request* req);
+  void HandleChat(evhttp_request* req);
+  struct ChatOptions {
+    bool streaming = false;
+    bool ignore_eos = false;
+    bool include_usage = false;
+    double temperature = 1.0;
+    int64_t seed = 0;
+    int64_t max_tokens = 0;
+  };
+  bool ParseChatOptions(evhttp_request* req, const json& body, ChatOptions* o);
+  bool FitContext(evhttp_request* req, int64_t prompt_tokens, int64_t* max_tokens);
+  void HandleHealth(evhttp_request* req);
+  void HandleModels(evhttp_request* req);
+  void HandleServerInfo(evhttp_request* req);
+  void HandleVersion(evhttp_request* req);
+  void HandleProps(evhttp_request* req);
+  void HandleSlots(evhttp_request* req);
+  void HandleSlotAction(evhttp_request* req, const std::string& path);
+  void HandleFlush(evhttp_request* req);
+  void HandleTokenize(evhttp_request* req);
+  void HandleMetrics(evhttp_request* req);
+  void HandleCapqSim(evhttp_request* req);
+  // llama.cpp's own shapes (server_llamacpp.cc).
+  void HandleApplyTemplate(evhttp_request* req);
+  void HandleLlamacppTokenize(evhttp_request* req, const json& body);
+  void HandleLlamacppModels(evhttp_request* req);
+  void HandleLlamacppMetrics(evhttp_request* req);
+  void ReplyJsonError(evhttp_request* req, int status, json error);
+  void OnSlotAdmitted(Stream* s);
+  void OnLlamacppFinished(Stream* s, VirtNs t);
+  void ErasePendingSlots();
+  void Reply(evhttp_request* req, int status, const std::string& body, const char* content_type);
+  void ReplyError(evhttp_request* req, int status, const std::string& message);
+  void AddDialectHeaders(evkeyvalq* h, int status) const;
+  std::string InvalidJsonMessage(const json::exception& e) const;
+  // Parses a JSON object body, or answers the error and returns false.
+  bool ParseBody(evhttp_request* req, json* body);
+  json CapqSimInfo() const;
+  void BuildChunkParts();
+  void SetChunkHeadAndTail(Stream* s) const;
+  bool DoFlush();
+};
+
+}  // namespace capq::sim
