@@ -15,8 +15,8 @@
 namespace capq::sim {
 namespace {
 
-// The sampling defaults /props reports (recording 04), with the per-task values /slots shows
-// filled in by SlotParams.
+// The sampling defaults /props reports (recording 04); /slots shows them with a slot's last
+// task's values in place (recording 22).
 json SamplingParams() {
   static const json* params = new json(json::parse(R"({
     "seed":4294967295,"temperature":0.800000011920929,"dynatemp_range":0.0,
