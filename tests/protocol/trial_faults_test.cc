@@ -2,7 +2,10 @@
 // broken server never yields a pass.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
 #include "trial_test_util.h"
 
@@ -135,6 +138,71 @@ TEST(TrialFaultLyingFlush, CaughtByVerifyCold) {
   for (const auto& other : second.verdict.correctness.gates) {
     if (other.name == "verify_cold") continue;
     EXPECT_TRUE(!other.enabled || other.passed) << other.name << ": " << other.evidence;
+  }
+}
+
+}  // namespace
+}  // namespace capq::testing
+
+namespace capq::testing {
+namespace {
+
+// The llama.cpp row shape against the simulator speaking llama.cpp's dialect, with the recorded
+// server's profile: `host_cache` false stands for `--cache-ram 0`.
+Row LlamacppRow(const std::string& dir, bool host_cache) {
+  std::ifstream in(std::string(CAPQ_SOURCE_DIR) + "/rows/sim/profiles/llamacpp_tiny.yaml");
+  std::stringstream profile;
+  profile << in.rdbuf();
+  std::string text = profile.str();
+  if (!host_cache) {
+    const std::string on = "host_prompt_cache: true";
+    text.replace(text.find(on), on.size(), "host_prompt_cache: false");
+  }
+  std::filesystem::create_directories(dir + "/profiles");
+  WriteText(dir + "/profiles/llamacpp_tiny.yaml", text);
+  const std::string yaml =
+      "schema: capq/row/v1\nid: llamacpp_leak\nidentity:\n  engine: sim\n"
+      "  sim_profile: profiles/llamacpp_tiny.yaml\n  time_scale: 20\n  sim_dialect: llamacpp\n"
+      "  server_expect: {total_slots: 8, n_ctx: 2048}\n"
+      "workload: {input_tokens: 64, output_tokens: 8, sampling: {temperature: 0, ignore_eos: "
+      "true}, arrival: {kind: closed_loop}}\n"
+      "cache: {prefix_cache: enabled, flush_before_trial: true, verify_cold: true}\n"
+      "warmup: {requests: 2}\nmeasured: {min_requests: 20, per_concurrency: 1}\n"
+      "slo:\n  - {metric: ttft, percentile: 95, below_ms: 100000}\n"
+      "trials: {count: 1, quiet_period_s: 0, seeds: [5]}\n";
+  Result<Row> row = LoadRowFromString(yaml, dir + "/llamacpp_leak.yaml");
+  EXPECT_TRUE(row.ok()) << row.status().ToString();
+  return row.ok() ? *row : Row{};
+}
+
+// The same trial twice, each after erasing every slot: llama.cpp's host-memory prompt cache
+// survives the erase and restores the first trial's prompts, so only verify_cold can tell, and
+// it names the flag that fixes it. With the host cache off (--cache-ram 0) the erase is complete.
+TEST(TrialLlamacppDialect, EraseLeavesTheHostCacheAndVerifyColdNamesTheFlag) {
+  for (bool host_cache : {true, false}) {
+    SCOPED_TRACE(host_cache ? "default --cache-ram" : "--cache-ram 0");
+    std::string dir = ScratchDir(host_cache ? "llama-leak" : "llama-cr0");
+    Row row = LlamacppRow(dir, host_cache);
+    auto sim = StartSim(row);
+    ASSERT_TRUE(sim);
+    TrialReport first = RunTrial(row, Options(sim->url(), dir + "/first", 2));
+    ASSERT_EQ(first.verdict.outcome, TrialOutcome::kPass)
+        << (first.verdict.reasons.empty() ? "" : first.verdict.reasons[0]);
+    std::ifstream id_in(dir + "/first/identity.json");
+    nlohmann::json id = nlohmann::json::parse(id_in);
+    EXPECT_EQ(id["template_prefix"]["tokens"], 4) << "<s> <|user|> ▁ \\n, measured on the server";
+    EXPECT_EQ(id["cold_prefix"]["allowed_tokens"], 4);
+    TrialReport again = RunTrial(row, Options(sim->url(), dir + "/again", 2));
+    const GateResult* g = Gate(again.verdict, "verify_cold");
+    ASSERT_NE(g, nullptr);
+    if (host_cache) {
+      EXPECT_EQ(again.verdict.outcome, TrialOutcome::kCorrectnessFail);
+      EXPECT_FALSE(g->passed);
+      EXPECT_NE(g->evidence.find("--cache-ram 0"), std::string::npos) << g->evidence;
+    } else {
+      EXPECT_TRUE(g->passed) << g->evidence;
+      EXPECT_EQ(again.verdict.outcome, TrialOutcome::kPass);
+    }
   }
 }
 

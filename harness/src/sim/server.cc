@@ -760,9 +760,7 @@ void SimServer::Impl::Handle(evhttp_request* req) {
       route = &r;
     }
   }
-  if (path == "/capq/sim" && get) {
-    Reply(req, 200, CapqSimInfo().dump(), "application/json");
-  } else if (!route) {
+  if (!route) {
     ReplyError(req, 404, "Not Found: " + path);
   } else if (!((get && route->get) || (post && route->post))) {
     ReplyError(req, 405, "Method Not Allowed");
