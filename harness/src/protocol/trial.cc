@@ -610,6 +610,7 @@ void Decode(Trial& t) {
 // The server's own tokenizer re-counts each measured stream's text, after the load and never on
 // its timing path: usage fields alone would let an endpoint claim tokens it never streamed.
 void Recount(Trial& t) {
+  const MonoNs start = NowNs();
   nlohmann::json counts = nlohmann::json::object();
   std::string unavailable;
   for (const RequestResult& r : t.meas) {
@@ -626,6 +627,7 @@ void Recount(Trial& t) {
                   "tokens"},
                  {"unavailable", unavailable}};
   if (unavailable.empty()) t.s.recount["counts"] = counts;
+  t.s.recount["wall_s"] = NsToS(NowNs() - start);  // its cost, after the timed load
   t.ev.recount = t.s.recount;
 }
 
