@@ -240,13 +240,8 @@ void StartTrial(Trial& t, const Row& row, const TrialOptions& opt) {
 
 // The most tokens one streamed chunk may carry: one, or every token a speculative step can
 // accept at once (SGLang's EAGLE: speculative_num_draft_tokens; the simulator's profile).
-int64_t MaxTokensPerChunk(const Row& row, const ServerFacts& facts) {
-  int64_t most = 1;
-  if (row.identity.engine == Engine::kSim) {
-    if (Result<sim::EngineProfile> p = sim::LoadProfile(row.identity.sim_profile); p.ok()) {
-      most = 1 + std::max(0, p->spec_draft_tokens);
-    }
-  }
+int64_t MaxTokensPerChunk(const ServerFacts& facts, int sim_draft_tokens) {
+  int64_t most = 1 + std::max(0, sim_draft_tokens);
   auto number = [&](const char* key) -> int64_t {
     auto it = facts.values.find(key);
     return it == facts.values.end() ? 0 : std::atoll(it->second.c_str());
@@ -284,12 +279,14 @@ PhaseEnd PinIdentity(Trial& t) {
   info["model_path"] = facts->model_path;
   info["version"] = facts->version;
   IdentityInputs id_in;
+  int sim_draft_tokens = 0;
   if (row.identity.engine == Engine::kSim) {
     Result<sim::EngineProfile> prof = sim::LoadProfile(row.identity.sim_profile);
     if (!prof.ok()) {
       return CouldNotRun(t.s, "the row's simulator profile: " + prof.status().message());
     }
     id_in.sim_profile_digest = sim::ProfileDigest(*prof);
+    sim_draft_tokens = prof->spec_draft_tokens;
     if (t.effective.identity.served_model_name.empty()) {
       t.effective.identity.served_model_name = prof->served_model_name;
     }
@@ -300,7 +297,7 @@ PhaseEnd PinIdentity(Trial& t) {
   t.s.identity["check"] = check.ToJson();
   if (!check.ok()) return CouldNotRun(t.s, check.Summary());
   t.ev.served_model_name = t.effective.identity.served_model_name;
-  t.ev.max_tokens_per_chunk = MaxTokensPerChunk(row, *facts);
+  t.ev.max_tokens_per_chunk = MaxTokensPerChunk(*facts, sim_draft_tokens);
   t.s.identity["served_model_name"] = t.ev.served_model_name;
   t.s.identity["max_tokens_per_chunk"] = t.ev.max_tokens_per_chunk;
   return std::nullopt;
