@@ -300,14 +300,16 @@ TEST(RecordedVllmAdapter, FlushWithoutDevModeNamesTheVariable) {
   EXPECT_THAT(f.status().message(), HasSubstr("VLLM_SERVER_DEV_MODE=1"));
 }
 
-// 09: newer builds say {"success": false} in a 200 when blocks are still held. The adapter reads
-// only the status, so this counts as a request whose effect verify-cold must judge.
-TEST(RecordedVllmAdapter, NewerFlushAnswerStillProvesNothing) {
+// 09: newer builds say {"success": false} in a 200 when blocks are still held: the flush is
+// retried like SGLang's busy 400, and refused at the deadline.
+TEST(RecordedVllmAdapter, NewerFlushAnswerSayingFailureIsRetriedThenRefused) {
   ReplayServer srv(Load("vllm", {"09-reset-prefix-cache-newer-busy"}));
   auto t = Make(Engine::kVllm, srv);
-  auto f = t->Flush(In(5), nullptr);
-  ASSERT_TRUE(f.ok()) << f.status().ToString();
-  EXPECT_TRUE(f->status_proves_nothing);
+  auto f = t->Flush(In(0.5), nullptr);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_THAT(f.status().message(), HasSubstr("{\"success\": false}"));
+  EXPECT_GE(srv.count("POST /reset_prefix_cache"), 2);
 }
 
 // 05: POST /tokenize {"prompt", "add_special_tokens": false} -> {"count","max_model_len","tokens"}.

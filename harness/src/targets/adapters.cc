@@ -238,6 +238,18 @@ class SglangTarget : public Target {
 
 // ---- vLLM ----------------------------------------------------------------------------------
 
+// Newer vLLM answers {"success": false} when the reset could not run (blocks still held by
+// requests); older builds an empty 200 whatever happened (serve/cache/api_router.py).
+bool ResetRefused(const std::string& body) {
+  if (body.empty()) return false;
+  try {
+    auto j = nlohmann::json::parse(body);
+    return j.is_object() && j.contains("success") && j["success"] == false;
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+}
+
 class VllmTarget : public Target {
  public:
   explicit VllmTarget(TargetOptions o) : Target(std::move(o)) {}
@@ -275,22 +287,32 @@ class VllmTarget : public Target {
     return f;
   }
 
-  Result<FlushResult> Flush(MonoNs, const std::atomic<bool>* cancel) override {
-    if (Cancelled(cancel)) return Status::Cancelled("interrupted while flushing");
+  Result<FlushResult> Flush(MonoNs deadline_ns, const std::atomic<bool>* cancel) override {
     FlushResult fr;
     fr.method = "POST /reset_prefix_cache";
-    fr.attempts = 1;
-    Result<HttpResponse> r = client().Post(base_url() + "/reset_prefix_cache", "", "text/plain");
-    if (!r.ok()) return r.status().WithContext("flush");
-    if (r->status == 404) {
-      return Status::FailedPrecondition(
-          "flush failed: vLLM has no /reset_prefix_cache (start it with VLLM_SERVER_DEV_MODE=1)");
+    while (true) {
+      if (Cancelled(cancel)) return Status::Cancelled("interrupted while flushing");
+      ++fr.attempts;
+      Result<HttpResponse> r = client().Post(base_url() + "/reset_prefix_cache", "", "text/plain");
+      if (!r.ok()) return r.status().WithContext("flush");
+      if (r->status == 404) {
+        return Status::FailedPrecondition(
+            "flush failed: vLLM has no /reset_prefix_cache (start it with VLLM_SERVER_DEV_MODE=1)");
+      }
+      if (r->status != 200) {
+        return Status::FailedPrecondition("flush failed: POST /reset_prefix_cache returned HTTP " +
+                                          std::to_string(r->status));
+      }
+      if (!ResetRefused(r->body)) break;
+      if (NowNs() >= deadline_ns) {
+        return Status::FailedPrecondition(
+            "flush failed: vLLM answered POST /reset_prefix_cache with {\"success\": false} "
+            "until the deadline, " +
+            std::to_string(fr.attempts) + " attempts");
+      }
+      Nap(200, cancel);
     }
-    if (r->status != 200) {
-      return Status::FailedPrecondition("flush failed: POST /reset_prefix_cache returned HTTP " +
-                                        std::to_string(r->status));
-    }
-    // vLLM answers 200 even when the reset failed (it only logs it): coldness is proven on the
+    // An empty 200 is no proof (older vLLM only logs a failed reset): coldness is proven on the
     // measured requests by verify-cold, never by this status.
     fr.status_proves_nothing = true;
     fr.note = "requested; vLLM's 200 proves nothing, verify-cold decides";
