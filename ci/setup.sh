@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs capq's build dependencies from Debian 12 packages (as root) and builds the default preset.
-# Quiet when everything is already there; safe to run again.
+# Installs capq's build dependencies from Debian 12 packages (as root) and builds the default preset:
+# everything, or only the CMake targets given as arguments (ci/capq builds just `capq`, so the main
+# job does not wait for the tests and benchmarks). Quiet when everything is already there; safe to
+# run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,4 +22,6 @@ fi
 
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake --preset default >/dev/null
-cmake --build --preset default -j "$jobs"
+targets=()
+for t in "$@"; do targets+=(--target "$t"); done
+cmake --build --preset default -j "$jobs" "${targets[@]}"
