@@ -16,11 +16,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "capq/clock.h"
 #include "capq/measurement/decode.h"
 
 namespace capq {
@@ -451,6 +453,64 @@ TEST(RunLoad, CancelFlagCutsInFlightAndSkipsTheRest) {
     EXPECT_EQ(r.actual_send_ns, 0);
     EXPECT_EQ(r.transport_error, "not sent: run interrupted");
   }
+}
+
+TEST(RunLoad, CompletionCheckStopsTheRunWithoutInterrupting) {
+  LoopbackServer server;
+  LoadSpec spec = Spec(server, 0, 6, 2, R"({"mode":"forever","gap_ms":5})");
+  spec.measured[0].body = R"({"mode":"sse","n":2})";
+  std::vector<std::string> checked;
+  spec.on_complete_check = [&](const RawRecord& r) -> std::optional<std::string> {
+    checked.push_back(r.id);
+    return r.id == "m0" ? std::optional<std::string>("m0 is broken") : std::nullopt;
+  };
+  Result<LoadResult> res = RunLoad(spec);
+  ASSERT_TRUE(res.ok());
+  EXPECT_FALSE(res->interrupted);
+  EXPECT_EQ(res->stopped_by, "m0");
+  EXPECT_EQ(res->stop_reason, "m0 is broken");
+  EXPECT_EQ(checked, std::vector<std::string>{"m0"});  // cut streams are not asked about
+  const RawRecord& m0 = res->records[0];
+  EXPECT_FALSE(m0.cancelled) << Describe(m0);
+  EXPECT_EQ(m0.cancelled_by_harness, "");
+  const RawRecord& m1 = res->records[1];  // in flight at the stop
+  EXPECT_TRUE(m1.cancelled);
+  EXPECT_NE(m1.actual_send_ns, 0);
+  EXPECT_EQ(m1.cancelled_by_harness, "fail_fast after m0");
+  EXPECT_EQ(m1.transport_error, "cancelled by the harness: fail_fast after m0");
+  for (int i = 2; i < 6; ++i) {
+    const RawRecord& r = res->records[i];
+    EXPECT_EQ(r.actual_send_ns, 0) << Describe(r);
+    EXPECT_EQ(r.cancelled_by_harness, "fail_fast after m0");
+    EXPECT_EQ(r.transport_error, "not sent: fail_fast after m0");
+  }
+  EXPECT_EQ(server.requests.load(), 2);
+}
+
+TEST(RunLoad, StallBoundCutsASilentStreamLongBeforeTheRequestTimeout) {
+  LoopbackServer server;
+  LoadSpec spec = Spec(server, 0, 4, 2, R"({"mode":"hang"})");
+  spec.request_timeout_s = 60;
+  spec.stall_timeout_s = 0.3;
+  const MonoNs start = NowNs();
+  Result<LoadResult> res = RunLoad(spec);
+  ASSERT_TRUE(res.ok());
+  EXPECT_LT(NsToS(NowNs() - start), 5.0);
+  EXPECT_FALSE(res->interrupted);
+  int stalled = 0;
+  for (const RawRecord& r : res->records) {
+    if (!r.stalled) continue;
+    ++stalled;
+    EXPECT_EQ(res->stopped_by, r.id);
+    EXPECT_TRUE(r.cancelled);
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_EQ(r.cancelled_by_harness, "") << "a stall is the server's failure";
+    EXPECT_THAT(r.transport_error, HasSubstr("stalled: no byte for 0."));
+    EXPECT_GE(r.end_ns - r.actual_send_ns, 300'000'000);
+  }
+  EXPECT_EQ(stalled, 1);
+  EXPECT_THAT(res->stop_reason, HasSubstr("stalled"));
+  EXPECT_EQ(res->records[3].cancelled_by_harness, "fail_fast after " + res->stopped_by);
 }
 
 TEST(RunLoad, CancelledBeforeStartSendsNothing) {
