@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -110,6 +111,8 @@ RequestResult DecodeRecord(const RawRecord& r) {
   out.http_status = r.http_status;
   out.cancelled = r.cancelled;
   out.timed_out = r.timed_out;
+  out.stalled = r.stalled;
+  out.cancelled_by_harness = r.cancelled_by_harness;
   out.transport_error = r.transport_error;
   out.start_ns = r.actual_send_ns;
   out.end_ns = r.end_ns;
@@ -180,6 +183,12 @@ RequestResult DecodeRecord(const RawRecord& r) {
       }
       out.errors.push_back(where + ": error frame: " + Excerpt(msg, 300));
       continue;
+    }
+    if (const nlohmann::json* m = Field(j, "model"); m != nullptr && m->is_string()) {
+      const std::string& name = m->get_ref<const std::string&>();
+      if (std::find(out.models.begin(), out.models.end(), name) == out.models.end()) {
+        out.models.push_back(name);
+      }
     }
     ChunkInfo chunk;
     chunk.arrival_ns = ev.arrival_ns;
@@ -268,6 +277,8 @@ nlohmann::json RequestResultToJson(const RequestResult& r) {
   j["http_status"] = r.http_status;
   j["cancelled"] = r.cancelled;
   j["timed_out"] = r.timed_out;
+  j["stalled"] = r.stalled;
+  j["cancelled_by_harness"] = r.cancelled_by_harness;
   j["transport_error"] = Excerpt(r.transport_error, 1000);
   j["start_ns"] = r.start_ns;
   j["end_ns"] = r.end_ns;
@@ -288,6 +299,7 @@ nlohmann::json RequestResultToJson(const RequestResult& r) {
   j["reasoning_bytes"] = r.reasoning_bytes;
   j["output_valid_utf8"] = r.output_valid_utf8;
   j["output_sha256"] = r.output_sha256;
+  j["models"] = r.models;
   j["errors"] = r.errors;
   return j;
 }

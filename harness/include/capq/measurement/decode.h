@@ -32,6 +32,8 @@ struct RequestResult {
   long http_status = 0;
   bool cancelled = false;
   bool timed_out = false;
+  bool stalled = false;              // RawRecord::stalled: the server stopped sending
+  std::string cancelled_by_harness;  // RawRecord::cancelled_by_harness: not the server's doing
   std::string transport_error;
   MonoNs start_ns = 0;  // actual send
   MonoNs end_ns = 0;
@@ -40,9 +42,10 @@ struct RequestResult {
   // Server usage. cached: usage.prompt_tokens_details.cached_tokens, else llama.cpp
   // timings.cache_n.
   std::optional<int64_t> prompt_tokens, completion_tokens, cached_tokens;
-  std::string finish_reason;      // the last non-null finish_reason seen; "" = none
-  bool saw_done = false;          // "data: [DONE]" arrived
-  std::vector<ChunkInfo> chunks;  // every decoded chunk frame (usage and role chunks included)
+  std::string finish_reason;        // the last non-null finish_reason seen; "" = none
+  std::vector<std::string> models;  // every distinct chunk "model", in order of first sight
+  bool saw_done = false;            // "data: [DONE]" arrived
+  std::vector<ChunkInfo> chunks;    // every decoded chunk frame (usage and role chunks included)
   int64_t nonempty_chunks = 0;
   int64_t output_utf8_bytes = 0;
   int64_t content_bytes = 0, reasoning_bytes = 0;
