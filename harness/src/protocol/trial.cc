@@ -11,6 +11,7 @@
 #include "capq/clock.h"
 #include "capq/log.h"
 #include "capq/measurement/decode.h"
+#include "capq/measurement/fail_fast.h"
 #include "capq/measurement/loadgen.h"
 #include "capq/model/plan.h"
 #include "capq/model/row_loader.h"
@@ -115,10 +116,27 @@ struct TrialState {
   nlohmann::json server_info = {{"schema", kServerInfoSchema}};
   std::vector<nlohmann::json> server_metrics;
   nlohmann::json metrics_extra = nlohmann::json::object();
+  FailFastRules fail_fast;
 };
 
 void Progress(const TrialOptions& o, const std::string& line) {
   if (o.on_progress) o.on_progress(line);
+}
+
+// What `capq validate` needs to re-derive a fail-fast stop from the records: the rules the load
+// ran under and the request that stopped it.
+nlohmann::json FailFastHeader(const TrialState& s) {
+  const FailFastRules& f = s.fail_fast;
+  nlohmann::json j = {{"enabled", f.enabled},
+                      {"stall_timeout_s", f.stall_timeout_s},
+                      {"stall_timeout_wall_s", f.stall_timeout_wall_s},
+                      {"served_model_name", f.served_model_name},
+                      {"stopped_by", nullptr}};
+  if (!s.load->stopped_by.empty()) {
+    j["stopped_by"] = s.load->stopped_by;
+    j["stop_reason"] = s.load->stop_reason;
+  }
+  return j;
 }
 
 // Writes whatever the trial has: a trial that could not run still leaves its verdict and why.
@@ -137,7 +155,8 @@ Status WriteDirectory(TrialState& s, const std::string& dir) {
                    {"start_ns", s.load->start_ns},
                    {"measured_start_ns", s.load->measured_start_ns},
                    {"end_ns", s.load->end_ns},
-                   {"interrupted", s.load->interrupted}});
+                   {"interrupted", s.load->interrupted},
+                   {"fail_fast", FailFastHeader(s)}});
     for (const auto& r : s.load->records) raw.push_back(RawRecordToJson(r));
     CAPQ_RETURN_IF_ERROR(w->Write("raw.jsonl", Jsonl(raw)));
     std::vector<nlohmann::json> res;
@@ -532,6 +551,14 @@ PhaseEnd Load(Trial& t) {
   }
   spec.warmup_concurrency = s.plan->warmup_concurrency;
   spec.concurrency = opt.concurrency;
+  s.fail_fast = FailFastRulesFor(*s.row, t.effective.identity.served_model_name);
+  if (s.fail_fast.enabled) {
+    spec.stall_timeout_s = s.fail_fast.stall_timeout_wall_s;
+    spec.on_complete_check = [&rules = s.fail_fast](const RawRecord& r) {
+      std::optional<StreamBreak> b = FindStreamBreak(r, rules);
+      return b ? std::optional<std::string>(b->Reason()) : std::nullopt;
+    };
+  }
   if (opt.on_progress) {
     spec.on_progress = [&opt](const LoadProgress& p) {
       opt.on_progress(LoadLine(p, opt.concurrency));
@@ -542,6 +569,7 @@ PhaseEnd Load(Trial& t) {
   for (auto& l : sampler.TakeLines()) s.server_metrics.push_back(std::move(l));
   if (!load.ok()) return CouldNotRun(s, "load generator: " + load.status().message());
   s.load = std::move(*load);
+  if (!s.load->stopped_by.empty()) Progress(opt, s.load->stop_reason);
   if (*calibration) {
     // The calibration warm-ups are warm-ups like the rest: first in the raw records.
     LoadResult merged = std::move(**calibration);
@@ -550,6 +578,8 @@ PhaseEnd Load(Trial& t) {
     merged.measured_start_ns = s.load->measured_start_ns;
     merged.end_ns = s.load->end_ns;
     merged.interrupted = s.load->interrupted;
+    merged.stopped_by = s.load->stopped_by;
+    merged.stop_reason = s.load->stop_reason;
     s.load = std::move(merged);
   }
   s.server_metrics.push_back(Snapshot(*t.target, "after", t.t0, &t.after_text));
@@ -570,6 +600,16 @@ std::optional<int64_t> ServerCachedTokens(const Trial& t) {
   }
   if (!base) return std::nullopt;
   return static_cast<int64_t>(std::llround(*after - *base));
+}
+
+// The fail-fast stop, from the record that caused it (as `capq validate` derives it).
+std::optional<StreamBreak> StopOf(const TrialState& s) {
+  if (s.load->stopped_by.empty()) return std::nullopt;
+  for (const RawRecord& r : s.load->records) {
+    if (r.id != s.load->stopped_by) continue;
+    if (std::optional<StreamBreak> b = FindStreamBreak(r, s.fail_fast)) return b;
+  }
+  return StreamBreak{"fail_fast", s.load->stopped_by, false, s.load->stop_reason};
 }
 
 // Decode, validate, measure, decide.
@@ -598,7 +638,7 @@ void Judge(Trial& t) {
   s.metrics_extra["calibration"] = s.plan->calibration;
   s.metrics_extra["input_tokens_configured"] = row.workload.input_tokens;
   s.metrics_extra["cold_prefix_tokens_allowed"] = cold.allowed_tokens;
-  s.verdict = Decide(row, *s.metrics, correctness);
+  s.verdict = Decide(row, *s.metrics, correctness, StopOf(s));
 }
 
 // An interrupted load or a server that went away: no verdict can be green, the records stay.
@@ -621,7 +661,7 @@ PhaseEnd CheckCompleted(Trial& t) {
   }
   // A server that died mid-trial leaves transport errors; confirm with one more probe.
   bool transport_failures = std::any_of(t.meas.begin(), t.meas.end(), [](const RequestResult& r) {
-    return r.http_status == 0 || !r.transport_error.empty();
+    return r.cancelled_by_harness.empty() && (r.http_status == 0 || !r.transport_error.empty());
   });
   if (transport_failures) {
     Result<std::string> alive = t.target->Probe(NowNs() + 2'000'000'000LL, s.opt->cancel);
