@@ -95,7 +95,7 @@ TEST(FindStreamBreak, AStallIsNamedInTheServersSeconds) {
   r.last_byte_ns = r.events[0].arrival_ns;
   r.end_ns = r.last_byte_ns + 610'000'000;  // 0.61 wall s = 61 virtual s at x100
   r.stalled = r.cancelled = true;
-  r.transport_error = "stalled: no byte for 0.6 s (wall; the bound is 0.6 s)";
+  r.transport_error = "stalled: no byte for 0.61 wall seconds (the bound is 0.6)";
   auto b = FindStreamBreak(r, Rules());
   ASSERT_TRUE(b);
   EXPECT_EQ(b->gate, "no_cancellations");

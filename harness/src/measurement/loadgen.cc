@@ -428,7 +428,7 @@ class Loop {
       const MonoNs last = std::max(rec->last_byte_ns, rec->actual_send_ns);
       if (now - last <= bound) continue;
       char why[160];
-      std::snprintf(why, sizeof why, "stalled: no byte for %.1f s (wall; the bound is %g s)",
+      std::snprintf(why, sizeof why, "stalled: no byte for %.2f wall seconds (the bound is %g)",
                     NsToS(now - last), spec_.stall_timeout_s);
       Cut(tr, now, why, "");
       rec->stalled = true;
