@@ -164,6 +164,30 @@ TEST(TrialFailFast, ErrorFrameStopsTheTrialBeforeEveryRequestIsSent) {
       << q.message;
 }
 
+TEST(TrialFailFast, ABrokenCalibrationWarmUpStopsBeforeTheMeasuredBurst) {
+  Row row = MakeSimRow({});
+  std::string dir = ScratchDir("ff-calibration");
+  std::string faults = WriteText(
+      dir + "/faults.yaml", "faults:\n  - {kind: error_frame, after_tokens: 3, requests: [0]}\n");
+  auto sim = StartSim(row, faults);
+  ASSERT_TRUE(sim);
+  TrialOptions o = Options(sim->url(), dir + "/trial");
+  o.ignore_tokenize_endpoint = true;  // w0 and w1 calibrate prompt lengths first
+  TrialReport rep = RunTrial(row, o);
+  sim->Stop();
+  EXPECT_EQ(rep.verdict.outcome, TrialOutcome::kCorrectnessFail) << FirstReason(rep.verdict);
+  EXPECT_EQ(FirstReason(rep.verdict)
+                .rfind("stopped at the first broken stream: zero_errors on w0 (warm-up): ", 0),
+            0u)
+      << FirstReason(rep.verdict);
+  RawFile raw = ReadRaw(dir + "/trial/raw.jsonl");
+  ASSERT_EQ(raw.measured.size(), 20u);
+  EXPECT_EQ(Sent(raw), 0);
+  for (const auto& r : raw.measured) EXPECT_EQ(r.cancelled_by_harness, "fail_fast after w0");
+  EXPECT_EQ(sim->requests_received(), 1) << "w1 and everything after it stayed unsent";
+  ExpectValidateAgrees(dir + "/trial", rep.verdict);
+}
+
 TEST(TrialFailFast, ARowThatSwitchesItOffRunsEveryRequest) {
   SimRowSpec spec;
   spec.correctness =

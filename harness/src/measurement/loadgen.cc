@@ -20,6 +20,8 @@ namespace capq {
 
 const char* PhaseName(Phase p) { return p == Phase::kWarmup ? "warmup" : "measured"; }
 
+std::string HarnessCutAfter(const std::string& id) { return "fail_fast after " + id; }
+
 namespace {
 
 // ---- RAII holders -------------------------------------------------------------------------------
@@ -225,7 +227,7 @@ class Loop {
   const std::string& stopped_by() const { return stopped_by_; }
   const std::string& stop_reason() const { return stop_reason_; }
   // What a request the harness cut or never sent after the stop is marked with.
-  std::string HarnessCut() const { return "fail_fast after " + stopped_by_; }
+  std::string HarnessCut() const { return HarnessCutAfter(stopped_by_); }
 
  private:
   static int SocketCb(CURL*, curl_socket_t s, int what, void* userp, void*) {

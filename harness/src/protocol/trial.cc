@@ -455,7 +455,8 @@ PhaseEnd QuietPeriod(Trial& t) {
   return std::nullopt;
 }
 
-// Where and how every request of this trial is sent (the calibration warm-ups included).
+// Where and how every request of this trial is sent (the calibration warm-ups included, so they
+// stop on a broken stream too).
 LoadSpec ConnectionSpec(const Trial& t) {
   const TrialOptions& opt = *t.s.opt;
   LoadSpec connection;
@@ -465,6 +466,14 @@ LoadSpec ConnectionSpec(const Trial& t) {
   connection.connect_timeout_s = std::min(30.0, connection.request_timeout_s);
   connection.insecure_tls = opt.insecure_tls;
   connection.cancel = opt.cancel;
+  const FailFastRules& rules = t.s.fail_fast;
+  if (rules.enabled) {
+    connection.stall_timeout_s = rules.stall_timeout_wall_s;
+    connection.on_complete_check = [&rules](const RawRecord& r) {
+      std::optional<StreamBreak> b = FindStreamBreak(r, rules);
+      return b ? std::optional<std::string>(b->Reason()) : std::nullopt;
+    };
+  }
   return connection;
 }
 
@@ -522,66 +531,91 @@ Result<std::optional<LoadResult>> CalibrateWordCount(Trial& t, const LoadSpec& c
   return std::optional<LoadResult>(std::move(*cl));
 }
 
+// The plan's requests after the `skip_warmups` calibration warm-ups, as the main load sends them.
+LoadSpec PlannedSpec(const Trial& t, const LoadSpec& connection, size_t skip_warmups) {
+  const TrialOptions& opt = *t.s.opt;
+  const TrialPlan& plan = *t.s.plan;
+  LoadSpec spec = connection;
+  for (size_t i = skip_warmups; i < plan.warmup.size(); ++i) {
+    const auto& r = plan.warmup[i];
+    spec.warmup.push_back({r.id, Phase::kWarmup, r.index, r.body});
+  }
+  for (const auto& r : plan.measured) {
+    spec.measured.push_back({r.id, Phase::kMeasured, r.index, r.body});
+  }
+  spec.warmup_concurrency = plan.warmup_concurrency;
+  spec.concurrency = opt.concurrency;
+  if (opt.on_progress) {
+    spec.on_progress = [&opt](const LoadProgress& p) {
+      opt.on_progress(LoadLine(p, opt.concurrency));
+    };
+  }
+  return spec;
+}
+
+// Fail fast stopped the calibration: the rest of the plan was never sent, by the harness's choice.
+void RecordUnsent(const TrialPlan& plan, size_t skip_warmups, LoadResult* load) {
+  const std::string cut = HarnessCutAfter(load->stopped_by);
+  auto add = [&](const PlanRequest& p, Phase phase) {
+    RawRecord r;
+    r.id = p.id;
+    r.phase = phase;
+    r.index = p.index;
+    r.cancelled = true;
+    r.cancelled_by_harness = cut;
+    r.transport_error = "not sent: " + cut;
+    load->records.push_back(std::move(r));
+  };
+  for (size_t i = skip_warmups; i < plan.warmup.size(); ++i) add(plan.warmup[i], Phase::kWarmup);
+  for (const auto& p : plan.measured) add(p, Phase::kMeasured);
+}
+
+// The calibration warm-ups are warm-ups like the rest: first in the raw records.
+LoadResult MergeCalibration(LoadResult calibration, LoadResult load) {
+  calibration.records.insert(calibration.records.end(),
+                             std::make_move_iterator(load.records.begin()),
+                             std::make_move_iterator(load.records.end()));
+  calibration.measured_start_ns = load.measured_start_ns;
+  calibration.end_ns = load.end_ns;
+  calibration.interrupted = load.interrupted;
+  calibration.stopped_by = load.stopped_by;
+  calibration.stop_reason = load.stop_reason;
+  return calibration;
+}
+
 // Warm-up, then the measured closed-loop burst; /metrics sampled alongside.
 PhaseEnd Load(Trial& t) {
-  const TrialOptions& opt = *t.s.opt;
   TrialState& s = t.s;
   s.server_metrics.push_back(Snapshot(*t.target, "before", t.t0, &t.before_text));
   MetricsSampler sampler(s.row->identity, t.topts, 250);
   sampler.Start(t.t0);
+  s.fail_fast = FailFastRulesFor(*s.row, t.effective.identity.served_model_name);
   const LoadSpec connection = ConnectionSpec(t);
   Result<std::optional<LoadResult>> calibration = CalibrateWordCount(t, connection);
   if (!calibration.ok()) {
     sampler.Stop();
     return CouldNotRun(s, "load generator: " + calibration.status().message());
   }
-  const size_t calibration_requests = *calibration ? (*calibration)->records.size() : 0;
-  if (*calibration && (*calibration)->interrupted) {
+  std::optional<LoadResult>& cal = *calibration;
+  const size_t calibration_requests = cal ? cal->records.size() : 0;
+  if (cal && cal->interrupted) {
     sampler.Stop();
-    s.load = std::move(**calibration);
+    s.load = std::move(*cal);
     return CouldNotRun(s, "interrupted during calibration", true);
   }
-  LoadSpec spec = connection;
-  for (size_t i = calibration_requests; i < s.plan->warmup.size(); ++i) {
-    const auto& r = s.plan->warmup[i];
-    spec.warmup.push_back({r.id, Phase::kWarmup, r.index, r.body});
+  Result<LoadResult> load = LoadResult{};
+  if (cal && !cal->stopped_by.empty()) {
+    RecordUnsent(*s.plan, calibration_requests, &*cal);
+    load = std::move(*cal);
+  } else {
+    load = RunLoad(PlannedSpec(t, connection, calibration_requests));
+    if (load.ok() && cal) load = MergeCalibration(std::move(*cal), std::move(*load));
   }
-  for (const auto& r : s.plan->measured) {
-    spec.measured.push_back({r.id, Phase::kMeasured, r.index, r.body});
-  }
-  spec.warmup_concurrency = s.plan->warmup_concurrency;
-  spec.concurrency = opt.concurrency;
-  s.fail_fast = FailFastRulesFor(*s.row, t.effective.identity.served_model_name);
-  if (s.fail_fast.enabled) {
-    spec.stall_timeout_s = s.fail_fast.stall_timeout_wall_s;
-    spec.on_complete_check = [&rules = s.fail_fast](const RawRecord& r) {
-      std::optional<StreamBreak> b = FindStreamBreak(r, rules);
-      return b ? std::optional<std::string>(b->Reason()) : std::nullopt;
-    };
-  }
-  if (opt.on_progress) {
-    spec.on_progress = [&opt](const LoadProgress& p) {
-      opt.on_progress(LoadLine(p, opt.concurrency));
-    };
-  }
-  Result<LoadResult> load = RunLoad(spec);
   sampler.Stop();
   for (auto& l : sampler.TakeLines()) s.server_metrics.push_back(std::move(l));
   if (!load.ok()) return CouldNotRun(s, "load generator: " + load.status().message());
   s.load = std::move(*load);
-  if (!s.load->stopped_by.empty()) Progress(opt, s.load->stop_reason);
-  if (*calibration) {
-    // The calibration warm-ups are warm-ups like the rest: first in the raw records.
-    LoadResult merged = std::move(**calibration);
-    merged.records.insert(merged.records.end(), std::make_move_iterator(s.load->records.begin()),
-                          std::make_move_iterator(s.load->records.end()));
-    merged.measured_start_ns = s.load->measured_start_ns;
-    merged.end_ns = s.load->end_ns;
-    merged.interrupted = s.load->interrupted;
-    merged.stopped_by = s.load->stopped_by;
-    merged.stop_reason = s.load->stop_reason;
-    s.load = std::move(merged);
-  }
+  if (!s.load->stopped_by.empty()) Progress(*s.opt, s.load->stop_reason);
   s.server_metrics.push_back(Snapshot(*t.target, "after", t.t0, &t.after_text));
   return std::nullopt;
 }

@@ -123,6 +123,10 @@ struct LoadResult {
   std::string stop_reason;
 };
 
+// What a record the harness cut or never sent after a stop at request `id` is marked with
+// (RawRecord::cancelled_by_harness): "fail_fast after m12".
+std::string HarnessCutAfter(const std::string& id);
+
 // Runs the warm-up and measured lists. An error Status only for setup failures (empty or non-http
 // URL, concurrency < 1, curl initialisation); every per-request failure is in its RawRecord.
 Result<LoadResult> RunLoad(const LoadSpec& spec);
