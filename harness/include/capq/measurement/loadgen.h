@@ -62,11 +62,12 @@ struct LoadSpec {
   const std::atomic<bool>* cancel = nullptr;
   // Optional; called from the loop thread at most about 4 times a second and at each phase end.
   std::function<void(const LoadProgress&)> on_progress;
-  // Fail fast (both optional). `on_complete_check` is called on the loop thread with each record
-  // that just finished; an answer stops the run: nothing more is sent, in-flight requests are cut
-  // and marked cancelled_by_harness, and RunLoad() returns with `stopped_by` set (not
-  // interrupted). It runs between socket reads, so it must stay cheap (one decode of a finished
-  // stream at most).
+  // Fail fast (both optional). `on_complete_check` is called with each record that just finished,
+  // on a helper thread (one record at a time), so that its decoding never delays the loop's
+  // timestamps or sends. An answer stops the run: nothing more is sent, in-flight requests (those
+  // a freed slot started while the check ran among them) are cut and marked
+  // cancelled_by_harness, and RunLoad() returns with `stopped_by` set (not interrupted). A phase
+  // ends only once its streams were checked.
   std::function<std::optional<std::string>(const RawRecord&)> on_complete_check;
   // > 0: an in-flight request that received no byte for this many wall seconds (counted from its
   // send while nothing arrived) is cut as stalled, which stops the run the same way. Checked on
