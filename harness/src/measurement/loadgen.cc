@@ -503,8 +503,9 @@ class Loop {
     stopping_ = true;
   }
 
-  // The stall bound: a live request with no byte (or nothing since its send) for longer than
-  // spec_.stall_timeout_s is cut as the server's failure, and stops the run.
+  // The stall bound: a live stream silent for longer than spec_.stall_timeout_s since its last
+  // byte is cut as the server's failure, and stops the run. Only once its body began: before
+  // that the wait is its TTFT (queued, prefilling), which the request timeout bounds.
   void CheckStalls() {
     if (Stopped() || !(spec_.stall_timeout_s > 0)) return;
     const MonoNs now = NowNs();
@@ -512,7 +513,8 @@ class Loop {
     for (auto& tr : live_) {
       if (!tr) continue;
       RawRecord* rec = tr->rec;
-      const MonoNs last = std::max(rec->last_byte_ns, rec->actual_send_ns);
+      if (rec->first_body_ns == 0) continue;
+      const MonoNs last = rec->last_byte_ns;
       if (now - last <= bound) continue;
       char why[160];
       std::snprintf(why, sizeof why, "stalled: no byte for %.2f wall seconds (the bound is %g)",

@@ -69,9 +69,10 @@ struct LoadSpec {
   // cancelled_by_harness, and RunLoad() returns with `stopped_by` set (not interrupted). A phase
   // ends only once its streams were checked.
   std::function<std::optional<std::string>(const RawRecord&)> on_complete_check;
-  // > 0: an in-flight request that received no byte for this many wall seconds (counted from its
-  // send while nothing arrived) is cut as stalled, which stops the run the same way. Checked on
-  // the loop's 20 ms tick, so the cut comes within that of the bound.
+  // > 0: an in-flight stream whose body began and then received no byte for this many wall
+  // seconds is cut as stalled, which stops the run the same way. The wait for the first body
+  // byte is the request's TTFT and is bounded by request_timeout_s alone. Checked on the loop's
+  // 20 ms tick, so the cut comes within that of the bound.
   double stall_timeout_s = 0;
   size_t max_event_bytes = SseFramer::kDefaultMaxEventBytes;
   size_t max_body_bytes = 16u << 20;  // non-SSE response bytes kept per request
