@@ -408,9 +408,11 @@ size_t DropHarnessCut(std::vector<RequestResult>* list, std::string* why) {
 
 void NoteHarnessCut(CorrectnessReport* rep, size_t cut, const std::string& why) {
   if (cut == 0) return;
-  const std::string note = "; " + std::to_string(cut) +
-                           " requests cut or never sent by the harness (" + why +
-                           ") are not the server's failures";
+  const bool one = cut == 1;
+  const std::string note =
+      "; " + std::to_string(cut) + (one ? " request" : " requests") +
+      " cut or never sent by the harness (" + why + ")" +
+      (one ? " is not the server's failure" : " are not the server's failures");
   for (GateResult& g : rep->gates) g.evidence += note;
 }
 
