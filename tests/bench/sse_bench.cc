@@ -1,11 +1,13 @@
 // SSE framing + timestamping throughput on one core: the load generator's write-callback work per
 // read (NowNs() then SseFramer::Feed). Target: >= 1M events/s. Reported as items_per_second.
+// Beside it, the fail-fast check the loop runs once per finished stream, between socket reads.
 #include <benchmark/benchmark.h>
 
 #include <string>
 #include <vector>
 
 #include "capq/clock.h"
+#include "capq/measurement/fail_fast.h"
 #include "capq/measurement/sse.h"
 
 namespace {
@@ -69,6 +71,34 @@ void BM_FrameBulkReads(benchmark::State& state) {
                           static_cast<int64_t>(stream.size()));
 }
 BENCHMARK(BM_FrameBulkReads)->Arg(1500)->Arg(16384)->ArgName("read_bytes");
+
+// FindStreamBreak() on a finished clean stream of range(0) token chunks: the time the load
+// generator's loop spends away from its sockets per completion. Reported as time per stream.
+void BM_FailFastCheckPerStream(benchmark::State& state) {
+  capq::RawRecord r;
+  r.id = "m0";
+  r.http_status = 200;
+  r.content_type = "text/event-stream";
+  r.actual_send_ns = 1;
+  capq::SseFramer framer;
+  std::string usage =
+      "data: {\"id\":\"9f0c1b2a6d7e4c3f\",\"model\":\"Qwen3.8-27B\",\"choices\":[],"
+      "\"usage\":{\"prompt_tokens\":8192,\"completion_tokens\":" +
+      std::to_string(state.range(0)) + "}}\n\ndata: [DONE]\n\n";
+  for (int i = 0; i < state.range(0); ++i) framer.Feed(Event(i), capq::NowNs(), &r.events);
+  framer.Feed(usage, capq::NowNs(), &r.events);
+  r.end_ns = capq::NowNs();
+  capq::Row row;
+  row.correctness.finish_reason.enabled = false;
+  const capq::FailFastRules rules = capq::FailFastRulesFor(row, "Qwen3.8-27B");
+  if (capq::FindStreamBreak(r, rules)) state.SkipWithError("the clean stream broke a gate");
+  for (auto _ : state) benchmark::DoNotOptimize(capq::FindStreamBreak(r, rules));
+}
+BENCHMARK(BM_FailFastCheckPerStream)
+    ->Arg(1024)
+    ->Arg(2048)
+    ->ArgName("chunks")
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 // Load generator tests against a loopback HTTP/1.1 server started by each test. The server is
 // deliberately small: one thread per connection, behaviour chosen by the request body
-// ({"mode": "sse" | "forever" | "cut" | "status500" | "hang", "n": chunks, "gap_ms": ...}).
+// ({"mode": "sse" | "forever" | "cut" | "stall" | "status500" | "hang", "n": chunks,
+// "gap_ms": ...}).
 #include "capq/measurement/loadgen.h"
 
 #include <arpa/inet.h>
@@ -16,11 +17,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "capq/clock.h"
 #include "capq/measurement/decode.h"
 
 namespace capq {
@@ -212,6 +215,15 @@ class LoopbackServer {
     cv_.notify_all();
   }
 
+  // Sends nothing more until the client closes.
+  bool Hang(int fd) {
+    while (Readable(fd, -1)) {
+      char tmp[256];
+      if (::recv(fd, tmp, sizeof tmp, 0) <= 0) return false;
+    }
+    return false;
+  }
+
   // Returns whether the connection may be kept alive.
   bool Respond(int fd, const std::string& body, int req_no) {
     const std::string mode = Str(body, "mode", "sse");
@@ -225,13 +237,7 @@ class LoopbackServer {
                   "Content-Length: " +
                       std::to_string(err.size()) + "\r\n\r\n" + err);
     }
-    if (mode == "hang") {
-      while (Readable(fd, -1)) {
-        char tmp[256];
-        if (::recv(fd, tmp, sizeof tmp, 0) <= 0) return false;
-      }
-      return false;
-    }
+    if (mode == "hang") return Hang(fd);
     if (!Send(fd,
               "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
               "Transfer-Encoding: chunked\r\n\r\n")) {
@@ -254,6 +260,7 @@ class LoopbackServer {
       if (i == 0) NoteFirstEvent();
       if (mode == "cut" && i + 1 == n / 2 + 1) return false;  // close mid-stream, no terminator
     }
+    if (mode == "stall") return Hang(fd);  // n chunks, then silence on an open connection
     return Chunk(fd,
                  "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"length\"}]}"
                  "\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":" +
@@ -451,6 +458,84 @@ TEST(RunLoad, CancelFlagCutsInFlightAndSkipsTheRest) {
     EXPECT_EQ(r.actual_send_ns, 0);
     EXPECT_EQ(r.transport_error, "not sent: run interrupted");
   }
+}
+
+TEST(RunLoad, CompletionCheckStopsTheRunWithoutInterrupting) {
+  LoopbackServer server;
+  LoadSpec spec = Spec(server, 0, 6, 2, R"({"mode":"forever","gap_ms":5})");
+  spec.measured[0].body = R"({"mode":"sse","n":2})";
+  std::mutex mu;
+  std::vector<std::string> checked;
+  spec.on_complete_check = [&](const RawRecord& r) -> std::optional<std::string> {
+    std::lock_guard<std::mutex> l(mu);
+    checked.push_back(r.id);
+    return r.id == "m0" ? std::optional<std::string>("m0 is broken") : std::nullopt;
+  };
+  Result<LoadResult> res = RunLoad(spec);
+  ASSERT_TRUE(res.ok());
+  EXPECT_FALSE(res->interrupted);
+  EXPECT_EQ(res->stopped_by, "m0");
+  EXPECT_EQ(res->stop_reason, "m0 is broken");
+  EXPECT_EQ(checked, std::vector<std::string>{"m0"});  // cut streams are not asked about
+  const RawRecord& m0 = res->records[0];
+  EXPECT_FALSE(m0.cancelled) << Describe(m0);
+  EXPECT_EQ(m0.cancelled_by_harness, "");
+  // m1 was in flight at the stop; m2 may have taken m0's slot while the check ran. Both are cut,
+  // the rest never sent.
+  EXPECT_NE(res->records[1].actual_send_ns, 0);
+  for (int i = 1; i < 6; ++i) {
+    const RawRecord& r = res->records[i];
+    EXPECT_TRUE(r.cancelled) << Describe(r);
+    EXPECT_EQ(r.cancelled_by_harness, "fail_fast after m0");
+    EXPECT_EQ(r.transport_error, r.actual_send_ns == 0
+                                     ? "not sent: fail_fast after m0"
+                                     : "cancelled by the harness: fail_fast after m0");
+    if (i >= 3) {
+      EXPECT_EQ(r.actual_send_ns, 0) << Describe(r);
+    }
+  }
+  EXPECT_LE(server.requests.load(), 3);
+}
+
+TEST(RunLoad, StallBoundCutsASilentStreamLongBeforeTheRequestTimeout) {
+  LoopbackServer server;
+  LoadSpec spec = Spec(server, 0, 4, 2, R"({"mode":"stall","n":2})");
+  spec.request_timeout_s = 60;
+  spec.stall_timeout_s = 0.3;
+  const MonoNs start = NowNs();
+  Result<LoadResult> res = RunLoad(spec);
+  ASSERT_TRUE(res.ok());
+  EXPECT_LT(NsToS(NowNs() - start), 5.0);
+  EXPECT_FALSE(res->interrupted);
+  int stalled = 0;
+  for (const RawRecord& r : res->records) {
+    if (!r.stalled) continue;
+    ++stalled;
+    EXPECT_EQ(res->stopped_by, r.id);
+    EXPECT_TRUE(r.cancelled);
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_EQ(r.cancelled_by_harness, "") << "a stall is the server's failure";
+    EXPECT_EQ(r.events.size(), 3u) << "what arrived before the silence is kept";
+    EXPECT_THAT(r.transport_error, HasSubstr("stalled: no byte for 0."));
+    EXPECT_GE(r.end_ns - r.last_byte_ns, 300'000'000);
+  }
+  EXPECT_EQ(stalled, 1);
+  EXPECT_THAT(res->stop_reason, HasSubstr("stalled"));
+  EXPECT_EQ(res->records[3].cancelled_by_harness, "fail_fast after " + res->stopped_by);
+}
+
+// Before the first body byte the wait is the request's TTFT (a queue, a long prefill): an SLO
+// matter for the request timeout, not a stall.
+TEST(RunLoad, StallBoundWaitsForTheStreamToBegin) {
+  LoopbackServer server;
+  LoadSpec spec = Spec(server, 0, 1, 1, R"({"mode":"hang"})");
+  spec.request_timeout_s = 0.8;
+  spec.stall_timeout_s = 0.2;
+  Result<LoadResult> res = RunLoad(spec);
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->stopped_by, "");
+  EXPECT_FALSE(res->records[0].stalled);
+  EXPECT_TRUE(res->records[0].timed_out) << Describe(res->records[0]);
 }
 
 TEST(RunLoad, CancelledBeforeStartSendsNothing) {

@@ -110,6 +110,33 @@ TEST_F(ValidatorTest, ExpectedRecordCount) {
   EXPECT_FALSE(report_.passed());
 }
 
+// Fail fast: m2 broke, m3 was cut by the harness. Only m2 is the server's failure; the plan's
+// gates still see every planned request.
+TEST_F(ValidatorTest, RequestsTheHarnessCutAreNotTheServersFailures) {
+  in_.measured[2].http_status = 500;
+  in_.measured[2].errors = {"HTTP status 500"};
+  RequestResult& cut = in_.measured[3];
+  cut.cancelled = true;
+  cut.completion_tokens.reset();
+  cut.finish_reason.clear();
+  cut.nonempty_chunks = 0;
+  cut.cancelled_by_harness = "fail_fast after m2";
+  cut.transport_error = "cancelled by the harness: fail_fast after m2";
+  cut.errors = {"transport error: cancelled by the harness: fail_fast after m2"};
+  const std::string note =
+      "; 1 request cut or never sent by the harness (fail_fast after m2) is not the server's "
+      "failure";
+  const GateResult& status = Gate("status_200");
+  EXPECT_EQ(status.offending_ids, std::vector<std::string>{"m2"});
+  EXPECT_THAT(status.evidence, HasSubstr(note));
+  EXPECT_TRUE(Gate("no_cancellations").passed) << Gate("no_cancellations").evidence;
+  EXPECT_EQ(Gate("zero_errors").offending_ids, std::vector<std::string>{"m2"});
+  EXPECT_TRUE(Gate("finish_reason").passed) << Gate("finish_reason").evidence;
+  EXPECT_TRUE(Gate("expected_record_count").passed) << Gate("expected_record_count").evidence;
+  EXPECT_TRUE(Gate("unique_prompts").passed) << Gate("unique_prompts").evidence;
+  EXPECT_EQ(report_.totals.streams, 3);
+}
+
 TEST_F(ValidatorTest, Status200) {
   in_.measured[1].http_status = 500;
   in_.measured[3].http_status = 0;

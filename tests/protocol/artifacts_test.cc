@@ -127,6 +127,29 @@ TEST(Decide, CorrectnessIsSeparateAndWins) {
             TrialOutcome::kCorrectnessFail);  // no gates evaluated: fail closed
 }
 
+TEST(Decide, AFailFastStopIsACorrectnessFailureNamedFirst) {
+  StreamBreak stop{"zero_errors", "m12", false, "event #3 at +41.0 ms: error frame: boom"};
+  TrialVerdict v = Decide(GateRow(500), WithTtft(std::vector<double>(20, 100.0)), AllPass(), stop);
+  EXPECT_EQ(v.outcome, TrialOutcome::kCorrectnessFail);
+  EXPECT_EQ(v.ExitCode(), 2);
+  EXPECT_FALSE(v.correctness_pass);
+  EXPECT_FALSE(v.latency_pass) << "a cut-short sample is no SLO pass";
+  ASSERT_FALSE(v.reasons.empty());
+  EXPECT_EQ(v.reasons[0],
+            "stopped at the first broken stream: zero_errors on m12: event #3 at +41.0 ms: "
+            "error frame: boom");
+  ASSERT_TRUE(v.stopped_at);
+  EXPECT_EQ(v.stopped_at->request_id, "m12");
+
+  nlohmann::json j = VerdictToJson(v, VerdictContext{});
+  EXPECT_EQ(j["fail_fast"]["gate"], "zero_errors");
+  EXPECT_EQ(j["fail_fast"]["request"], "m12");
+  auto back = VerdictFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_TRUE(back->verdict.stopped_at);
+  EXPECT_EQ(back->verdict.stopped_at->Reason(), v.reasons[0]);
+}
+
 TEST(Verdict, OutcomeNamesAndExitCodes) {
   TrialVerdict v;
   const std::pair<TrialOutcome, int> cases[] = {{TrialOutcome::kPass, 0},

@@ -25,6 +25,7 @@ struct SimRowSpec {
   int min_requests = 20;
   double request_timeout_s = 600;  // virtual seconds
   std::string server_expect;       // extra lines under identity (already indented), optional
+  std::string correctness;         // a `correctness:` block (unindented lines), optional
 };
 
 inline Row MakeSimRow(const SimRowSpec& s) {
@@ -53,7 +54,7 @@ slo:
                      std::to_string(s.slo_below_ms) + R"(}
 trials: {count: 3, quiet_period_s: 0, seeds: [11, 22, 33]}
 request_timeout_s: )" +
-                     std::to_string(s.request_timeout_s) + "\n";
+                     std::to_string(s.request_timeout_s) + "\n" + s.correctness;
   Result<Row> row =
       LoadRowFromString(yaml, std::string(CAPQ_SOURCE_DIR) + "/rows/sim/trial_test_row.yaml");
   EXPECT_TRUE(row.ok()) << row.status().ToString() << "\n" << yaml;

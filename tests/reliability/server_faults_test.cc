@@ -58,13 +58,14 @@ TEST(ServerFaults, KilledServerEndsTheTrialWithServerLostAndKeepsCompletedRecord
   ExpectValidateNeverPasses(dir + "/trial", dir + "/validate");
 }
 
-// A request the server never finishes is cut by the request timeout, counted as cancelled, and
-// the no_cancellations gate fails with that request named.
+// With fail fast off, a request the server never finishes is cut by the request timeout,
+// counted as cancelled, and the no_cancellations gate fails with that request named.
 void ExpectHungRequestIsCancelled(const std::string& name, const std::string& faults) {
   const std::string dir = Scratch(name);
   SimProcess sim = StartSim(dir, 100, DataPath("faults/" + faults));
   ASSERT_FALSE(sim.url.empty());
-  RunResult r = RunProcess(TrialArgv("rel_fast.yaml", sim.url, dir + "/trial"), dir + "/trial", 90);
+  RunResult r = RunProcess(TrialArgv("rel_fast_keep_going.yaml", sim.url, dir + "/trial"),
+                           dir + "/trial", 90);
   ASSERT_FALSE(r.timed_out) << "capq trial hangs on a hung request";
   // rel_fast: 22 requests of ~60 ms and one cut at the 2 s request timeout.
   EXPECT_LT(r.wall_s, 45) << r.out;
@@ -103,6 +104,54 @@ TEST(ServerFaults, StallMidStreamIsCutByTheRequestTimeout) {
 
 TEST(ServerFaults, NoFirstByteIsCutByTheRequestTimeout) {
   ExpectHungRequestIsCancelled("slow-first-byte", "slow_first_byte_beyond_timeout.yaml");
+}
+
+// Fail fast: a stalled stream ends a trial whose requests may take six hours within seconds,
+// with the stalled request named first, the streams before it kept and the rest marked as the
+// harness's; `capq validate` re-derives the same verdict from the directory.
+TEST(ServerFaults, StallStopsASixHourTimeoutTrialWithinSeconds) {
+  const std::string dir = Scratch("fail-fast-stall");
+  SimProcess sim = StartSim(dir, 100, DataPath("faults/stall_measured.yaml"));
+  ASSERT_FALSE(sim.url.empty());
+  RunResult r =
+      RunProcess(TrialArgv("rel_long_timeout.yaml", sim.url, dir + "/trial"), dir + "/trial", 120);
+  ASSERT_FALSE(r.timed_out) << "capq trial waits for the request timeout";
+  EXPECT_LT(r.wall_s, 10.0) << r.out;
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+
+  nlohmann::json v = ReadJson(dir + "/trial/verdict.json");
+  EXPECT_EQ(v.value("outcome", ""), "correctness_fail") << v.dump(1);
+  EXPECT_EQ(v.value("complete", false), true);
+  ASSERT_TRUE(v.contains("reasons") && !v["reasons"].empty()) << v.dump(1);
+  const std::string first = v["reasons"][0].get<std::string>();
+  EXPECT_EQ(first.rfind("stopped at the first broken stream: no_cancellations on m2: stalled ", 0),
+            0u)
+      << first;
+  EXPECT_EQ(v["fail_fast"].value("request", ""), "m2") << v.dump(1);
+
+  int completed = 0, by_harness = 0, stalled = 0;
+  std::ifstream in(dir + "/trial/raw.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded()) continue;
+    if (j.contains("schema")) {
+      EXPECT_EQ(j["fail_fast"].value("stopped_by", ""), "m2") << j.dump();
+      continue;
+    }
+    if (j.value("phase", "") != "measured") continue;
+    completed += j.value("http_status", 0) == 200 && !j.value("cancelled", true);
+    stalled += j.value("stalled", false);
+    by_harness += j.value("cancelled_by_harness", "") == "fail_fast after m2";
+  }
+  EXPECT_EQ(completed, 2) << "m0 and m1 finished before the stall";
+  EXPECT_EQ(stalled, 1);
+  EXPECT_EQ(by_harness, 17) << "m3..m19 were never sent";
+
+  RunResult val = RunProcess({Exe(), "validate", dir + "/trial"}, dir + "/validate", 60);
+  EXPECT_EQ(val.exit_code, 2) << val.out << val.err;
+  EXPECT_TRUE(Contains(val.out, "re-derived verdict: correctness_fail")) << val.out;
+  EXPECT_TRUE(Contains(val.out, "  - " + first)) << val.out;
 }
 
 TEST(ServerFaults, ConnectionRefusedIsASetupErrorWithinTheDeadline) {

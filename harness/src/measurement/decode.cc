@@ -111,6 +111,8 @@ RequestResult DecodeRecord(const RawRecord& r) {
   out.http_status = r.http_status;
   out.cancelled = r.cancelled;
   out.timed_out = r.timed_out;
+  out.stalled = r.stalled;
+  out.cancelled_by_harness = r.cancelled_by_harness;
   out.transport_error = r.transport_error;
   out.start_ns = r.actual_send_ns;
   out.end_ns = r.end_ns;
@@ -282,6 +284,8 @@ nlohmann::json RequestResultToJson(const RequestResult& r) {
   j["http_status"] = r.http_status;
   j["cancelled"] = r.cancelled;
   j["timed_out"] = r.timed_out;
+  j["stalled"] = r.stalled;
+  j["cancelled_by_harness"] = r.cancelled_by_harness;
   j["transport_error"] = Excerpt(r.transport_error, 1000);
   j["start_ns"] = r.start_ns;
   j["end_ns"] = r.end_ns;

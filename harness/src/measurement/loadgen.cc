@@ -6,9 +6,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
+#include <cstdio>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <thread>
 #include <utility>
 
 #include "capq/log.h"
@@ -17,6 +22,8 @@
 namespace capq {
 
 const char* PhaseName(Phase p) { return p == Phase::kWarmup ? "warmup" : "measured"; }
+
+std::string HarnessCutAfter(const std::string& id) { return "fail_fast after " + id; }
 
 namespace {
 
@@ -109,6 +116,7 @@ size_t HeaderCb(char* data, size_t size, size_t nitems, void* userp) {
   RawRecord* rec = tr->rec;
   const size_t n = size * nitems;
   if (rec->first_byte_ns == 0) rec->first_byte_ns = t;
+  rec->last_byte_ns = t;
   std::string_view line = Trim(std::string_view(data, n));
   if (StartsWithNoCase(line, "http/")) {
     // A new response (e.g. after "100 Continue"): only the final one's headers are kept.
@@ -133,6 +141,7 @@ size_t WriteCb(char* data, size_t size, size_t nmemb, void* userp) {
     rec->first_body_ns = t;
     if (rec->first_byte_ns == 0) rec->first_byte_ns = t;
   }
+  rec->last_byte_ns = t;
   rec->body_bytes += static_cast<int64_t>(n);
   if (tr->sse < 0) tr->sse = StartsWithNoCase(rec->content_type, "text/event-stream") ? 1 : 0;
   if (tr->sse == 1) {
@@ -147,8 +156,76 @@ size_t WriteCb(char* data, size_t size, size_t nmemb, void* userp) {
   return n;
 }
 
+// ---- The completion check, off the loop thread ----------------------------------------------
+
+// Runs LoadSpec::on_complete_check on its own thread: decoding a finished 1,024-token stream takes
+// milliseconds, and on the loop thread it would hold the other streams' bytes in their sockets
+// (late timestamps) and the freed slot's next send (scheduling lag). A finished record is never
+// written again, so the checker reads it while the loop goes on.
+class Checker {
+ public:
+  using Check = std::function<std::optional<std::string>(const RawRecord&)>;
+  explicit Checker(Check check) : check_(std::move(check)), thread_([this] { Run(); }) {}
+  ~Checker() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  Checker(const Checker&) = delete;
+  Checker& operator=(const Checker&) = delete;
+
+  void Post(const RawRecord* rec) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      queue_.push_back(rec);
+    }
+    cv_.notify_all();
+  }
+  // Blocks until every posted record was checked (a few milliseconds at a phase's end).
+  void WaitIdle() {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [this] { return queue_.empty() && !busy_; });
+  }
+  // The first record that failed its check and what the check said; nullopt while none did.
+  std::optional<std::pair<std::string, std::string>> Answer() {
+    std::lock_guard<std::mutex> l(mu_);
+    return answer_;
+  }
+
+ private:
+  void Run() {
+    std::unique_lock<std::mutex> l(mu_);
+    while (true) {
+      cv_.wait(l, [this] { return quit_ || !queue_.empty(); });
+      if (quit_) return;
+      const RawRecord* rec = queue_.front();
+      queue_.pop_front();
+      busy_ = true;
+      l.unlock();
+      std::optional<std::string> why = check_(*rec);
+      l.lock();
+      busy_ = false;
+      if (why && !answer_) answer_.emplace(rec->id, std::move(*why));
+      cv_.notify_all();
+    }
+  }
+
+  Check check_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<const RawRecord*> queue_;
+  bool busy_ = false, quit_ = false;
+  std::optional<std::pair<std::string, std::string>> answer_;
+  std::thread thread_;  // last: it starts in the constructor, after the members it uses
+};
+
 // ---- The event loop
 // ---------------------------------------------------------------------------------
+
+enum class PhaseEnd { kDone, kInterrupted, kStopped };
 
 class Loop {
  public:
@@ -166,13 +243,13 @@ class Loop {
     const long max_c = std::max(spec_.concurrency, spec_.warmup_concurrency);
     // Keep one idle connection per slot so the next request of a slot reuses a warm connection.
     curl_multi_setopt(multi_.get(), CURLMOPT_MAXCONNECTS, max_c + 4);
+    if (spec_.on_complete_check) checker_ = std::make_unique<Checker>(spec_.on_complete_check);
     return Status::Ok();
   }
 
   // Runs `reqs` (records already allocated at recs[0..]) as a closed loop of `concurrency` slots.
-  // Returns false when interrupted.
-  bool RunPhase(Phase phase, const std::vector<PlannedRequest>& reqs, RawRecord* recs,
-                int concurrency) {
+  PhaseEnd RunPhase(Phase phase, const std::vector<PlannedRequest>& reqs, RawRecord* recs,
+                    int concurrency) {
     phase_ = phase;
     progress_ = LoadProgress{};
     progress_.phase = phase;
@@ -197,20 +274,41 @@ class Loop {
         stopping_ = true;
         Wait(0);
         Drain();
-        CancelAll();
-        return false;
+        CancelAll("cancelled: run interrupted", "");
+        return PhaseEnd::kInterrupted;
+      }
+      if (Stopped()) {
+        CancelAll("cancelled by the harness: " + HarnessCut(), HarnessCut());
+        return PhaseEnd::kStopped;
       }
       Wait(20);
       Drain();
+      CheckStalls();
+      TakeCheckerAnswer();
       MaybeProgress(false);
     }
+    // A phase is over once its last streams were checked too: a broken last warm-up must stop the
+    // run before the measured burst starts.
+    FinishChecks();
     MaybeProgress(true);
-    return true;
+    return Stopped() ? PhaseEnd::kStopped : PhaseEnd::kDone;
+  }
+
+  // Waits for the checks still running, and takes their answer.
+  void FinishChecks() {
+    if (!checker_) return;
+    checker_->WaitIdle();
+    TakeCheckerAnswer();
   }
 
   bool Cancelled() const {
     return spec_.cancel != nullptr && spec_.cancel->load(std::memory_order_relaxed);
   }
+  bool Stopped() const { return !stopped_by_.empty(); }
+  const std::string& stopped_by() const { return stopped_by_; }
+  const std::string& stop_reason() const { return stop_reason_; }
+  // What a request the harness cut or never sent after the stop is marked with.
+  std::string HarnessCut() const { return HarnessCutAfter(stopped_by_); }
 
  private:
   static int SocketCb(CURL*, curl_socket_t s, int what, void* userp, void*) {
@@ -356,6 +454,7 @@ class Loop {
       if (raw == nullptr) continue;
       std::unique_ptr<Transfer> tr = std::move(live_[raw->slot_index]);
       Complete(tr.get(), rc, done_ns);
+      CheckCompleted(*tr->rec);
       curl_multi_remove_handle(multi_.get(), e);
       tr.reset();
       --active_;
@@ -388,29 +487,73 @@ class Loop {
     if (rc != CURLE_OK || code != 200) ++progress_.failed;
   }
 
-  // Cuts every in-flight transfer, keeping what it received. Records never started stay with
-  // actual_send_ns == 0 and are marked by RunLoad().
-  void CancelAll() {
+  // Fail fast on a finished request: handed to the checker; its first answer stops the run.
+  void CheckCompleted(const RawRecord& rec) {
+    if (!Stopped() && checker_) checker_->Post(&rec);
+  }
+
+  void TakeCheckerAnswer() {
+    if (Stopped() || !checker_) return;
+    if (auto answer = checker_->Answer()) Stop(answer->first, std::move(answer->second));
+  }
+
+  void Stop(const std::string& id, std::string why) {
+    stopped_by_ = id;
+    stop_reason_ = std::move(why);
+    stopping_ = true;
+  }
+
+  // The stall bound: a live stream silent for longer than spec_.stall_timeout_s since its last
+  // byte is cut as the server's failure, and stops the run. Only once its body began: before
+  // that the wait is its TTFT (queued, prefilling), which the request timeout bounds.
+  void CheckStalls() {
+    if (Stopped() || !(spec_.stall_timeout_s > 0)) return;
+    const MonoNs now = NowNs();
+    const MonoNs bound = static_cast<MonoNs>(spec_.stall_timeout_s * 1e9);
     for (auto& tr : live_) {
       if (!tr) continue;
-      const MonoNs now = NowNs();
-      curl_multi_remove_handle(multi_.get(), tr->easy.get());
       RawRecord* rec = tr->rec;
-      rec->end_ns = now;
-      long code = 0;
-      curl_easy_getinfo(tr->easy.get(), CURLINFO_RESPONSE_CODE, &code);
-      rec->http_status = code;
-      tr->framer.Finish(now, &rec->events);
-      rec->sse_comments = tr->framer.comments();
-      rec->sse_overflow = tr->framer.overflowed();
-      rec->sse_unterminated = tr->framer.unterminated_events();
-      rec->cancelled = true;
-      rec->transport_error = "cancelled: run interrupted";
-      tr.reset();
-      --active_;
-      --progress_.in_flight;
-      ++progress_.completed;
-      ++progress_.failed;
+      if (rec->first_body_ns == 0) continue;
+      const MonoNs last = rec->last_byte_ns;
+      if (now - last <= bound) continue;
+      char why[160];
+      std::snprintf(why, sizeof why, "stalled: no byte for %.2f wall seconds (the bound is %g)",
+                    NsToS(now - last), spec_.stall_timeout_s);
+      Cut(tr, now, why, "");
+      rec->stalled = true;
+      Stop(rec->id, why);
+      return;
+    }
+  }
+
+  // Cuts one in-flight transfer, keeping what it received.
+  void Cut(std::unique_ptr<Transfer>& tr, MonoNs now, const std::string& transport_error,
+           const std::string& by_harness) {
+    curl_multi_remove_handle(multi_.get(), tr->easy.get());
+    RawRecord* rec = tr->rec;
+    rec->end_ns = now;
+    long code = 0;
+    curl_easy_getinfo(tr->easy.get(), CURLINFO_RESPONSE_CODE, &code);
+    rec->http_status = code;
+    tr->framer.Finish(now, &rec->events);
+    rec->sse_comments = tr->framer.comments();
+    rec->sse_overflow = tr->framer.overflowed();
+    rec->sse_unterminated = tr->framer.unterminated_events();
+    rec->cancelled = true;
+    rec->transport_error = transport_error;
+    rec->cancelled_by_harness = by_harness;
+    tr.reset();
+    --active_;
+    --progress_.in_flight;
+    ++progress_.completed;
+    ++progress_.failed;
+  }
+
+  // Cuts every in-flight transfer. Records never started stay with actual_send_ns == 0 and are
+  // marked by RunLoad().
+  void CancelAll(const std::string& transport_error, const std::string& by_harness) {
+    for (auto& tr : live_) {
+      if (tr) Cut(tr, NowNs(), transport_error, by_harness);
     }
     MaybeProgress(true);
   }
@@ -434,9 +577,11 @@ class Loop {
   RawRecord* recs_ = nullptr;
   size_t next_ = 0;
   int active_ = 0;
-  bool stopping_ = false;  // cancelled: completions no longer start requests
+  bool stopping_ = false;  // cancelled or stopped: completions no longer start requests
+  std::string stopped_by_, stop_reason_;  // fail fast: the request that stopped the run, and why
   LoadProgress progress_;
   MonoNs last_progress_ns_ = 0;
+  std::unique_ptr<Checker> checker_;  // null without an on_complete_check
   // Transfers of the current phase by request index; null once done. Declared after multi_ so
   // they are destroyed first, and ~Loop() removes any still attached.
   std::vector<std::unique_ptr<Transfer>> live_;
@@ -504,26 +649,35 @@ Result<LoadResult> RunLoad(const LoadSpec& spec) {
   result.start_ns = NowNs();
   spdlog::debug("load: {} warm-up at C={}, {} measured at C={} to {}", spec.warmup.size(),
                 spec.warmup_concurrency, spec.measured.size(), spec.concurrency, spec.url);
-  bool ok = !loop.Cancelled();
-  if (ok && !spec.warmup.empty()) {
-    ok = loop.RunPhase(Phase::kWarmup, spec.warmup, result.records.data(), spec.warmup_concurrency);
+  PhaseEnd end = loop.Cancelled() ? PhaseEnd::kInterrupted : PhaseEnd::kDone;
+  if (end == PhaseEnd::kDone && !spec.warmup.empty()) {
+    end =
+        loop.RunPhase(Phase::kWarmup, spec.warmup, result.records.data(), spec.warmup_concurrency);
   }
-  if (ok && !loop.Cancelled()) {
+  if (end == PhaseEnd::kDone && loop.Cancelled()) end = PhaseEnd::kInterrupted;
+  if (end == PhaseEnd::kDone) {
     result.measured_start_ns = NowNs();
     if (spec.warmup.empty()) result.start_ns = result.measured_start_ns;
-    ok = loop.RunPhase(Phase::kMeasured, spec.measured, result.records.data() + spec.warmup.size(),
-                       spec.concurrency);
-  } else {
-    ok = false;
+    end = loop.RunPhase(Phase::kMeasured, spec.measured, result.records.data() + spec.warmup.size(),
+                        spec.concurrency);
   }
+  // An interrupt returns without waiting for the checker; its records must be read by nobody else
+  // before they are handed back.
+  loop.FinishChecks();
   result.end_ns = NowNs();
-  result.interrupted = !ok;
-  if (!ok) {
-    for (RawRecord& r : result.records) {
-      if (r.actual_send_ns == 0) {
-        r.cancelled = true;
-        r.transport_error = "not sent: run interrupted";
-      }
+  result.interrupted = end == PhaseEnd::kInterrupted;
+  if (end == PhaseEnd::kStopped) {
+    result.stopped_by = loop.stopped_by();
+    result.stop_reason = loop.stop_reason();
+  }
+  for (RawRecord& r : result.records) {
+    if (r.actual_send_ns != 0 || end == PhaseEnd::kDone) continue;
+    r.cancelled = true;
+    if (end == PhaseEnd::kStopped) {
+      r.cancelled_by_harness = loop.HarnessCut();
+      r.transport_error = "not sent: " + r.cancelled_by_harness;
+    } else {
+      r.transport_error = "not sent: run interrupted";
     }
   }
   return result;

@@ -77,6 +77,7 @@ nlohmann::json RawRecordToJson(const RawRecord& r) {
   j["first_byte_ns"] = r.first_byte_ns;
   j["first_body_ns"] = r.first_body_ns;
   j["end_ns"] = r.end_ns;
+  j["last_byte_ns"] = r.last_byte_ns;
   j["http_status"] = r.http_status;
   j["content_type"] = Bytes(r.content_type);
   nlohmann::json headers = nlohmann::json::array();
@@ -100,6 +101,8 @@ nlohmann::json RawRecordToJson(const RawRecord& r) {
   j["sse_overflow"] = r.sse_overflow;
   j["sse_unterminated"] = r.sse_unterminated;
   j["reused_connection"] = r.reused_connection;
+  j["stalled"] = r.stalled;
+  j["cancelled_by_harness"] = r.cancelled_by_harness;
   return j;
 }
 
@@ -169,6 +172,12 @@ Result<RawRecord> RawRecordFromJson(const nlohmann::json& j) {
   CAPQ_RETURN_IF_ERROR(Get(j, "sse_overflow", &r.sse_overflow));
   CAPQ_RETURN_IF_ERROR(Get(j, "sse_unterminated", &r.sse_unterminated));
   CAPQ_RETURN_IF_ERROR(Get(j, "reused_connection", &r.reused_connection));
+  // Fail fast's keys; records written before it have none (nothing was stalled or cut by it).
+  if (j.contains("last_byte_ns")) CAPQ_RETURN_IF_ERROR(Get(j, "last_byte_ns", &r.last_byte_ns));
+  if (j.contains("stalled")) CAPQ_RETURN_IF_ERROR(Get(j, "stalled", &r.stalled));
+  if (j.contains("cancelled_by_harness")) {
+    CAPQ_RETURN_IF_ERROR(Get(j, "cancelled_by_harness", &r.cancelled_by_harness));
+  }
   return r;
 }
 

@@ -62,7 +62,10 @@ GateResult NoCancellations(const ValidationInput& in) {
   for (const RequestResult& r : in.measured) {
     if (!r.cancelled && !r.timed_out) continue;
     g.offending_ids.push_back(r.id);
-    std::string why = r.timed_out ? "timed out" : r.start_ns == 0 ? "never sent" : "cut";
+    std::string why = r.timed_out       ? "timed out"
+                      : r.stalled       ? "stalled"
+                      : r.start_ns == 0 ? "never sent"
+                                        : "cut";
     words.push_back(r.id + " (" + why + ")");
   }
   g.passed = g.offending_ids.empty();
@@ -336,6 +339,27 @@ GateResult VerifyCold(const ValidationInput& in) {
   return g;
 }
 
+// Fail fast leaves requests the harness cut or never sent (RequestResult::cancelled_by_harness).
+// They are not the server's failures: the gates judge the streams that ran, and each says how
+// many were left out and why.
+size_t DropHarnessCut(std::vector<RequestResult>* list, std::string* why) {
+  const auto cut = [](const RequestResult& r) { return !r.cancelled_by_harness.empty(); };
+  for (const RequestResult& r : *list) {
+    if (cut(r) && why->empty()) *why = r.cancelled_by_harness;
+  }
+  return static_cast<size_t>(std::erase_if(*list, cut));
+}
+
+void NoteHarnessCut(CorrectnessReport* rep, size_t cut, const std::string& why) {
+  if (cut == 0) return;
+  const bool one = cut == 1;
+  const std::string note =
+      "; " + std::to_string(cut) + (one ? " request" : " requests") +
+      " cut or never sent by the harness (" + why + ")" +
+      (one ? " is not the server's failure" : " are not the server's failures");
+  for (GateResult& g : rep->gates) g.evidence += note;
+}
+
 }  // namespace
 
 bool CorrectnessReport::passed() const {
@@ -353,8 +377,11 @@ const GateResult* CorrectnessReport::Find(const std::string& name) const {
   return nullptr;
 }
 
-CorrectnessReport Validate(const ValidationInput& in) {
+CorrectnessReport Validate(const ValidationInput& all) {
   CorrectnessReport rep;
+  ValidationInput in = all;
+  std::string cut_why;
+  const size_t cut = DropHarnessCut(&in.warmup, &cut_why) + DropHarnessCut(&in.measured, &cut_why);
   if (in.row == nullptr) {
     for (const char* name : kGateNames) {
       rep.gates.push_back(GateResult{name, true, false, "no row given to the validator", {}});
@@ -362,16 +389,18 @@ CorrectnessReport Validate(const ValidationInput& in) {
     return rep;
   }
   const Correctness& c = in.row->correctness;
-  rep.gates.push_back(RecordCount(in));
+  // The gates on the plan (record count, prompts) see every planned request; the rest judge
+  // the streams that ran.
+  rep.gates.push_back(RecordCount(all));
   rep.gates.push_back(ApplyRow(Status200(in), c.status_200));
   rep.gates.push_back(ApplyRow(NoCancellations(in), c.no_cancellations));
   rep.gates.push_back(ZeroErrors(in));
   rep.gates.push_back(ApplyRow(ExactTokens(in), c.exact_completion_tokens));
   rep.gates.push_back(ApplyRow(FinishReason(in), c.finish_reason));
   rep.gates.push_back(ApplyRow(NonemptyDeltas(in), c.nonempty_deltas));
-  rep.gates.push_back(ApplyRow(UniquePrompts(in), c.unique_prompts));
+  rep.gates.push_back(ApplyRow(UniquePrompts(all), c.unique_prompts));
   rep.gates.push_back(ApplyRow(UniqueOutputs(in), c.unique_outputs));
-  rep.gates.push_back(ApplyRow(WarmupDisjoint(in), c.warmup_disjoint));
+  rep.gates.push_back(ApplyRow(WarmupDisjoint(all), c.warmup_disjoint));
   Gate cold;
   cold.enabled = in.row->cache.verify_cold;
   cold.reason_off = "the row sets cache.verify_cold: false";
@@ -392,6 +421,7 @@ CorrectnessReport Validate(const ValidationInput& in) {
   t.unique_output_hashes = static_cast<int64_t>(hashes.size());
   t.warmup_prompts = static_cast<int64_t>(in.warmup_prompt_hashes.size());
   t.measured_prompts = static_cast<int64_t>(in.measured_prompt_hashes.size());
+  NoteHarnessCut(&rep, cut, cut_why);
   return rep;
 }
 

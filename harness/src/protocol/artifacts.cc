@@ -200,6 +200,12 @@ nlohmann::json VerdictToJson(const TrialVerdict& v, const VerdictContext& ctx) {
                       {"started_utc", ctx.started_utc},
                       {"complete", ctx.complete}};
   if (ctx.insecure_tls) j["insecure_tls"] = true;
+  if (const auto& b = v.stopped_at) {
+    j["fail_fast"] = {{"gate", b->gate},
+                      {"request", b->request_id},
+                      {"warmup", b->warmup},
+                      {"evidence", b->evidence}};
+  }
   return j;
 }
 
@@ -238,6 +244,12 @@ Result<StoredVerdict> VerdictFromJson(const nlohmann::json& j) {
     s.context.started_utc = j.at("started_utc").get<std::string>();
     s.context.complete = j.at("complete").get<bool>();
     s.context.insecure_tls = j.value("insecure_tls", false);
+    if (j.contains("fail_fast")) {
+      const nlohmann::json& f = j.at("fail_fast");
+      s.verdict.stopped_at =
+          StreamBreak{f.at("gate").get<std::string>(), f.at("request").get<std::string>(),
+                      f.at("warmup").get<bool>(), f.at("evidence").get<std::string>()};
+    }
     return s;
   } catch (const nlohmann::json::exception& e) {
     return Status::InvalidArgument(std::string("verdict.json: ") + e.what());

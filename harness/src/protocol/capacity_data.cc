@@ -596,6 +596,13 @@ Result<TrialSummary> ReadTrialDir(const std::string& dir) {
                                  Get<std::string>(g, "evidence", ""));
       }
     }
+    if (const json ff = v.value("fail_fast", json()); ff.is_object()) {
+      // The gate fail fast stopped at comes first: it is what ended the trial.
+      t.failed_gates.insert(t.failed_gates.begin(),
+                            Get<std::string>(ff, "gate", "?") + ": stopped at the first broken " +
+                                "stream " + Get<std::string>(ff, "request", "?") + ": " +
+                                Get<std::string>(ff, "evidence", ""));
+    }
     t.totals = TotalsFromJson(corr.value("totals", json()));
   } catch (const json::exception& e) {
     return Status::InvalidArgument(dir + "/verdict.json: " + e.what());

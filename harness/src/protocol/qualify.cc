@@ -157,9 +157,13 @@ class Run {
     if (t.outcome == "correctness_fail") {
       q_.status = QualifyStatus::kCorrectnessFail;
       std::string gates;
+      std::vector<std::string> names;
       for (const auto& g : t.failed_gates) {
+        std::string name = g.substr(0, g.find(':'));
+        if (std::find(names.begin(), names.end(), name) != names.end()) continue;
         if (!gates.empty()) gates += ", ";
-        gates += g.substr(0, g.find(':'));
+        gates += name;
+        names.push_back(std::move(name));
       }
       q_.failed_gate = gates.empty() ? FirstFailedGate(t) : gates;
       q_.message = "correctness gate " + q_.failed_gate +

@@ -11,6 +11,7 @@
 #include "capq/clock.h"
 #include "capq/log.h"
 #include "capq/measurement/decode.h"
+#include "capq/measurement/fail_fast.h"
 #include "capq/measurement/loadgen.h"
 #include "capq/model/plan.h"
 #include "capq/model/row_loader.h"
@@ -116,10 +117,27 @@ struct TrialState {
   std::vector<nlohmann::json> server_metrics;
   nlohmann::json metrics_extra = nlohmann::json::object();
   nlohmann::json recount;  // recount.json; null until the text was re-counted
+  FailFastRules fail_fast;
 };
 
 void Progress(const TrialOptions& o, const std::string& line) {
   if (o.on_progress) o.on_progress(line);
+}
+
+// What `capq validate` needs to re-derive a fail-fast stop from the records: the rules the load
+// ran under and the request that stopped it.
+nlohmann::json FailFastHeader(const TrialState& s) {
+  const FailFastRules& f = s.fail_fast;
+  nlohmann::json j = {{"enabled", f.enabled},
+                      {"stall_timeout_s", f.stall_timeout_s},
+                      {"stall_timeout_wall_s", f.stall_timeout_wall_s},
+                      {"served_model_name", f.served_model_name},
+                      {"stopped_by", nullptr}};
+  if (!s.load->stopped_by.empty()) {
+    j["stopped_by"] = s.load->stopped_by;
+    j["stop_reason"] = s.load->stop_reason;
+  }
+  return j;
 }
 
 // Writes whatever the trial has: a trial that could not run still leaves its verdict and why.
@@ -138,7 +156,8 @@ Status WriteDirectory(TrialState& s, const std::string& dir) {
                    {"start_ns", s.load->start_ns},
                    {"measured_start_ns", s.load->measured_start_ns},
                    {"end_ns", s.load->end_ns},
-                   {"interrupted", s.load->interrupted}});
+                   {"interrupted", s.load->interrupted},
+                   {"fail_fast", FailFastHeader(s)}});
     for (const auto& r : s.load->records) raw.push_back(RawRecordToJson(r));
     CAPQ_RETURN_IF_ERROR(w->Write("raw.jsonl", Jsonl(raw)));
     std::vector<nlohmann::json> res;
@@ -460,7 +479,8 @@ PhaseEnd QuietPeriod(Trial& t) {
   return std::nullopt;
 }
 
-// Where and how every request of this trial is sent (the calibration warm-ups included).
+// Where and how every request of this trial is sent (the calibration warm-ups included, so they
+// stop on a broken stream too).
 LoadSpec ConnectionSpec(const Trial& t) {
   const TrialOptions& opt = *t.s.opt;
   LoadSpec connection;
@@ -470,6 +490,14 @@ LoadSpec ConnectionSpec(const Trial& t) {
   connection.connect_timeout_s = std::min(30.0, connection.request_timeout_s);
   connection.insecure_tls = opt.insecure_tls;
   connection.cancel = opt.cancel;
+  const FailFastRules& rules = t.s.fail_fast;
+  if (rules.enabled) {
+    connection.stall_timeout_s = rules.stall_timeout_wall_s;
+    connection.on_complete_check = [&rules](const RawRecord& r) {
+      std::optional<StreamBreak> b = FindStreamBreak(r, rules);
+      return b ? std::optional<std::string>(b->Reason()) : std::nullopt;
+    };
+  }
   return connection;
 }
 
@@ -527,55 +555,91 @@ Result<std::optional<LoadResult>> CalibrateWordCount(Trial& t, const LoadSpec& c
   return std::optional<LoadResult>(std::move(*cl));
 }
 
-// Warm-up, then the measured closed-loop burst; /metrics sampled alongside.
-PhaseEnd Load(Trial& t) {
+// The plan's requests after the `skip_warmups` calibration warm-ups, as the main load sends them.
+LoadSpec PlannedSpec(const Trial& t, const LoadSpec& connection, size_t skip_warmups) {
   const TrialOptions& opt = *t.s.opt;
-  TrialState& s = t.s;
-  s.server_metrics.push_back(Snapshot(*t.target, "before", t.t0, &t.before_text));
-  MetricsSampler sampler(s.row->identity, t.topts, 250);
-  sampler.Start(t.t0);
-  const LoadSpec connection = ConnectionSpec(t);
-  Result<std::optional<LoadResult>> calibration = CalibrateWordCount(t, connection);
-  if (!calibration.ok()) {
-    sampler.Stop();
-    return CouldNotRun(s, "load generator: " + calibration.status().message());
-  }
-  const size_t calibration_requests = *calibration ? (*calibration)->records.size() : 0;
-  if (*calibration && (*calibration)->interrupted) {
-    sampler.Stop();
-    s.load = std::move(**calibration);
-    return CouldNotRun(s, "interrupted during calibration", true);
-  }
+  const TrialPlan& plan = *t.s.plan;
   LoadSpec spec = connection;
-  for (size_t i = calibration_requests; i < s.plan->warmup.size(); ++i) {
-    const auto& r = s.plan->warmup[i];
+  for (size_t i = skip_warmups; i < plan.warmup.size(); ++i) {
+    const auto& r = plan.warmup[i];
     spec.warmup.push_back({r.id, Phase::kWarmup, r.index, r.body});
   }
-  for (const auto& r : s.plan->measured) {
+  for (const auto& r : plan.measured) {
     spec.measured.push_back({r.id, Phase::kMeasured, r.index, r.body});
   }
-  spec.warmup_concurrency = s.plan->warmup_concurrency;
+  spec.warmup_concurrency = plan.warmup_concurrency;
   spec.concurrency = opt.concurrency;
   if (opt.on_progress) {
     spec.on_progress = [&opt](const LoadProgress& p) {
       opt.on_progress(LoadLine(p, opt.concurrency));
     };
   }
-  Result<LoadResult> load = RunLoad(spec);
+  return spec;
+}
+
+// Fail fast stopped the calibration: the rest of the plan was never sent, by the harness's choice.
+void RecordUnsent(const TrialPlan& plan, size_t skip_warmups, LoadResult* load) {
+  const std::string cut = HarnessCutAfter(load->stopped_by);
+  auto add = [&](const PlanRequest& p, Phase phase) {
+    RawRecord r;
+    r.id = p.id;
+    r.phase = phase;
+    r.index = p.index;
+    r.cancelled = true;
+    r.cancelled_by_harness = cut;
+    r.transport_error = "not sent: " + cut;
+    load->records.push_back(std::move(r));
+  };
+  for (size_t i = skip_warmups; i < plan.warmup.size(); ++i) add(plan.warmup[i], Phase::kWarmup);
+  for (const auto& p : plan.measured) add(p, Phase::kMeasured);
+}
+
+// The calibration warm-ups are warm-ups like the rest: first in the raw records.
+LoadResult MergeCalibration(LoadResult calibration, LoadResult load) {
+  calibration.records.insert(calibration.records.end(),
+                             std::make_move_iterator(load.records.begin()),
+                             std::make_move_iterator(load.records.end()));
+  calibration.measured_start_ns = load.measured_start_ns;
+  calibration.end_ns = load.end_ns;
+  calibration.interrupted = load.interrupted;
+  calibration.stopped_by = load.stopped_by;
+  calibration.stop_reason = load.stop_reason;
+  return calibration;
+}
+
+// Warm-up, then the measured closed-loop burst; /metrics sampled alongside.
+PhaseEnd Load(Trial& t) {
+  TrialState& s = t.s;
+  s.server_metrics.push_back(Snapshot(*t.target, "before", t.t0, &t.before_text));
+  MetricsSampler sampler(s.row->identity, t.topts, 250);
+  sampler.Start(t.t0);
+  s.fail_fast = FailFastRulesFor(*s.row, t.effective.identity.served_model_name);
+  const LoadSpec connection = ConnectionSpec(t);
+  Result<std::optional<LoadResult>> calibration = CalibrateWordCount(t, connection);
+  if (!calibration.ok()) {
+    sampler.Stop();
+    return CouldNotRun(s, "load generator: " + calibration.status().message());
+  }
+  std::optional<LoadResult>& cal = *calibration;
+  const size_t calibration_requests = cal ? cal->records.size() : 0;
+  if (cal && cal->interrupted) {
+    sampler.Stop();
+    s.load = std::move(*cal);
+    return CouldNotRun(s, "interrupted during calibration", true);
+  }
+  Result<LoadResult> load = LoadResult{};
+  if (cal && !cal->stopped_by.empty()) {
+    RecordUnsent(*s.plan, calibration_requests, &*cal);
+    load = std::move(*cal);
+  } else {
+    load = RunLoad(PlannedSpec(t, connection, calibration_requests));
+    if (load.ok() && cal) load = MergeCalibration(std::move(*cal), std::move(*load));
+  }
   sampler.Stop();
   for (auto& l : sampler.TakeLines()) s.server_metrics.push_back(std::move(l));
   if (!load.ok()) return CouldNotRun(s, "load generator: " + load.status().message());
   s.load = std::move(*load);
-  if (*calibration) {
-    // The calibration warm-ups are warm-ups like the rest: first in the raw records.
-    LoadResult merged = std::move(**calibration);
-    merged.records.insert(merged.records.end(), std::make_move_iterator(s.load->records.begin()),
-                          std::make_move_iterator(s.load->records.end()));
-    merged.measured_start_ns = s.load->measured_start_ns;
-    merged.end_ns = s.load->end_ns;
-    merged.interrupted = s.load->interrupted;
-    s.load = std::move(merged);
-  }
+  if (!s.load->stopped_by.empty()) Progress(*s.opt, s.load->stop_reason);
   s.server_metrics.push_back(Snapshot(*t.target, "after", t.t0, &t.after_text));
   return std::nullopt;
 }
@@ -594,6 +658,16 @@ std::optional<int64_t> ServerCachedTokens(const Trial& t) {
   }
   if (!base) return std::nullopt;
   return static_cast<int64_t>(std::llround(*after - *base));
+}
+
+// The fail-fast stop, from the record that caused it (as `capq validate` derives it).
+std::optional<StreamBreak> StopOf(const TrialState& s) {
+  if (s.load->stopped_by.empty()) return std::nullopt;
+  for (const RawRecord& r : s.load->records) {
+    if (r.id != s.load->stopped_by) continue;
+    if (std::optional<StreamBreak> b = FindStreamBreak(r, s.fail_fast)) return b;
+  }
+  return StreamBreak{"fail_fast", s.load->stopped_by, false, s.load->stop_reason};
 }
 
 void Decode(Trial& t) {
@@ -648,7 +722,7 @@ void Judge(Trial& t) {
   s.metrics_extra["calibration"] = s.plan->calibration;
   s.metrics_extra["input_tokens_configured"] = row.workload.input_tokens;
   s.metrics_extra["cold_prefix_tokens_allowed"] = cold.allowed_tokens;
-  s.verdict = Decide(row, *s.metrics, correctness);
+  s.verdict = Decide(row, *s.metrics, correctness, StopOf(s));
 }
 
 // An interrupted load or a server that went away: no verdict can be green, the records stay.
@@ -671,7 +745,7 @@ PhaseEnd CheckCompleted(Trial& t) {
   }
   // A server that died mid-trial leaves transport errors; confirm with one more probe.
   bool transport_failures = std::any_of(t.meas.begin(), t.meas.end(), [](const RequestResult& r) {
-    return r.http_status == 0 || !r.transport_error.empty();
+    return r.cancelled_by_harness.empty() && (r.http_status == 0 || !r.transport_error.empty());
   });
   if (transport_failures) {
     Result<std::string> alive = t.target->Probe(NowNs() + 2'000'000'000LL, s.opt->cancel);

@@ -2,9 +2,11 @@
 // with).
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "capq/measurement/decode.h"
+#include "capq/measurement/fail_fast.h"
 #include "capq/measurement/loadgen.h"
 #include "capq/model/row_loader.h"
 #include "capq/protocol/artifacts.h"
@@ -27,6 +29,25 @@ Result<nlohmann::json> ReadJson(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     return Status::InvalidArgument(path + ": not JSON (" + e.what() + ")");
   }
+}
+
+// A fail-fast stop, re-derived: the record the header names must itself break a gate under the
+// row's rules, else the stop does not hold and that is a problem of the evidence.
+std::optional<StreamBreak> DeriveStop(const Row& row, const nlohmann::json& fail_fast,
+                                      const std::optional<RawRecord>& stopper,
+                                      std::vector<std::string>* problems) {
+  const nlohmann::json by = fail_fast.value("stopped_by", nlohmann::json());
+  if (!by.is_string()) return std::nullopt;
+  const std::string id = by.get<std::string>();
+  std::string served = fail_fast.value("served_model_name", row.identity.served_model_name);
+  std::optional<StreamBreak> b;
+  if (stopper) b = FindStreamBreak(*stopper, FailFastRulesFor(row, served));
+  if (!b) {
+    problems->push_back("raw.jsonl says fail fast stopped at " + id + ", but " +
+                        (stopper ? "its record breaks no gate" : "it has no record of that id"));
+    b = StreamBreak{"fail_fast", id, false, fail_fast.value("stop_reason", "unproven")};
+  }
+  return b;
 }
 
 }  // namespace
@@ -77,6 +98,8 @@ Result<ValidateReport> ValidateTrialDir(const std::string& dir) {
   Result<std::string> raw = ReadWholeFile(dir + "/raw.jsonl");
   if (!raw.ok()) return raw.status();
   std::vector<RequestResult> warm, meas;
+  nlohmann::json fail_fast = nlohmann::json::object();  // the header's rules and stop
+  std::optional<RawRecord> stopper;                     // the record the stop names
   std::istringstream lines(*raw);
   std::string line;
   int lineno = 0;
@@ -89,9 +112,14 @@ Result<ValidateReport> ValidateTrialDir(const std::string& dir) {
     } catch (const nlohmann::json::exception& e) {
       return Status::InvalidArgument("raw.jsonl:" + std::to_string(lineno) + ": " + e.what());
     }
-    if (j.contains("schema")) continue;  // the header line
+    if (j.contains("schema")) {  // the header line
+      if (j.contains("fail_fast") && j["fail_fast"].is_object()) fail_fast = j["fail_fast"];
+      continue;
+    }
     Result<RawRecord> rec = RawRecordFromJson(j);
     if (!rec.ok()) return rec.status().WithContext("raw.jsonl:" + std::to_string(lineno));
+    const nlohmann::json stopped_by = fail_fast.value("stopped_by", nlohmann::json());
+    if (stopped_by.is_string() && stopped_by.get<std::string>() == rec->id) stopper = *rec;
     RequestResult r = DecodeRecord(*rec);
     (r.phase == Phase::kWarmup ? warm : meas).push_back(std::move(r));
   }
@@ -110,7 +138,8 @@ Result<ValidateReport> ValidateTrialDir(const std::string& dir) {
   CorrectnessReport correctness = Validate(vin);
   TrialMetrics metrics =
       ComputeMetrics(meas, plan->concurrency, row->identity.time_scale, row->percentile_method);
-  TrialVerdict derived = Decide(*row, metrics, correctness);
+  std::optional<StreamBreak> stop = DeriveStop(*row, fail_fast, stopper, &rep.problems);
+  TrialVerdict derived = Decide(*row, metrics, correctness, stop);
 
   const TrialVerdict& was = stored->verdict;
   for (size_t i = 0; i < derived.slo.size() && i < was.slo.size(); ++i) {
@@ -121,6 +150,13 @@ Result<ValidateReport> ValidateTrialDir(const std::string& dir) {
         << " ms, the raw records give " << derived.slo[i].measured_ms << " ms";
       rep.problems.push_back(o.str());
     }
+  }
+  const auto stop_words = [](const std::optional<StreamBreak>& b) {
+    return b ? b->gate + " on " + b->request_id : std::string("no fail-fast stop");
+  };
+  if (stop_words(derived.stopped_at) != stop_words(was.stopped_at)) {
+    rep.problems.push_back("verdict.json records " + stop_words(was.stopped_at) +
+                           ", the raw records give " + stop_words(derived.stopped_at));
   }
   if (derived.slo.size() != was.slo.size()) {
     rep.problems.push_back("verdict.json has " + std::to_string(was.slo.size()) +

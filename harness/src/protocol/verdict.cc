@@ -62,9 +62,12 @@ std::string Pct(double p) {
 
 }  // namespace
 
-TrialVerdict Decide(const Row& row, const TrialMetrics& m, const CorrectnessReport& c) {
+TrialVerdict Decide(const Row& row, const TrialMetrics& m, const CorrectnessReport& c,
+                    const std::optional<StreamBreak>& stopped_at) {
   TrialVerdict v;
   v.correctness = c;
+  v.stopped_at = stopped_at;
+  if (stopped_at) v.reasons.push_back(stopped_at->Reason());
   v.latency_pass = !row.slo.empty();
   if (row.slo.empty()) v.reasons.push_back("the row has no SLO gate: latency cannot pass");
   for (const SloGate& gate : row.slo) {
@@ -86,7 +89,8 @@ TrialVerdict Decide(const Row& row, const TrialMetrics& m, const CorrectnessRepo
     }
     v.slo.push_back(g);
   }
-  v.correctness_pass = c.passed();
+  if (stopped_at) v.latency_pass = false;  // a cut-short sample is no SLO pass
+  v.correctness_pass = c.passed() && !stopped_at;
   if (c.gates.empty()) v.reasons.push_back("no correctness gate was evaluated");
   for (const GateResult& g : c.gates) {
     if (g.enabled && !g.passed) v.reasons.push_back(g.name + ": " + g.evidence);

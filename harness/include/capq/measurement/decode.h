@@ -32,6 +32,8 @@ struct RequestResult {
   long http_status = 0;
   bool cancelled = false;
   bool timed_out = false;
+  bool stalled = false;              // RawRecord::stalled: the server stopped sending
+  std::string cancelled_by_harness;  // RawRecord::cancelled_by_harness: not the server's doing
   std::string transport_error;
   MonoNs start_ns = 0;  // actual send
   MonoNs end_ns = 0;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,8 @@ struct LoadProgress {
   MonoNs now_ns = 0;
 };
 
+struct RawRecord;
+
 struct LoadSpec {
   std::string url;      // the full chat completions URL, http:// or https://
   std::string api_key;  // "" = none; sent only as "Authorization: Bearer" to `url`; never logged
@@ -59,6 +62,18 @@ struct LoadSpec {
   const std::atomic<bool>* cancel = nullptr;
   // Optional; called from the loop thread at most about 4 times a second and at each phase end.
   std::function<void(const LoadProgress&)> on_progress;
+  // Fail fast (both optional). `on_complete_check` is called with each record that just finished,
+  // on a helper thread (one record at a time), so that its decoding never delays the loop's
+  // timestamps or sends. An answer stops the run: nothing more is sent, in-flight requests (those
+  // a freed slot started while the check ran among them) are cut and marked
+  // cancelled_by_harness, and RunLoad() returns with `stopped_by` set (not interrupted). A phase
+  // ends only once its streams were checked.
+  std::function<std::optional<std::string>(const RawRecord&)> on_complete_check;
+  // > 0: an in-flight stream whose body began and then received no byte for this many wall
+  // seconds is cut as stalled, which stops the run the same way. The wait for the first body
+  // byte is the request's TTFT and is bounded by request_timeout_s alone. Checked on the loop's
+  // 20 ms tick, so the cut comes within that of the bound.
+  double stall_timeout_s = 0;
   size_t max_event_bytes = SseFramer::kDefaultMaxEventBytes;
   size_t max_body_bytes = 16u << 20;  // non-SSE response bytes kept per request
 };
@@ -74,6 +89,7 @@ struct RawRecord {
   MonoNs first_byte_ns = 0;   // first response byte (status line); 0 = none
   MonoNs first_body_ns = 0;   // first body byte; 0 = none
   MonoNs end_ns = 0;          // transfer done, failed or cut
+  MonoNs last_byte_ns = 0;    // the latest response byte (header or body); 0 = none
   long http_status = 0;       // 0 = no response
   std::string content_type;
   std::vector<std::string> response_headers;  // raw header lines of the final response, no CRLF
@@ -88,6 +104,12 @@ struct RawRecord {
   bool sse_overflow = false;
   int64_t sse_unterminated = 0;    // events the stream ended in the middle of
   bool reused_connection = false;  // sent on a kept-alive connection
+  // Cut by the harness's stall bound: no byte for longer than LoadSpec::stall_timeout_s. A server
+  // failure (the server stopped sending), unlike cancelled_by_harness.
+  bool stalled = false;
+  // Why the harness, not the server, cut this request or never sent it: "fail_fast after m12".
+  // "" = it ran to its own end (or was cut by an interrupt, which transport_error says).
+  std::string cancelled_by_harness;
 };
 
 struct LoadResult {
@@ -97,7 +119,15 @@ struct LoadResult {
   MonoNs measured_start_ns = 0;    // the measured burst start
   MonoNs end_ns = 0;
   bool interrupted = false;  // the cancel flag was seen
+  // Fail fast: the request whose check (or stall) stopped the run, and what the check said;
+  // "" = the run was not stopped.
+  std::string stopped_by;
+  std::string stop_reason;
 };
+
+// What a record the harness cut or never sent after a stop at request `id` is marked with
+// (RawRecord::cancelled_by_harness): "fail_fast after m12".
+std::string HarnessCutAfter(const std::string& id);
 
 // Runs the warm-up and measured lists. An error Status only for setup failures (empty or non-http
 // URL, concurrency < 1, curl initialisation); every per-request failure is in its RawRecord.

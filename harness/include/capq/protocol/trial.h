@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "capq/measurement/fail_fast.h"
 #include "capq/measurement/metrics.h"
 #include "capq/measurement/validator.h"
 #include "capq/model/row.h"
@@ -63,6 +64,8 @@ struct TrialVerdict {
   std::vector<SloGateResult> slo;
   CorrectnessReport correctness;
   std::vector<std::string> reasons;  // in words: "p95 ttft 10674.2 ms is not below 10000 ms"
+  // Fail fast stopped the load at this stream; reasons[0] says so.
+  std::optional<StreamBreak> stopped_at;
   // 0 pass, 1 SLO fail, 2 correctness fail, 3 could not run, 130 interrupted.
   int ExitCode() const;
 };
@@ -79,8 +82,11 @@ TrialReport RunTrial(const Row& row, const TrialOptions& options);
 
 // Pure: the verdict from metrics + correctness. Every SLO gate is strict ("below"; a value equal to
 // the threshold fails, NaN fails); correctness is decided separately. A correctness failure wins
-// over an SLO failure in `outcome`, but both flags and all reasons are kept.
-TrialVerdict Decide(const Row& row, const TrialMetrics& m, const CorrectnessReport& c);
+// over an SLO failure in `outcome`, but both flags and all reasons are kept. `stopped_at`: fail
+// fast ended the load there, which is a correctness failure named first; latency over the
+// requests that ran before it cannot pass.
+TrialVerdict Decide(const Row& row, const TrialMetrics& m, const CorrectnessReport& c,
+                    const std::optional<StreamBreak>& stopped_at = std::nullopt);
 
 // capq validate: re-derive metrics and gates from raw records alone (raw.jsonl + plan.json +
 // row.yaml); check SHA256SUMS. `complete` is false for a directory an interrupted or failed trial
