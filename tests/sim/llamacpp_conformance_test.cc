@@ -6,6 +6,7 @@
 // recorded prompt_tokens, so cached_tokens can be compared exactly).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <thread>
 
@@ -388,12 +389,37 @@ TEST_F(LlamacppConformanceTest, DefaultServerStreamsCachesAndErrors) {
   ExpectSameShape(b, gb);
   EXPECT_EQ(UsageOf(ga), a.manifest["usage"]);
   EXPECT_EQ(UsageOf(gb), b.manifest["usage"]);
-  ASSERT_FALSE(ga.chunk_t_ms.empty() || gb.chunk_t_ms.empty() || s14.chunk_t_ms.empty());
-  const double first_a = ga.sent_at_ms + ga.chunk_t_ms[0];
-  const double first_b = gb.sent_at_ms + gb.chunk_t_ms[0];
-  EXPECT_NEAR(first_a, first_b, 5.0) << "one prefill batch for both (recorded: 89.3 / 89.1 ms)";
-  EXPECT_GT(ga.chunk_t_ms[0] - ga.t_headers_ms, s14.chunk_t_ms[0] - s14.t_headers_ms)
-      << "two prompts' prefill takes longer than one";
+  ASSERT_FALSE(s14.chunk_t_ms.empty());
+  // The batch needs both sends inside the engine's idle-start window (4 ms); on a loaded machine
+  // one thread can be scheduled later, so a pair sent further apart is sent again with fresh
+  // prompts (a new first word, so no slot holds a prefix of them), and a machine that never
+  // manages it fails.
+  bool batched = false;
+  for (int attempt = 0; attempt < 8 && !batched; ++attempt) {
+    if (attempt > 0) {
+      auto fresh = [&](const Recorded& r) {
+        json body = json::parse(Adapt(r, 10));
+        std::string& last = body["messages"].back()["content"].get_ref<std::string&>();
+        last = "capqretry" + std::to_string(attempt) + " " + last;
+        return body.dump();
+      };
+      std::thread ra(
+          [&] { ga = RawExchange(port_, JsonRequest("POST", a.target, fresh(a), port_)); });
+      std::thread rb(
+          [&] { gb = RawExchange(port_, JsonRequest("POST", b.target, fresh(b), port_)); });
+      ra.join();
+      rb.join();
+    }
+    ASSERT_FALSE(ga.chunk_t_ms.empty() || gb.chunk_t_ms.empty());
+    if (std::fabs(ga.sent_at_ms - gb.sent_at_ms) > 1.5) continue;
+    batched = true;
+    const double first_a = ga.sent_at_ms + ga.chunk_t_ms[0];
+    const double first_b = gb.sent_at_ms + gb.chunk_t_ms[0];
+    EXPECT_NEAR(first_a, first_b, 5.0) << "one prefill batch for both (recorded: 89.3 / 89.1 ms)";
+    EXPECT_GT(ga.chunk_t_ms[0] - ga.t_headers_ms, s14.chunk_t_ms[0] - s14.t_headers_ms)
+        << "two prompts' prefill takes longer than one";
+  }
+  EXPECT_TRUE(batched) << "no attempt sent the pair within 1.5 ms of each other";
 
   Check("80-metrics-final");
   Check("81-slots-final");
