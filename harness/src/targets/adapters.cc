@@ -1,4 +1,6 @@
-// The four adapters. Facts are from server-apis.md; each quirk is commented where it is handled.
+// The engine adapters (SGLang, vLLM, llama.cpp) and the simulator's, which wraps the one its
+// dialect stands in for. Facts are from server-apis.md and the recorded exchanges in
+// tests/data/conformance/; each quirk is commented where it is handled.
 #include <cmath>
 #include <sstream>
 #include <thread>
@@ -53,23 +55,19 @@ void TakeModels(const nlohmann::json& models, ServerFacts* f) {
   }
 }
 
-nlohmann::json UserTurn(const std::string& message) {
-  return nlohmann::json::array({{{"role", "user"}, {"content", message}}});
+// data[0][key] of a /v1/models answer, or null.
+const nlohmann::json& FirstModelField(const nlohmann::json& models, const char* key) {
+  static const nlohmann::json kNull;
+  if (!models.is_object() || !models.contains("data")) return kNull;
+  const auto& data = models["data"];
+  if (!data.is_array() || data.empty() || !data[0].is_object() || !data[0].contains(key)) {
+    return kNull;
+  }
+  return data[0][key];
 }
 
-Result<std::vector<int64_t>> IdsFrom(const Result<HttpResponse>& r);
-
-// SGLang and vLLM tokenize a chat request ({"messages", "add_generation_prompt"}) with the template
-// and special tokens their chat endpoint uses.
-Result<std::vector<int64_t>> ChatTokenizeIds(HttpClient& http, const std::string& url,
-                                             const std::string& message) {
-  nlohmann::json req = {{"messages", UserTurn(message)}, {"add_generation_prompt", true}};
-  Result<HttpResponse> r = http.Post(url, req.dump());
-  if (r.ok() && (r->status == 404 || r->status == 400 || r->status == 422)) {
-    return Status::Unimplemented("POST " + url + " with messages returned HTTP " +
-                                 std::to_string(r->status));
-  }
-  return IdsFrom(r);
+nlohmann::json UserTurn(const std::string& message) {
+  return nlohmann::json::array({{{"role", "user"}, {"content", message}}});
 }
 
 Result<std::vector<int64_t>> IdsFrom(const Result<HttpResponse>& r) {
@@ -90,13 +88,26 @@ Result<std::vector<int64_t>> IdsFrom(const Result<HttpResponse>& r) {
   }
 }
 
+// SGLang and vLLM tokenize a chat request ({"messages", "add_generation_prompt"}) with the template
+// and special tokens their chat endpoint uses.
+Result<std::vector<int64_t>> ChatTokenizeIds(HttpClient& http, const std::string& url,
+                                             const std::string& message) {
+  nlohmann::json req = {{"messages", UserTurn(message)}, {"add_generation_prompt", true}};
+  Result<HttpResponse> r = http.Post(url, req.dump());
+  if (r.ok() && (r->status == 404 || r->status == 400 || r->status == 422)) {
+    return Status::Unimplemented("POST " + url + " with messages returned HTTP " +
+                                 std::to_string(r->status));
+  }
+  return IdsFrom(r);
+}
+
 std::optional<double> Metric(const std::map<std::string, double>& m, const char* name) {
   auto it = m.find(name);
   if (it == m.end()) return std::nullopt;
   return it->second;
 }
 
-// ---- SGLang (and the simulator, which speaks SGLang's endpoints) ----------------------------
+// ---- SGLang ---------------------------------------------------------------------------------
 
 class SglangTarget : public Target {
  public:
@@ -142,10 +153,9 @@ class SglangTarget : public Target {
       TakeModels(*models, &f);
       // server_args.context_length is null unless --context-length was given; the context in
       // force is /v1/models max_model_len (model_config.context_len, http_server.py).
-      const auto& data = (*models)["data"];
-      if (f.values.count("context_length") == 0 && data.is_array() && !data.empty() &&
-          data[0].contains("max_model_len") && data[0]["max_model_len"].is_number()) {
-        f.values["context_length"] = ScalarText(data[0]["max_model_len"]);
+      const nlohmann::json& len = FirstModelField(*models, "max_model_len");
+      if (f.values.count("context_length") == 0 && len.is_number()) {
+        f.values["context_length"] = ScalarText(len);
       }
     }
     return f;
@@ -261,10 +271,8 @@ class VllmTarget : public Target {
     if (!models.ok()) return models.status();
     f.documents["/v1/models"] = *models;
     TakeModels(*models, &f);
-    const auto& data = (*models)["data"];
-    if (data.is_array() && !data.empty() && data[0].contains("max_model_len")) {
-      f.values["max_model_len"] = ScalarText(data[0]["max_model_len"]);
-    }
+    const nlohmann::json& len = FirstModelField(*models, "max_model_len");
+    if (len.is_number()) f.values["max_model_len"] = ScalarText(len);
     if (Result<nlohmann::json> v = GetJson("/version"); v.ok()) {
       f.documents["/version"] = *v;
       if (v->contains("version")) f.values["version"] = f.version = ScalarText((*v)["version"]);
@@ -393,10 +401,7 @@ class LlamacppTarget : public Target {
       f.documents["/v1/models"] = *models;
       TakeModels(*models, &f);
       // data[0].meta: the model's own sizes (recording 03).
-      const auto& data = (*models)["data"];
-      if (data.is_array() && !data.empty() && data[0].contains("meta")) {
-        TakeLimits(Engine::kLlamacpp, data[0]["meta"], &f);
-      }
+      TakeLimits(Engine::kLlamacpp, FirstModelField(*models, "meta"), &f);
     }
     return f;
   }
