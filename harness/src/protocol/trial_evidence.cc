@@ -1,3 +1,6 @@
+// What a trial's verdict is decided from besides the raw records: the cold allowance (the
+// template prefix measured on the server), the evidence recorded in identity.json and recount.json,
+// and the validator input built from them, shared by RunTrial() and capq validate.
 #include <algorithm>
 
 #include "trial_internal.h"
