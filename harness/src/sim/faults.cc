@@ -40,6 +40,7 @@ constexpr KindName kKindNames[] = {
     {FaultKind::kNoPromptDetails, "no_prompt_details"},
     {FaultKind::kNullPromptDetails, "null_prompt_details"},
     {FaultKind::kJsonError200, "json_error_200"},
+    {FaultKind::kSplitUtf8, "split_utf8"},
     {FaultKind::kLyingFlush, "lying_flush"},
     {FaultKind::kHealth503ForS, "health_503_for_s"},
 };
@@ -211,6 +212,9 @@ void ApplyStreamShapeRule(const FaultRule& r, RequestFaults* f) {
     case FaultKind::kJsonError200:
       f->json_error_200 = true;
       break;
+    case FaultKind::kSplitUtf8:
+      f->split_utf8_at = r.after_tokens;
+      break;
     default:
       break;
   }
@@ -231,7 +235,7 @@ bool RequestFaults::any() const {
          slow_first_byte_ms > 0 || stall_after || hollow_usage || truncate_prompt || wrong_model ||
          several_choices_at || wrong_index_at || data_after_done || second_done || sse_fields ||
          keepalive_comments || usage_every_chunk || no_prompt_details || null_prompt_details ||
-         json_error_200;
+         json_error_200 || split_utf8_at;
 }
 
 Result<FaultPlan> FaultPlan::Load(const std::string& path) {

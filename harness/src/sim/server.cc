@@ -589,10 +589,15 @@ void SimServer::Impl::OnTokens(Stream* s, const EngineEvent& e) {
   std::string& f = role_pending ? NextFrame() : BeginFrame();
   f.append(s->head).append(ContentOpen(s, first, words));
   if (!s->faults.empty_deltas) AppendOutputWords(s->out_hash, s->out_seed, first, text_words, &f);
+  const bool split = AppendSplitUtf8(s, first, words, &f);
   f.append(content_close);
   AppendFaultChoices(s, first, words, &f);
   f.append(s->tail);
   AppendChunkClose(s, &f);
+  if (split) {
+    SendSplitFrame(s, e.t);
+    return;
+  }
   SendAndApplyFaults(s, s->emitted, e.t);
 }
 

@@ -1,6 +1,9 @@
 // The triggers of the faults that change a stream's shape (faults.h): the streaming writer in
 // server.cc asks each one how the frame in hand must look.
+#include <event2/buffer.h>
+
 #include <cstring>
+#include <utility>
 
 #include "server_impl.h"
 
@@ -8,6 +11,7 @@ namespace capq::sim {
 namespace {
 
 constexpr const char* kOtherModelJson = "\"capq-sim-other-model\"";
+constexpr const char* kSplitChar = "\xc3\xa9";  // "é"
 
 // Whether the content chunk of tokens [first, first + words) holds token `at`.
 bool Holds(const std::optional<int64_t>& at, int64_t first, int64_t words) {
@@ -83,6 +87,31 @@ void SimServer::Impl::DecorateEvent(const Stream* s) {
 void SimServer::Impl::SendAfterDone(Stream* s, VirtNs v) {
   if (s->faults.second_done) WriteFrame(s, "[DONE]", v);
   if (s->faults.data_after_done) WriteFrame(s, s->head + s->tail + chunk_close, v);
+}
+
+bool SimServer::Impl::AppendSplitUtf8(const Stream* s, int64_t first, int64_t words,
+                                      std::string* f) const {
+  if (!Holds(s->faults.split_utf8_at, first, words)) return false;
+  f->append(kSplitChar);
+  return true;
+}
+
+// Two HTTP chunks through evhttp, each framed on its own, so that the client's reads see the
+// first byte of the character without the second.
+void SimServer::Impl::SendSplitFrame(Stream* s, VirtNs v) {
+  if (!s->req) return;
+  FlushStaged();
+  frame += "\n\n";
+  const size_t cut = frame.find(kSplitChar, kFrameRoom) + 1;
+  for (int i = 0; i < frame_count; ++i) {
+    if (truth.is_open()) truth.Append(s->id, s->frame_index, v, NowNs(), DueMono(v));
+    ++s->frame_index;
+  }
+  for (const auto& [from, to] : {std::pair{kFrameRoom, cut}, std::pair{cut, frame.size()}}) {
+    evbuffer_add(scratch, frame.data() + from, to - from);
+    evhttp_send_reply_chunk(s->req, scratch);
+    evbuffer_drain(scratch, evbuffer_get_length(scratch));
+  }
 }
 
 }  // namespace capq::sim

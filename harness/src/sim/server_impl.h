@@ -222,6 +222,10 @@ struct SimServer::Impl {
   void AppendChunkClose(const Stream* s, std::string* f) const;
   void DecorateEvent(const Stream* s);  // on the frame in `frame`, before it is sent
   void SendAfterDone(Stream* s, VirtNs v);
+  // split_utf8: appends the two-byte character to the chunk's text when it holds the token, and
+  // says whether it did (then SendSplitFrame sends that chunk).
+  bool AppendSplitUtf8(const Stream* s, int64_t first, int64_t words, std::string* f) const;
+  void SendSplitFrame(Stream* s, VirtNs v);
   bool ReplyJsonError200(evhttp_request* req, const RequestFaults& f);
   void Forget(Stream* s);
   void ClientGone(Stream* s);

@@ -60,6 +60,9 @@
 //   keepalive_comments a `: ping` comment line before every event (valid SSE)
 //   usage_every_chunk every content chunk carries the running usage object (continuous usage
 //                     stats, valid: the last usage is the total)
+//   split_utf8        the content chunk holding token `after_tokens` (default 1) ends its word with
+//                     "é" (two bytes; the word count stays) and its event goes out as two HTTP
+//                     chunks split between those bytes (valid: only the event is whole JSON)
 //   no_prompt_details usage has no prompt_tokens_details (valid: cache hits then come from
 //                     /metrics)
 //   null_prompt_details usage has "prompt_tokens_details": null (valid, as above)
@@ -108,6 +111,7 @@ enum class FaultKind {
   kNoPromptDetails,
   kNullPromptDetails,
   kJsonError200,
+  kSplitUtf8,
   kLyingFlush,
   kHealth503ForS,
 };
@@ -156,6 +160,7 @@ struct RequestFaults {
   bool no_prompt_details = false;
   bool null_prompt_details = false;
   bool json_error_200 = false;
+  std::optional<int64_t> split_utf8_at;  // the token whose word ends with a split two-byte "é"
 
   bool any() const;
 };
