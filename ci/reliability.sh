@@ -173,6 +173,7 @@ fault_trial() {
 fault_row() {
   local row
   row="$(sed -n 's/^# row: //p' "$1" | head -n 1)"
+  row="${row%% *}"
   echo "$data/rows/${row:-rel_fast.yaml}"
 }
 for f in "$data"/faults/gates/*.yaml; do
