@@ -74,7 +74,8 @@
 //                     start (server-wide; selectors are ignored)
 // Non-streaming requests: error_frame answers HTTP 500 JSON; cut_connection closes without a
 // response; stall never answers; malformed_json sends a truncated JSON body; missing_done does
-// nothing.
+// nothing. Of the stream-shape kinds, truncate_prompt, no_prompt_details, null_prompt_details and
+// json_error_200 act on non-streaming answers too; the others only on streams.
 #pragma once
 
 #include <cstdint>
