@@ -271,7 +271,19 @@ TEST_F(ValidatorTest, VerifyColdFallsBackToServerCounters) {
   in_.server_cached_tokens_total = 9;
   const GateResult& g = Gate("verify_cold");
   EXPECT_FALSE(g.passed);
-  EXPECT_THAT(g.evidence, HasSubstr("9 cached prompt tokens (allowed 2 x 4 = 8)"));
+  EXPECT_THAT(g.evidence, HasSubstr("9 cached prompt tokens (allowed 2 x 4 requests = 8)"));
+}
+
+// A counter read before the warm-up ended also holds the warm-up's template-prefix hits.
+TEST_F(ValidatorTest, VerifyColdCountsTheWarmupTheCounterWindowHolds) {
+  for (auto& r : in_.measured) r.cached_tokens.reset();
+  in_.server_cached_tokens_total = 10;
+  EXPECT_FALSE(Gate("verify_cold").passed) << Gate("verify_cold").evidence;
+  in_.server_cached_window_requests = 5;  // 1 warm-up request and the 4 measured
+  const GateResult& g = Gate("verify_cold");
+  EXPECT_TRUE(g.passed) << g.evidence;
+  EXPECT_THAT(g.evidence, HasSubstr("warm-up and measured phases: 10 cached prompt tokens "
+                                    "(allowed 2 x 5 requests = 10)"));
 }
 
 TEST_F(ValidatorTest, RowDisabledGateIsReportedWithReasonAndDoesNotFailTheTrial) {

@@ -320,12 +320,15 @@ GateResult VerifyCold(const ValidationInput& in) {
   }
   // Some or all requests carry no per-request counter: fall back to the server's own counters.
   if (in.cold_counter_available && in.server_cached_tokens_total) {
-    const int64_t budget = allowed * static_cast<int64_t>(n);
+    const int64_t window = std::max(static_cast<int64_t>(n), in.server_cached_window_requests);
+    const int64_t budget = allowed * window;
     g.passed = *in.server_cached_tokens_total <= budget;
-    g.evidence = "server cache-hit counter over the measured phase: " +
+    g.evidence = "server cache-hit counter over the " +
+                 std::string(window > static_cast<int64_t>(n) ? "warm-up and measured phases: "
+                                                              : "measured phase: ") +
                  std::to_string(*in.server_cached_tokens_total) +
                  " cached prompt tokens (allowed " + std::to_string(allowed) + " x " +
-                 std::to_string(n) + " = " + std::to_string(budget) + "); " +
+                 std::to_string(window) + " requests = " + std::to_string(budget) + "); " +
                  std::to_string(with_counter) + " of " + std::to_string(n) +
                  " requests reported a per-request counter";
     return g;

@@ -2,6 +2,7 @@
 // endpoint could return usage fields without meaningful streamed deltas"): the server's own
 // tokenizer re-counts the text, the prompt the server counted is the one that was planned, and
 // the model that answered is the one the row pins.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -37,8 +38,11 @@ GateResult TextRecount(const ValidationInput& in) {
       off.push_back(r.id + " (not re-counted)");
       continue;
     }
+    // Both counts are >= 0, so their difference fits; its per-mille of a claim near 2^63 would
+    // not, hence the floating point.
     const int64_t diff = std::llabs(it->second - claimed);
-    worst_pct10 = std::max(worst_pct10, diff * 1000 / claimed);
+    const double per_mille = static_cast<double>(diff) * 1000.0 / static_cast<double>(claimed);
+    worst_pct10 = std::max(worst_pct10, static_cast<int64_t>(std::min(per_mille, 1e15)));
     if (static_cast<double>(diff) > tol * static_cast<double>(claimed)) {
       g.offending_ids.push_back(r.id);
       off.push_back(r.id + " (usage says " + std::to_string(claimed) + ", the text re-counts to " +

@@ -646,16 +646,23 @@ PhaseEnd Load(Trial& t) {
 
 // Server-side cache-hit counter over the measured phase (used only where requests report none):
 // the last sample before the measured burst to the snapshot after it.
-std::optional<int64_t> ServerCachedTokens(const Trial& t) {
+// Cache-hit prompt tokens from the last /metrics sample before the measured phase to the end;
+// `window_requests` says how many requests that window holds: the measured ones and every warm-up
+// request still running when the base was read (its prefill may come after).
+std::optional<int64_t> ServerCachedTokens(const Trial& t, int64_t* window_requests) {
   auto after = t.target->ParseCachedTokens(t.after_text);
   if (!after) return std::nullopt;
   std::optional<double> base = t.target->ParseCachedTokens(t.before_text);
+  MonoNs base_ns = 0;  // the snapshot before the load
   for (const auto& l : t.s.server_metrics) {
     if (l.value("kind", "") == "sample" && l.contains("cached_tokens_total") &&
         l["t_ns"].get<MonoNs>() <= t.s.load->measured_start_ns) {
       base = l["cached_tokens_total"].get<double>();
+      base_ns = l["t_ns"].get<MonoNs>();
     }
   }
+  *window_requests = static_cast<int64_t>(t.meas.size());
+  for (const RequestResult& r : t.warm) *window_requests += r.end_ns > base_ns ? 1 : 0;
   if (!base) return std::nullopt;
   return static_cast<int64_t>(std::llround(*after - *base));
 }
@@ -708,10 +715,11 @@ void Judge(Trial& t) {
   const Row& row = *s.row;
   internal::ColdPrefix cold =
       internal::EstimateColdPrefix(*s.plan, t.warm, t.meas, t.ev.template_prefix_tokens);
-  t.ev.server_cached_tokens_total = ServerCachedTokens(t);
+  t.ev.server_cached_tokens_total = ServerCachedTokens(t, &t.ev.server_cached_window_requests);
   s.identity["cold_prefix"] = internal::ColdPrefixToJson(cold);
   s.identity["cold_prefix"]["server_cached_tokens_total"] =
       t.ev.server_cached_tokens_total ? nlohmann::json(*t.ev.server_cached_tokens_total) : nullptr;
+  s.identity["cold_prefix"]["server_cached_window_requests"] = t.ev.server_cached_window_requests;
   ValidationInput vin = internal::MakeValidationInput(row, *s.plan, t.warm, t.meas, cold, t.ev);
   CorrectnessReport correctness = Validate(vin);
   s.metrics = ComputeMetrics(t.meas, s.opt->concurrency, t.scale, row.percentile_method);

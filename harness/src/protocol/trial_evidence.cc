@@ -106,6 +106,7 @@ ValidationInput MakeValidationInput(const Row& row, const TrialPlan& plan,
   in.cold_prefix_tokens_allowed = cold.allowed_tokens;
   in.cold_counter_available = cold.counter_available || ev.server_cached_tokens_total.has_value();
   in.server_cached_tokens_total = ev.server_cached_tokens_total;
+  in.server_cached_window_requests = ev.server_cached_window_requests;
   in.cold_hint = ev.cold_hint;
   in.max_tokens_per_chunk = std::max<int64_t>(1, ev.max_tokens_per_chunk);
   in.served_model_name = ev.served_model_name;
@@ -137,6 +138,8 @@ Evidence EvidenceFromJson(const nlohmann::json& identity, const nlohmann::json& 
   }
   if (identity.contains("cold_prefix")) {
     e.server_cached_tokens_total = number(identity["cold_prefix"], "server_cached_tokens_total");
+    e.server_cached_window_requests =
+        number(identity["cold_prefix"], "server_cached_window_requests").value_or(0);
   }
   if (identity.contains("flush") && identity["flush"].is_object()) {
     e.cold_hint = identity["flush"].value("cold_hint", "");

@@ -41,6 +41,7 @@ struct Evidence {
   std::optional<int64_t> template_prefix_tokens;    // the cold allowance, measured on the server
   std::optional<int64_t> template_overhead_tokens;  // rendered prompt - message tokens
   std::optional<int64_t> server_cached_tokens_total;
+  int64_t server_cached_window_requests = 0;  // requests that counter covers (0: the measured)
   std::string cold_hint;
   int64_t max_tokens_per_chunk = 1;
   std::string served_model_name;  // as sent in every request

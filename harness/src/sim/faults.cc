@@ -27,6 +27,20 @@ constexpr KindName kKindNames[] = {
     {FaultKind::kDuplicateOutput, "duplicate_output"},
     {FaultKind::kSlowFirstByte, "slow_first_byte"},
     {FaultKind::kStall, "stall"},
+    {FaultKind::kHollowUsage, "hollow_usage"},
+    {FaultKind::kTruncatePrompt, "truncate_prompt"},
+    {FaultKind::kWrongModel, "wrong_model"},
+    {FaultKind::kSeveralChoices, "several_choices"},
+    {FaultKind::kWrongIndex, "wrong_index"},
+    {FaultKind::kDataAfterDone, "data_after_done"},
+    {FaultKind::kSecondDone, "second_done"},
+    {FaultKind::kSseFields, "sse_fields"},
+    {FaultKind::kKeepaliveComments, "keepalive_comments"},
+    {FaultKind::kUsageEveryChunk, "usage_every_chunk"},
+    {FaultKind::kNoPromptDetails, "no_prompt_details"},
+    {FaultKind::kNullPromptDetails, "null_prompt_details"},
+    {FaultKind::kJsonError200, "json_error_200"},
+    {FaultKind::kSplitUtf8, "split_utf8"},
     {FaultKind::kLyingFlush, "lying_flush"},
     {FaultKind::kHealth503ForS, "health_503_for_s"},
 };
@@ -155,6 +169,57 @@ bool Matches(const FaultRule& r, uint64_t seed, size_t rule_index, int64_t reque
   return true;
 }
 
+// The kinds that change a stream's shape rather than cut it short: kept apart so that
+// ForRequest's switch stays one screen.
+void ApplyStreamShapeRule(const FaultRule& r, RequestFaults* f) {
+  switch (r.kind) {
+    case FaultKind::kHollowUsage:
+      f->hollow_usage = true;
+      break;
+    case FaultKind::kTruncatePrompt:
+      f->truncate_prompt = true;
+      break;
+    case FaultKind::kWrongModel:
+      f->wrong_model = true;
+      break;
+    case FaultKind::kSeveralChoices:
+      f->several_choices_at = r.after_tokens;
+      break;
+    case FaultKind::kWrongIndex:
+      f->wrong_index_at = r.after_tokens;
+      break;
+    case FaultKind::kDataAfterDone:
+      f->data_after_done = true;
+      break;
+    case FaultKind::kSecondDone:
+      f->second_done = true;
+      break;
+    case FaultKind::kSseFields:
+      f->sse_fields = true;
+      break;
+    case FaultKind::kKeepaliveComments:
+      f->keepalive_comments = true;
+      break;
+    case FaultKind::kUsageEveryChunk:
+      f->usage_every_chunk = true;
+      break;
+    case FaultKind::kNoPromptDetails:
+      f->no_prompt_details = true;
+      break;
+    case FaultKind::kNullPromptDetails:
+      f->null_prompt_details = true;
+      break;
+    case FaultKind::kJsonError200:
+      f->json_error_200 = true;
+      break;
+    case FaultKind::kSplitUtf8:
+      f->split_utf8_at = r.after_tokens;
+      break;
+    default:
+      break;
+  }
+}
+
 }  // namespace
 
 const char* FaultKindName(FaultKind kind) {
@@ -167,7 +232,10 @@ const char* FaultKindName(FaultKind kind) {
 bool RequestFaults::any() const {
   return http_status || error_frame_after || cut_after || missing_done || malformed_after ||
          usage_off_by != 0 || early_stop_after || empty_deltas || duplicate_of ||
-         slow_first_byte_ms > 0 || stall_after;
+         slow_first_byte_ms > 0 || stall_after || hollow_usage || truncate_prompt || wrong_model ||
+         several_choices_at || wrong_index_at || data_after_done || second_done || sse_fields ||
+         keepalive_comments || usage_every_chunk || no_prompt_details || null_prompt_details ||
+         json_error_200 || split_utf8_at;
 }
 
 Result<FaultPlan> FaultPlan::Load(const std::string& path) {
@@ -262,6 +330,9 @@ RequestFaults FaultPlan::ForRequest(int64_t request_index, const std::string& pr
         break;
       case FaultKind::kLyingFlush:
       case FaultKind::kHealth503ForS:
+        break;
+      default:
+        ApplyStreamShapeRule(r, &f);
         break;
     }
   }

@@ -352,9 +352,7 @@ std::string SimServer::Impl::UsageJson(const Stream* s) const {
   AppendInt(&u, s->prompt_tokens + completion);
   u += ",\"completion_tokens\":";
   AppendInt(&u, completion);
-  u += ",\"prompt_tokens_details\":{\"cached_tokens\":";
-  AppendInt(&u, s->cached_tokens);
-  u += '}';
+  AppendPromptDetails(s, &u);
   if (spec->null_keys) u += ",\"reasoning_tokens\":0";
   u += '}';
   return u;
@@ -409,6 +407,7 @@ void SimServer::Impl::WriteFrame(Stream* s, std::string_view payload, VirtNs v,
 
 void SimServer::Impl::SendFrame(Stream* s, VirtNs v, void (*done_cb)(evhttp_connection*, void*)) {
   if (!s->req) return;
+  if (s->faults.sse_fields || s->faults.keepalive_comments) DecorateEvent(s);
   frame += "\n\n";
   const size_t payload_len = frame.size() - kFrameRoom;
   if (done_cb || !s->bev) {
@@ -582,11 +581,23 @@ void SimServer::Impl::OnTokens(Stream* s, const EngineEvent& e) {
     role_pending = spec->llamacpp_stream && words > 0 && !FaultDue(s->faults, first);
     if (!role_pending && !SendAndApplyFaults(s, first, e.t)) return;
   }
-  if (words == 0) return;
+  const int64_t text_words = HollowWords(s->faults, first, words);
+  if (text_words == 0) {
+    if (role_pending) SendAndApplyFaults(s, first, e.t);
+    return;
+  }
   std::string& f = role_pending ? NextFrame() : BeginFrame();
-  f.append(s->head).append(content_open);
-  if (!s->faults.empty_deltas) AppendOutputWords(s->out_hash, s->out_seed, first, words, &f);
-  f.append(content_close).append(s->tail).append(chunk_close);
+  f.append(s->head).append(ContentOpen(s, first, words));
+  if (!s->faults.empty_deltas) AppendOutputWords(s->out_hash, s->out_seed, first, text_words, &f);
+  const bool split = AppendSplitUtf8(s, first, words, &f);
+  f.append(content_close);
+  AppendFaultChoices(s, first, words, &f);
+  f.append(s->tail);
+  AppendChunkClose(s, &f);
+  if (split) {
+    SendSplitFrame(s, e.t);
+    return;
+  }
   SendAndApplyFaults(s, s->emitted, e.t);
 }
 
@@ -669,6 +680,7 @@ void SimServer::Impl::OnFinished(Stream* s, const EngineEvent& e) {
   }
   SendFrame(s, e.t);
   if (!f.missing_done) WriteFrame(s, "[DONE]", e.t);
+  SendAfterDone(s, e.t);
   // Ending a reply (terminating chunk, connection bookkeeping) waits until every stream's frames
   // of this step are handed over: it is not on any client's schedule, their chunks are.
   finished.push_back(s);
@@ -820,6 +832,7 @@ void SimServer::Impl::BuildChunkParts() {
     content_close = "\"}}";
     finish_length_choice = "{\"finish_reason\":\"length\",\"index\":0,\"delta\":{}}";
     finish_stop_choice = "{\"finish_reason\":\"stop\",\"index\":0,\"delta\":{}}";
+    BuildFaultChunkParts();
     return;
   }
   const std::string null_deltas =
@@ -833,6 +846,7 @@ void SimServer::Impl::BuildChunkParts() {
   content_close = "\"" + null_deltas + "}" + ChoiceTail(nullptr);
   finish_length_choice = "{\"index\":0,\"delta\":{}" + ChoiceTail("length");
   finish_stop_choice = "{\"index\":0,\"delta\":{}" + ChoiceTail("stop");
+  BuildFaultChunkParts();
 }
 
 void SimServer::Impl::SetChunkHeadAndTail(Stream* s) const {
@@ -840,14 +854,14 @@ void SimServer::Impl::SetChunkHeadAndTail(Stream* s) const {
   AppendInt(&created, start_unix_ns / 1000000000 + VirtNow() / 1000000000);
   if (spec->llamacpp_stream) {
     s->head = "{\"choices\":[";
-    s->tail = "],\"created\":" + created + ",\"id\":\"" + s->id + "\",\"model\":" + model_json +
-              ",\"system_fingerprint\":\"" + kSimFingerprint +
-              "\",\"object\":\"chat.completion.chunk\"";
+    s->tail = "],\"created\":" + created + ",\"id\":\"" + s->id +
+              "\",\"model\":" + std::string(ChunkModelJson(s)) + ",\"system_fingerprint\":\"" +
+              kSimFingerprint + "\",\"object\":\"chat.completion.chunk\"";
     return;
   }
   s->head = "{\"id\":\"" + s->id +
             "\",\"object\":\"chat.completion.chunk\",\"created\":" + created +
-            ",\"model\":" + model_json + ",\"choices\":[";
+            ",\"model\":" + std::string(ChunkModelJson(s)) + ",\"choices\":[";
   s->tail = "]";
 }
 
@@ -1239,6 +1253,16 @@ bool SimServer::Impl::FitContext(evhttp_request* req, int64_t prompt_tokens, int
   return true;
 }
 
+// json_error_200: a JSON error body under HTTP 200, where a stream was asked for.
+bool SimServer::Impl::ReplyJsonError200(evhttp_request* req, const RequestFaults& f) {
+  if (!f.json_error_200) return false;
+  Reply(req, 200,
+        ErrorBody(spec->errors, 500,
+                  "simulated error under HTTP 200 (capq sim fault json_error_200)"),
+        "application/json");
+  return true;
+}
+
 void SimServer::Impl::HandleChat(evhttp_request* req) {
   const int64_t index = next_index++;
   requests_received.fetch_add(1);
@@ -1261,7 +1285,9 @@ void SimServer::Impl::HandleChat(evhttp_request* req) {
     return;
   }
 
+  if (ReplyJsonError200(req, f)) return;
   std::vector<uint32_t> ids = ApplyChatTemplate(text, tmpl);
+  TruncatePrompt(f, &ids);
   const int64_t prompt_tokens = static_cast<int64_t>(ids.size());
   int64_t max_tokens = o.max_tokens;
   if (!FitContext(req, prompt_tokens, &max_tokens)) return;

@@ -38,6 +38,12 @@ inline constexpr const char* kSimFingerprint = "capq-sim";
 std::string BodyOf(evhttp_request* req);
 // Whether a mid-stream fault acts once `count` output tokens are out.
 bool FaultDue(const RequestFaults& f, int64_t count);
+// Stream-shape fault triggers (server_faults.cc).
+void TruncatePrompt(const RequestFaults& f, std::vector<uint32_t>* ids);
+// The words of a content chunk of `words` tokens from `first` that carry text.
+int64_t HollowWords(const RequestFaults& f, int64_t first, int64_t words);
+struct Stream;
+void AppendPromptDetails(const Stream* s, std::string* usage);
 // Every message's text content joined by newlines (what the sim template wraps); false and a
 // reason when a message is malformed.
 bool MessagesText(const json& messages, std::string* text, std::string* error);
@@ -157,7 +163,8 @@ struct SimServer::Impl {
   std::string content_close;         // from the content string's closing quote to the choice's end
   std::string finish_length_choice;  // the finish chunk's choice object
   std::string finish_stop_choice;
-  std::string chunk_close;  // after a stream's tail: ,"usage":null} (SGLang) or }
+  std::string chunk_close;          // after a stream's tail: ,"usage":null} (SGLang) or }
+  std::string content_open_index1;  // content_open naming choice index 1 (wrong_index)
 
   ~Impl();
 
@@ -207,6 +214,19 @@ struct SimServer::Impl {
   void CutNow(Stream* s);
   void SendErrorFrameAndEnd(Stream* s, int status, const std::string& message, VirtNs v);
   bool SendAndApplyFaults(Stream* s, int64_t count, VirtNs v);
+  // Stream-shape faults (server_faults.cc).
+  void BuildFaultChunkParts();
+  std::string_view ChunkModelJson(const Stream* s) const;
+  std::string_view ContentOpen(const Stream* s, int64_t first, int64_t words) const;
+  void AppendFaultChoices(const Stream* s, int64_t first, int64_t words, std::string* f) const;
+  void AppendChunkClose(const Stream* s, std::string* f) const;
+  void DecorateEvent(const Stream* s);  // on the frame in `frame`, before it is sent
+  void SendAfterDone(Stream* s, VirtNs v);
+  // split_utf8: appends the two-byte character to the chunk's text when it holds the token, and
+  // says whether it did (then SendSplitFrame sends that chunk).
+  bool AppendSplitUtf8(const Stream* s, int64_t first, int64_t words, std::string* f) const;
+  void SendSplitFrame(Stream* s, VirtNs v);
+  bool ReplyJsonError200(evhttp_request* req, const RequestFaults& f);
   void Forget(Stream* s);
   void ClientGone(Stream* s);
   std::string ChoiceTail(const char* finish_reason) const;

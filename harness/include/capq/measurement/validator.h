@@ -63,6 +63,9 @@ struct ValidationInput {
   // Cache-hit prompt tokens from the server's /metrics over the measured phase; used when usage
   // carries no per-request counter. Compared against cold_prefix_tokens_allowed × measured count.
   std::optional<int64_t> server_cached_tokens_total;
+  // Requests whose prefills that counter covers, when more than the measured ones (the window
+  // opened before the warm-up); each may hit the shared template prefix once.
+  int64_t server_cached_window_requests = 0;
   // The engine adapter's advice when a flushed server still shows cached prompts (the server flag
   // that makes its flush complete); appended to a verify_cold failure. Empty: none.
   std::string cold_hint;

@@ -44,13 +44,38 @@
 //                     shared by every request this rule matches)
 //   slow_first_byte   hold the request `delay_ms` virtual milliseconds before anything happens
 //   stall             after `after_tokens` tokens send nothing more and keep the connection open
+//   hollow_usage      send the content chunk of every other token only (tokens 1, 3, 5... carry
+//                     no chunk at all); usage still counts every token
+//   truncate_prompt   keep only the last quarter of the templated prompt: the engine prefills
+//                     that, and usage.prompt_tokens reports it
+//   wrong_model       every chunk names the model "capq-sim-other-model"
+//   several_choices   the content chunk holding token `after_tokens` (default 1) carries a second
+//                     choice (index 1, empty delta)
+//   wrong_index       the content chunk holding token `after_tokens` (default 1) names choice
+//                     index 1
+//   data_after_done   one more content-free chunk after `data: [DONE]`
+//   second_done       `data: [DONE]` twice
+//   sse_fields        every event carries `id:` and `event: message` lines before its data and a
+//                     `retry:` line after it (valid SSE: capq must read the data alone)
+//   keepalive_comments a `: ping` comment line before every event (valid SSE)
+//   usage_every_chunk every content chunk carries the running usage object (continuous usage
+//                     stats, valid: the last usage is the total)
+//   split_utf8        the content chunk holding token `after_tokens` (default 1) ends its word with
+//                     "é" (two bytes; the word count stays) and its event goes out as two HTTP
+//                     chunks split between those bytes (valid: only the event is whole JSON)
+//   no_prompt_details usage has no prompt_tokens_details (valid: cache hits then come from
+//                     /metrics)
+//   null_prompt_details usage has "prompt_tokens_details": null (valid, as above)
+//   json_error_200    answer HTTP 200 with a JSON error body (application/json) instead of a
+//                     stream
 //   lying_flush       the flush call answers success but keeps the cache (server-wide; selectors
 //                     are ignored)
 //   health_503_for_s  the health endpoint answers 503 for the first `seconds` virtual seconds after
 //                     start (server-wide; selectors are ignored)
 // Non-streaming requests: error_frame answers HTTP 500 JSON; cut_connection closes without a
 // response; stall never answers; malformed_json sends a truncated JSON body; missing_done does
-// nothing.
+// nothing. Of the stream-shape kinds, truncate_prompt, no_prompt_details, null_prompt_details and
+// json_error_200 act on non-streaming answers too; the others only on streams.
 #pragma once
 
 #include <cstdint>
@@ -74,6 +99,20 @@ enum class FaultKind {
   kDuplicateOutput,
   kSlowFirstByte,
   kStall,
+  kHollowUsage,
+  kTruncatePrompt,
+  kWrongModel,
+  kSeveralChoices,
+  kWrongIndex,
+  kDataAfterDone,
+  kSecondDone,
+  kSseFields,
+  kKeepaliveComments,
+  kUsageEveryChunk,
+  kNoPromptDetails,
+  kNullPromptDetails,
+  kJsonError200,
+  kSplitUtf8,
   kLyingFlush,
   kHealth503ForS,
 };
@@ -109,6 +148,20 @@ struct RequestFaults {
   std::optional<std::string> duplicate_of;  // prompt text whose output this request copies
   double slow_first_byte_ms = 0;
   std::optional<int64_t> stall_after;
+  bool hollow_usage = false;
+  bool truncate_prompt = false;
+  bool wrong_model = false;
+  std::optional<int64_t> several_choices_at;  // the token whose chunk carries a second choice
+  std::optional<int64_t> wrong_index_at;      // the token whose chunk names choice index 1
+  bool data_after_done = false;
+  bool second_done = false;
+  bool sse_fields = false;
+  bool keepalive_comments = false;
+  bool usage_every_chunk = false;
+  bool no_prompt_details = false;
+  bool null_prompt_details = false;
+  bool json_error_200 = false;
+  std::optional<int64_t> split_utf8_at;  // the token whose word ends with a split two-byte "é"
 
   bool any() const;
 };

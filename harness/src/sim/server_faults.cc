@@ -1,0 +1,117 @@
+// The triggers of the faults that change a stream's shape (faults.h): the streaming writer in
+// server.cc asks each one how the frame in hand must look.
+#include <event2/buffer.h>
+
+#include <cstring>
+#include <utility>
+
+#include "server_impl.h"
+
+namespace capq::sim {
+namespace {
+
+constexpr const char* kOtherModelJson = "\"capq-sim-other-model\"";
+constexpr const char* kSplitChar = "\xc3\xa9";  // "é"
+
+// Whether the content chunk of tokens [first, first + words) holds token `at`.
+bool Holds(const std::optional<int64_t>& at, int64_t first, int64_t words) {
+  return at && *at >= first && *at < first + words;
+}
+
+// Even numbers in [0, n).
+int64_t EvensBelow(int64_t n) { return (n + 1) / 2; }
+
+}  // namespace
+
+void TruncatePrompt(const RequestFaults& f, std::vector<uint32_t>* ids) {
+  if (!f.truncate_prompt) return;
+  const size_t drop = ids->size() - ids->size() / 4;
+  ids->erase(ids->begin(), ids->begin() + static_cast<std::ptrdiff_t>(drop));
+}
+
+int64_t HollowWords(const RequestFaults& f, int64_t first, int64_t words) {
+  if (!f.hollow_usage) return words;
+  return EvensBelow(first + words) - EvensBelow(first);
+}
+
+void SimServer::Impl::BuildFaultChunkParts() {
+  content_open_index1 = content_open;
+  const size_t at = content_open_index1.find("\"index\":0");
+  if (at != std::string::npos) content_open_index1[at + std::strlen("\"index\":")] = '1';
+}
+
+std::string_view SimServer::Impl::ChunkModelJson(const Stream* s) const {
+  return s->faults.wrong_model ? std::string_view(kOtherModelJson) : std::string_view(model_json);
+}
+
+std::string_view SimServer::Impl::ContentOpen(const Stream* s, int64_t first, int64_t words) const {
+  return Holds(s->faults.wrong_index_at, first, words) ? content_open_index1 : content_open;
+}
+
+void SimServer::Impl::AppendFaultChoices(const Stream* s, int64_t first, int64_t words,
+                                         std::string* f) const {
+  if (Holds(s->faults.several_choices_at, first, words)) f->append(",{\"index\":1,\"delta\":{}}");
+}
+
+void SimServer::Impl::AppendChunkClose(const Stream* s, std::string* f) const {
+  if (!s->faults.usage_every_chunk) {
+    f->append(chunk_close);
+    return;
+  }
+  f->append(",\"usage\":").append(UsageJson(s)).append("}");
+}
+
+void AppendPromptDetails(const Stream* s, std::string* u) {
+  if (s->faults.no_prompt_details) return;
+  if (s->faults.null_prompt_details) {
+    u->append(",\"prompt_tokens_details\":null");
+    return;
+  }
+  u->append(",\"prompt_tokens_details\":{\"cached_tokens\":");
+  AppendInt(u, s->cached_tokens);
+  u->push_back('}');
+}
+
+void SimServer::Impl::DecorateEvent(const Stream* s) {
+  const RequestFaults& f = s->faults;
+  if (f.sse_fields) {
+    std::string fields = "id: ";
+    AppendInt(&fields, s->frame_index);
+    fields += "\nevent: message\n";
+    frame.insert(kFrameRoom, fields);
+    frame += "\nretry: 3000";
+  }
+  if (f.keepalive_comments) frame.insert(kFrameRoom, ": ping\n\n");
+}
+
+void SimServer::Impl::SendAfterDone(Stream* s, VirtNs v) {
+  if (s->faults.second_done) WriteFrame(s, "[DONE]", v);
+  if (s->faults.data_after_done) WriteFrame(s, s->head + s->tail + chunk_close, v);
+}
+
+bool SimServer::Impl::AppendSplitUtf8(const Stream* s, int64_t first, int64_t words,
+                                      std::string* f) const {
+  if (!Holds(s->faults.split_utf8_at, first, words)) return false;
+  f->append(kSplitChar);
+  return true;
+}
+
+// Two HTTP chunks through evhttp, each framed on its own, so that the client's reads see the
+// first byte of the character without the second.
+void SimServer::Impl::SendSplitFrame(Stream* s, VirtNs v) {
+  if (!s->req) return;
+  FlushStaged();
+  frame += "\n\n";
+  const size_t cut = frame.find(kSplitChar, kFrameRoom) + 1;
+  for (int i = 0; i < frame_count; ++i) {
+    if (truth.is_open()) truth.Append(s->id, s->frame_index, v, NowNs(), DueMono(v));
+    ++s->frame_index;
+  }
+  for (const auto& [from, to] : {std::pair{kFrameRoom, cut}, std::pair{cut, frame.size()}}) {
+    evbuffer_add(scratch, frame.data() + from, to - from);
+    evhttp_send_reply_chunk(s->req, scratch);
+    evbuffer_drain(scratch, evbuffer_get_length(scratch));
+  }
+}
+
+}  // namespace capq::sim
