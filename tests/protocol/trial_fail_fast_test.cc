@@ -132,14 +132,23 @@ TEST(TrialFailFast, ErrorFrameStopsTheTrialBeforeEveryRequestIsSent) {
   EXPECT_NE(first.find("error frame"), std::string::npos) << first;
 
   RawFile raw = ReadRaw(dir + "/trial/raw.jsonl");
-  // m0, m1 and the broken m2; m3 only if it took m2's slot while m2 was being checked.
+  // m0, m1 and the broken m2, plus whatever took m2's slot while its record was being checked on
+  // the checker thread (one request on a quick build; a sanitizer build checks slower). Each of
+  // those either finished or was cut by the harness; everything after was never sent.
   EXPECT_GE(Sent(raw), 3);
-  EXPECT_LE(Sent(raw), 4);
+  EXPECT_LE(Sent(raw), 8) << "the trial must stop long before its 20 measured requests";
   ASSERT_EQ(raw.measured.size(), 20u);
+  bool cut_or_unsent_seen = false;
   for (size_t i = 3; i < raw.measured.size(); ++i) {
-    EXPECT_EQ(raw.measured[i].cancelled_by_harness, "fail_fast after m2") << raw.measured[i].id;
+    const std::string& by = raw.measured[i].cancelled_by_harness;
+    if (by.empty()) {
+      EXPECT_FALSE(cut_or_unsent_seen) << raw.measured[i].id << " was sent after the stop";
+      continue;
+    }
+    cut_or_unsent_seen = true;
+    EXPECT_EQ(by, "fail_fast after m2") << raw.measured[i].id;
   }
-  EXPECT_EQ(raw.measured[4].transport_error, "not sent: fail_fast after m2");
+  EXPECT_EQ(raw.measured.back().transport_error, "not sent: fail_fast after m2");
   // The requests never sent are the harness's doing, not cancellations by the server.
   const GateResult* g = Gate(rep.verdict, "no_cancellations");
   ASSERT_NE(g, nullptr);
