@@ -239,20 +239,7 @@ TEST(TrialFailFast, AnInterruptIsReportedAsAnInterruptionNotAsFailFast) {
   std::string dir = ScratchDir("ff-interrupt");
   auto sim = StartSim(row);
   ASSERT_TRUE(sim);
-  std::atomic<bool> cancel{false};
-  std::atomic<bool> done{false};
-  std::thread stopper([&] {
-    const MonoNs give_up = NowNs() + 30'000'000'000LL;
-    while (sim->requests_received() < 10 && !done && NowNs() < give_up) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    cancel = true;
-  });
-  TrialOptions o = Options(sim->url(), dir + "/trial");
-  o.cancel = &cancel;
-  TrialReport rep = RunTrial(row, o);
-  done = true;
-  stopper.join();
+  TrialReport rep = RunTrialInterruptedAfter(row, *sim, dir + "/trial", 10);
   sim->Stop();
   EXPECT_EQ(rep.verdict.outcome, TrialOutcome::kInterrupted) << FirstReason(rep.verdict);
   EXPECT_EQ(rep.verdict.ExitCode(), 130);

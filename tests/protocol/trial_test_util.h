@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "capq/model/row_loader.h"
 #include "capq/protocol/trial.h"
@@ -96,6 +98,27 @@ inline TrialOptions Options(const std::string& url, const std::string& dir, int 
   o.setup_timeout_s = 5;
   o.command_line = "capq trial (test)";
   return o;
+}
+
+// Runs `row` against `sim` and interrupts it (TrialOptions::cancel) once the server has received
+// `requests` chat requests, as a signal handler would.
+inline TrialReport RunTrialInterruptedAfter(const Row& row, sim::SimServer& sim,
+                                            const std::string& out_dir, int requests) {
+  std::atomic<bool> cancel{false};
+  std::atomic<bool> done{false};
+  std::thread stopper([&] {
+    const MonoNs give_up = NowNs() + 30'000'000'000LL;
+    while (sim.requests_received() < requests && !done && NowNs() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    cancel = true;
+  });
+  TrialOptions o = Options(sim.url(), out_dir);
+  o.cancel = &cancel;
+  TrialReport rep = RunTrial(row, o);
+  done = true;
+  stopper.join();
+  return rep;
 }
 
 inline const GateResult* Gate(const TrialVerdict& v, const std::string& name) {
