@@ -15,6 +15,7 @@
 
 #include "capq/measurement/loadgen.h"
 #include "capq/measurement/metrics.h"
+#include "capq/measurement/raw_evidence.h"
 #include "capq/model/row_loader.h"
 #include "capq/protocol/trial.h"
 #include "capq/sim/server.h"
@@ -104,12 +105,11 @@ void BM_TrialFidelity(benchmark::State& state) {
           j["wall_mono_ns"].get<int64_t>();
     }
     std::vector<double> delta_ms;
-    std::ifstream rin(dir + "/trial/raw.jsonl");
-    for (std::string line; std::getline(rin, line);) {
-      auto j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_discarded() || j.contains("schema")) continue;
-      auto rec = capq::RawRecordFromJson(j);
-      if (!rec.ok() || rec->phase != capq::Phase::kMeasured) continue;
+    capq::Result<capq::RawEvidenceFile> raw = capq::ReadRawRecords(dir + "/trial/raw.jsonl");
+    if (!raw.ok()) continue;
+    for (const capq::RawRecord& r : raw->records) {
+      const capq::RawRecord* rec = &r;
+      if (rec->phase != capq::Phase::kMeasured) continue;
       for (size_t i = 0; i < rec->events.size(); ++i) {
         auto ev = nlohmann::json::parse(rec->events[i].data, nullptr, false);
         if (ev.is_discarded() || !ev.contains("choices") || ev["choices"].empty()) continue;

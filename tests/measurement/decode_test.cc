@@ -66,7 +66,7 @@ TEST(DecodeRecord, SglangStream) {
   EXPECT_EQ(r.finish_reason, "length");
   EXPECT_TRUE(r.saw_done);
   EXPECT_EQ(r.nonempty_chunks, 2);
-  EXPECT_EQ(r.chunks.size(), 5u);
+  EXPECT_EQ(r.chunks, 5);
   EXPECT_EQ(r.output_text, "Hello world");
   EXPECT_EQ(r.output_utf8_bytes, 11);
   EXPECT_EQ(r.output_sha256, Sha256Hex("Hello world"));

@@ -466,7 +466,8 @@ TEST(RunLoad, CompletionCheckStopsTheRunWithoutInterrupting) {
   spec.measured[0].body = R"({"mode":"sse","n":2})";
   std::mutex mu;
   std::vector<std::string> checked;
-  spec.on_complete_check = [&](const RawRecord& r) -> std::optional<std::string> {
+  spec.on_complete_check = [&](const RawRecord& r,
+                               const RequestResult&) -> std::optional<std::string> {
     std::lock_guard<std::mutex> l(mu);
     checked.push_back(r.id);
     return r.id == "m0" ? std::optional<std::string>("m0 is broken") : std::nullopt;

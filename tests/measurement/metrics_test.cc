@@ -81,10 +81,13 @@ RequestResult Req(const std::string& id, int index, int64_t start_ms, int64_t tt
   r.completion_tokens = tokens;
   r.prompt_tokens = 100 + index;
   r.scheduling_lag_ns = 1000;
-  for (int c = 0; c < chunks; ++c) {
-    const int64_t at = chunks == 1 ? ttft_ms : ttft_ms + (e2e_ms - ttft_ms) * c / (chunks - 1);
-    r.chunks.push_back(ChunkInfo{r.start_ns + at * kMs, 4, true});
+  int64_t prev_at = ttft_ms;
+  for (int c = 1; c < chunks; ++c) {
+    const int64_t at = ttft_ms + (e2e_ms - ttft_ms) * c / (chunks - 1);
+    r.text_gaps_ms.push_back(static_cast<float>(at - prev_at));
+    prev_at = at;
   }
+  r.chunks = chunks;
   r.nonempty_chunks = chunks;
   return r;
 }

@@ -48,7 +48,7 @@ TEST(SglangFixtureStream, UsageChunkAndSeparateFinishChunk) {
   EXPECT_TRUE(r.saw_done);
   EXPECT_EQ(r.first_event_ns, 15 * kMs);  // the empty role chunk is not the first token
   EXPECT_EQ(r.ttft_ns, 25 * kMs);
-  EXPECT_EQ(r.chunks.size(), 7u);
+  EXPECT_EQ(r.chunks, 7);
 }
 
 // An abort with a status: the error frame, then still a usage chunk, then [DONE]. The stream must
@@ -84,7 +84,7 @@ TEST(VllmFixtureStream, LastTokenOnTheFinishChunkCounts) {
   EXPECT_FALSE(r.cached_tokens.has_value());
   EXPECT_TRUE(r.saw_done);
   EXPECT_EQ(r.ttft_ns, 25 * kMs);
-  EXPECT_EQ(r.chunks.size(), 6u);
+  EXPECT_EQ(r.chunks, 6);
 }
 
 // GenerationError mid-stream: error frame, no usage, [DONE].

@@ -9,6 +9,7 @@
 
 #include "capq/clock.h"
 #include "capq/measurement/loadgen.h"
+#include "capq/measurement/raw_evidence.h"
 #include "capq/protocol/capacity_data.h"
 #include "capq/protocol/qualify.h"
 #include "trial_test_util.h"
@@ -17,23 +18,19 @@ namespace capq::testing {
 namespace {
 
 struct RawFile {
-  nlohmann::json header;
+  nlohmann::json header;  // the "end" line
   std::vector<RawRecord> measured;
 };
 
+// The measured records and the evidence's last line (its load times and fail-fast header).
 RawFile ReadRaw(const std::string& path) {
   RawFile f;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    nlohmann::json j = nlohmann::json::parse(line);
-    if (j.contains("schema")) {
-      f.header = j;
-      continue;
-    }
-    Result<RawRecord> r = RawRecordFromJson(j);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    if (r.ok() && r->phase == Phase::kMeasured) f.measured.push_back(*r);
+  Result<RawEvidenceFile> raw = ReadRawRecords(path);
+  EXPECT_TRUE(raw.ok()) << raw.status().ToString();
+  if (!raw.ok()) return f;
+  f.header = raw->summary.end;
+  for (RawRecord& r : raw->records) {
+    if (r.phase == Phase::kMeasured) f.measured.push_back(std::move(r));
   }
   return f;
 }

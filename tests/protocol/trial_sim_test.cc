@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "capq/measurement/loadgen.h"
+#include "capq/measurement/raw_evidence.h"
 #include "capq/protocol/artifacts.h"
 #include "capq/sim/profile.h"
 #include "trial_test_util.h"
@@ -66,14 +67,11 @@ TEST(TrialSim, C1MetricsMatchTheEngineModelAndTheTruthLog) {
     }
   }
   ASSERT_FALSE(truth.empty());
-  std::ifstream raw(dir + "/trial/raw.jsonl");
-  std::string line;
+  Result<RawEvidenceFile> raw = ReadRawRecords(dir + "/trial/raw.jsonl");
+  ASSERT_TRUE(raw.ok()) << raw.status().ToString();
   int compared = 0;
-  while (std::getline(raw, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("schema")) continue;
-    auto rec = RawRecordFromJson(j);
-    ASSERT_TRUE(rec.ok());
+  for (const RawRecord& r : raw->records) {
+    const RawRecord* rec = &r;
     if (rec->phase != Phase::kMeasured) continue;
     for (size_t i = 0; i < rec->events.size(); ++i) {
       if (rec->events[i].data == "[DONE]") continue;
@@ -277,16 +275,11 @@ TEST(TrialSim, ServerKilledMidTrialKeepsCompletedRecords) {
   EXPECT_NE(rep.verdict.reasons[0].find("server lost"), std::string::npos)
       << rep.verdict.reasons[0];
   // The requests finished before the kill are on disk.
-  std::ifstream raw(dir + "/trial/raw.jsonl");
-  ASSERT_TRUE(raw);
-  std::string line;
+  Result<RawEvidenceFile> raw = ReadRawRecords(dir + "/trial/raw.jsonl");
+  ASSERT_TRUE(raw.ok()) << raw.status().ToString();
   int ok200 = 0;
-  while (std::getline(raw, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("schema")) continue;
-    auto rec = RawRecordFromJson(j);
-    ASSERT_TRUE(rec.ok());
-    if (rec->phase == Phase::kMeasured && rec->http_status == 200 && !rec->cancelled) ++ok200;
+  for (const RawRecord& rec : raw->records) {
+    if (rec.phase == Phase::kMeasured && rec.http_status == 200 && !rec.cancelled) ++ok200;
   }
   EXPECT_GE(ok200, 5);
   auto v = ValidateTrialDir(dir + "/trial");

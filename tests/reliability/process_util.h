@@ -32,6 +32,8 @@
 #include <thread>
 #include <vector>
 
+#include "capq/measurement/raw_evidence.h"
+
 namespace capq::reliability {
 
 namespace fs = std::filesystem;
@@ -321,19 +323,15 @@ inline std::vector<fs::path> FilesUnder(const std::string& dir) {
   return out;
 }
 
-// Measured records of raw.jsonl that completed with HTTP 200 and were not cancelled.
+// Measured records of a raw evidence file that completed with HTTP 200 and were not cancelled.
 inline int CompletedMeasuredRecords(const std::string& raw_path) {
-  std::ifstream in(raw_path);
-  std::string line;
+  capq::Result<capq::RawEvidenceFile> raw = capq::ReadRawRecords(raw_path);
+  EXPECT_TRUE(raw.ok()) << raw.status().ToString();
+  if (!raw.ok()) return 0;
   int n = 0;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || j.contains("schema")) continue;
-    if (j.value("phase", "") == "measured" && j.value("http_status", 0) == 200 &&
-        !j.value("cancelled", true) && !j.value("timed_out", true) &&
-        j.value("transport_error", "x").empty()) {
-      ++n;
-    }
+  for (const capq::RawRecord& r : raw->records) {
+    n += r.phase == capq::Phase::kMeasured && r.http_status == 200 && !r.cancelled &&
+         !r.timed_out && r.transport_error.empty();
   }
   return n;
 }

@@ -89,12 +89,9 @@ void ExpectHungRequestIsCancelled(const std::string& name, const std::string& fa
 
   // The raw record of that request says it timed out.
   int timed_out = 0;
-  std::ifstream in(dir + "/trial/raw.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.value("timed_out", false)) ++timed_out;
-  }
+  Result<RawEvidenceFile> raw = ReadRawRecords(dir + "/trial/raw.jsonl");
+  ASSERT_TRUE(raw.ok()) << raw.status().ToString();
+  for (const RawRecord& r : raw->records) timed_out += r.timed_out;
   EXPECT_EQ(timed_out, 1);
 }
 
@@ -130,19 +127,14 @@ TEST(ServerFaults, StallStopsASixHourTimeoutTrialWithinSeconds) {
   EXPECT_EQ(v["fail_fast"].value("request", ""), "m2") << v.dump(1);
 
   int completed = 0, by_harness = 0, stalled = 0;
-  std::ifstream in(dir + "/trial/raw.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded()) continue;
-    if (j.contains("schema")) {
-      EXPECT_EQ(j["fail_fast"].value("stopped_by", ""), "m2") << j.dump();
-      continue;
-    }
-    if (j.value("phase", "") != "measured") continue;
-    completed += j.value("http_status", 0) == 200 && !j.value("cancelled", true);
-    stalled += j.value("stalled", false);
-    by_harness += j.value("cancelled_by_harness", "") == "fail_fast after m2";
+  Result<RawEvidenceFile> raw = ReadRawRecords(dir + "/trial/raw.jsonl");
+  ASSERT_TRUE(raw.ok()) << raw.status().ToString();
+  EXPECT_EQ(raw->summary.end["fail_fast"].value("stopped_by", ""), "m2") << raw->summary.end;
+  for (const RawRecord& r : raw->records) {
+    if (r.phase != Phase::kMeasured) continue;
+    completed += r.http_status == 200 && !r.cancelled;
+    stalled += r.stalled;
+    by_harness += r.cancelled_by_harness == "fail_fast after m2";
   }
   EXPECT_EQ(completed, 2) << "m0 and m1 finished before the stall";
   EXPECT_EQ(stalled, 1);

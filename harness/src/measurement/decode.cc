@@ -103,8 +103,132 @@ std::string Sha256Hex(std::string_view bytes) {
   return out;
 }
 
-RequestResult DecodeRecord(const RawRecord& r) {
-  RequestResult out;
+StreamDecoder::StreamDecoder(MonoNs start_ns) : start_ns_(start_ns) {}
+
+// One event of the stream: its text, usage and errors. Errors name the event by number and time.
+void StreamDecoder::Feed(const SseEvent& ev) {
+  ++events_;
+  if (events_ == 1) out_.first_event_ns = ev.arrival_ns - start_ns_;
+  const auto where = [&] { return Where(ev.arrival_ns); };
+  if (out_.saw_done) {
+    event_errors_.push_back(where() + ": data after [DONE]: " + Excerpt(ev.data));
+    return;
+  }
+  if (ev.data == "[DONE]") {
+    out_.saw_done = true;
+    return;
+  }
+  if (ev.truncated) {
+    event_errors_.push_back(where() + ": truncated at " + std::to_string(ev.data.size()) +
+                            " bytes");
+    return;
+  }
+  nlohmann::json j = nlohmann::json::parse(ev.data, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    event_errors_.push_back(where() + ": " +
+                            (j.is_discarded() ? "malformed JSON" : "not a JSON object") + " (" +
+                            std::to_string(ev.data.size()) + " bytes): " + Excerpt(ev.data));
+    return;
+  }
+  if (const nlohmann::json* err = Field(j, "error")) {
+    std::string msg;
+    if (const nlohmann::json* m = Field(*err, "message"); m != nullptr && m->is_string()) {
+      msg = m->get<std::string>();
+    } else {
+      msg = err->dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+    }
+    event_errors_.push_back(where() + ": error frame: " + Excerpt(msg, 300));
+    return;
+  }
+  const nlohmann::json* model = Field(j, "model");
+  const std::string named = model && model->is_string() ? model->get<std::string>() : "";
+  if (std::find(out_.models.begin(), out_.models.end(), named) == out_.models.end()) {
+    out_.models.push_back(named);
+  }
+  const int64_t text_bytes = FeedChoices(j, ev.arrival_ns);
+  FeedUsage(j);
+  ++out_.chunks;
+  if (text_bytes > 0) {
+    ++out_.nonempty_chunks;
+    if (!out_.ttft_ns) out_.ttft_ns = ev.arrival_ns - start_ns_;
+    if (last_text_ns_ != 0) {
+      out_.text_gaps_ms.push_back(static_cast<float>(NsToMs(ev.arrival_ns - last_text_ns_)));
+    }
+    last_text_ns_ = ev.arrival_ns;
+  }
+}
+
+std::string StreamDecoder::Where(MonoNs arrival_ns) const {
+  return "event #" + std::to_string(events_) + " at +" + Ms(arrival_ns - start_ns_);
+}
+
+// The chunk's choices: its text (returned: bytes of content and reasoning) and finish reason.
+int64_t StreamDecoder::FeedChoices(const nlohmann::json& j, MonoNs arrival_ns) {
+  const auto where = [&] { return Where(arrival_ns); };
+  const nlohmann::json* choices = Field(j, "choices");
+  if (choices != nullptr && !choices->is_array()) {
+    event_errors_.push_back(where() + ": 'choices' is not an array");
+    return 0;
+  }
+  if (choices == nullptr) return 0;
+  // One completion was asked for (n = 1): a second choice or another index is not its text.
+  if (choices->size() > 1) {
+    event_errors_.push_back(where() + ": " + std::to_string(choices->size()) +
+                            " choices in one chunk (one was asked for)");
+  }
+  int64_t text_bytes = 0;
+  for (const nlohmann::json& choice : *choices) {
+    if (auto index = IntField(choice, "index"); index && *index != 0) {
+      event_errors_.push_back(where() + ": choice index " + std::to_string(*index) + " (want 0)");
+    }
+    const nlohmann::json* delta = Field(choice, "delta");
+    if (delta != nullptr && delta->is_object()) {
+      // reasoning_content (SGLang, older vLLM), reasoning (newer vLLM), then content.
+      for (const char* key : {"reasoning_content", "reasoning", "content"}) {
+        const nlohmann::json* v = Field(*delta, key);
+        if (v == nullptr) continue;
+        if (!v->is_string()) {
+          event_errors_.push_back(where() + ": delta." + key + " is not a string");
+          continue;
+        }
+        const std::string& s = v->get_ref<const std::string&>();
+        if (s.empty()) continue;
+        text_bytes += static_cast<int64_t>(s.size());
+        (key[0] == 'c' ? out_.content_bytes : out_.reasoning_bytes) +=
+            static_cast<int64_t>(s.size());
+        text_ += s;
+      }
+    }
+    if (const nlohmann::json* fr = Field(choice, "finish_reason")) {
+      if (fr->is_string()) {
+        out_.finish_reason = fr->get<std::string>();
+      } else {
+        event_errors_.push_back(where() + ": finish_reason is not a string");
+      }
+    }
+  }
+  return text_bytes;
+}
+
+void StreamDecoder::FeedUsage(const nlohmann::json& j) {
+  if (const nlohmann::json* usage = Field(j, "usage"); usage != nullptr && usage->is_object()) {
+    // With continuous usage stats every chunk carries usage: the last one is the total.
+    usage_seen_ = true;
+    if (auto v = IntField(*usage, "prompt_tokens")) out_.prompt_tokens = v;
+    if (auto v = IntField(*usage, "completion_tokens")) out_.completion_tokens = v;
+    if (const nlohmann::json* d = Field(*usage, "prompt_tokens_details")) {
+      if (auto v = IntField(*d, "cached_tokens")) out_.cached_tokens = v;
+    }
+  }
+  if (const nlohmann::json* timings = Field(j, "timings"); timings != nullptr) {
+    // llama.cpp: prompt tokens served from the slot's cache.
+    if (auto v = IntField(*timings, "cache_n"); v && !out_.cached_tokens) out_.cached_tokens = v;
+  }
+}
+
+// The record's own facts (status, transport, framing) first, then what the events said.
+RequestResult StreamDecoder::Finish(const RawRecord& r) {
+  RequestResult out = std::move(out_);
   out.id = r.id;
   out.phase = r.phase;
   out.index = r.index;
@@ -123,11 +247,8 @@ RequestResult DecodeRecord(const RawRecord& r) {
     return out;
   }
   out.scheduling_lag_ns = r.actual_send_ns - r.intended_send_ns;
-  const MonoNs start = r.actual_send_ns;
-  if (r.first_byte_ns > 0) out.ttfb_ns = r.first_byte_ns - start;
-  if (r.end_ns > 0) out.e2e_ns = r.end_ns - start;
-  if (!r.events.empty()) out.first_event_ns = r.events.front().arrival_ns - start;
-
+  if (r.first_byte_ns > 0) out.ttfb_ns = r.first_byte_ns - r.actual_send_ns;
+  if (r.end_ns > 0) out.e2e_ns = r.end_ns - r.actual_send_ns;
   if (!r.transport_error.empty()) {
     out.errors.push_back((r.timed_out ? "timed out: " : "transport error: ") +
                          Excerpt(r.transport_error, 300));
@@ -138,7 +259,7 @@ RequestResult DecodeRecord(const RawRecord& r) {
     out.errors.push_back(msg);
   }
   const bool is_sse = r.content_type.rfind("text/event-stream", 0) == 0 ||
-                      r.content_type.rfind("Text/Event-Stream", 0) == 0 || !r.events.empty();
+                      r.content_type.rfind("Text/Event-Stream", 0) == 0 || events_ > 0;
   if (r.http_status == 200 && !is_sse) {
     out.errors.push_back("response is not an SSE stream (content-type '" + Excerpt(r.content_type) +
                          "', " + std::to_string(r.body_bytes) + " body bytes)");
@@ -147,130 +268,29 @@ RequestResult DecodeRecord(const RawRecord& r) {
   if (r.sse_unterminated > 0) {
     out.errors.push_back("the stream ended inside an SSE event (no blank line after it)");
   }
-
-  std::string text;
-  bool usage_seen = false;
-  size_t event_no = 0;
-  for (const SseEvent& ev : r.events) {
-    ++event_no;
-    const std::string where =
-        "event #" + std::to_string(event_no) + " at +" + Ms(ev.arrival_ns - start);
-    if (out.saw_done) {
-      out.errors.push_back(where + ": data after [DONE]: " + Excerpt(ev.data));
-      continue;
-    }
-    if (ev.data == "[DONE]") {
-      out.saw_done = true;
-      continue;
-    }
-    if (ev.truncated) {
-      out.errors.push_back(where + ": truncated at " + std::to_string(ev.data.size()) + " bytes");
-      continue;
-    }
-    nlohmann::json j = nlohmann::json::parse(ev.data, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) {
-      out.errors.push_back(where + ": " +
-                           (j.is_discarded() ? "malformed JSON" : "not a JSON object") + " (" +
-                           std::to_string(ev.data.size()) + " bytes): " + Excerpt(ev.data));
-      continue;
-    }
-    if (const nlohmann::json* err = Field(j, "error")) {
-      std::string msg;
-      if (const nlohmann::json* m = Field(*err, "message"); m != nullptr && m->is_string()) {
-        msg = m->get<std::string>();
-      } else {
-        msg = err->dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
-      }
-      out.errors.push_back(where + ": error frame: " + Excerpt(msg, 300));
-      continue;
-    }
-    ChunkInfo chunk;
-    chunk.arrival_ns = ev.arrival_ns;
-    const nlohmann::json* model = Field(j, "model");
-    const std::string named = model && model->is_string() ? model->get<std::string>() : "";
-    if (std::find(out.models.begin(), out.models.end(), named) == out.models.end()) {
-      out.models.push_back(named);
-    }
-    const nlohmann::json* choices = Field(j, "choices");
-    if (choices != nullptr && !choices->is_array()) {
-      out.errors.push_back(where + ": 'choices' is not an array");
-      choices = nullptr;
-    }
-    // One completion was asked for (n = 1): a second choice or another index is not its text.
-    if (choices != nullptr && choices->size() > 1) {
-      out.errors.push_back(where + ": " + std::to_string(choices->size()) +
-                           " choices in one chunk (one was asked for)");
-    }
-    if (choices != nullptr) {
-      for (const nlohmann::json& choice : *choices) {
-        if (auto index = IntField(choice, "index"); index && *index != 0) {
-          out.errors.push_back(where + ": choice index " + std::to_string(*index) + " (want 0)");
-        }
-        const nlohmann::json* delta = Field(choice, "delta");
-        if (delta != nullptr && delta->is_object()) {
-          // reasoning_content (SGLang, older vLLM), reasoning (newer vLLM), then content.
-          for (const char* key : {"reasoning_content", "reasoning", "content"}) {
-            const nlohmann::json* v = Field(*delta, key);
-            if (v == nullptr) continue;
-            if (!v->is_string()) {
-              out.errors.push_back(where + ": delta." + key + " is not a string");
-              continue;
-            }
-            const std::string& s = v->get_ref<const std::string&>();
-            if (s.empty()) continue;
-            chunk.text_bytes += static_cast<int64_t>(s.size());
-            if (key[0] == 'c') {
-              out.content_bytes += static_cast<int64_t>(s.size());
-            } else {
-              out.reasoning_bytes += static_cast<int64_t>(s.size());
-            }
-            text += s;
-          }
-        }
-        if (const nlohmann::json* fr = Field(choice, "finish_reason")) {
-          if (fr->is_string()) {
-            out.finish_reason = fr->get<std::string>();
-          } else {
-            out.errors.push_back(where + ": finish_reason is not a string");
-          }
-        }
-      }
-    }
-    if (const nlohmann::json* usage = Field(j, "usage"); usage != nullptr && usage->is_object()) {
-      // With continuous usage stats every chunk carries usage: the last one is the total.
-      usage_seen = true;
-      if (auto v = IntField(*usage, "prompt_tokens")) out.prompt_tokens = v;
-      if (auto v = IntField(*usage, "completion_tokens")) out.completion_tokens = v;
-      if (const nlohmann::json* d = Field(*usage, "prompt_tokens_details")) {
-        if (auto v = IntField(*d, "cached_tokens")) out.cached_tokens = v;
-      }
-    }
-    if (const nlohmann::json* timings = Field(j, "timings"); timings != nullptr) {
-      // llama.cpp: prompt tokens served from the slot's cache.
-      if (auto v = IntField(*timings, "cache_n"); v && !out.cached_tokens) out.cached_tokens = v;
-    }
-    chunk.nonempty = chunk.text_bytes > 0;
-    if (chunk.nonempty) {
-      ++out.nonempty_chunks;
-      if (!out.ttft_ns) out.ttft_ns = ev.arrival_ns - start;
-    }
-    out.chunks.push_back(chunk);
-  }
-
+  for (std::string& e : event_errors_) out.errors.push_back(std::move(e));
   if (r.http_status == 200 && is_sse) {
     if (!out.saw_done) out.errors.push_back("the stream ended without data: [DONE]");
-    if (!usage_seen) {
+    if (!usage_seen_) {
       out.errors.push_back("no usage object in the stream (server token counts unknown)");
     } else if (!out.completion_tokens) {
       out.errors.push_back("usage without completion_tokens");
     }
   }
-  out.output_utf8_bytes = static_cast<int64_t>(text.size());
-  out.output_valid_utf8 = IsValidUtf8(text);
+  out.output_utf8_bytes = static_cast<int64_t>(text_.size());
+  out.output_valid_utf8 = IsValidUtf8(text_);
   if (!out.output_valid_utf8) out.errors.push_back("the streamed text is not valid UTF-8");
-  out.output_sha256 = Sha256Hex(text);
-  out.output_text = std::move(text);
+  out.output_sha256 = Sha256Hex(text_);
+  out.output_text = std::move(text_);
   return out;
+}
+
+RequestResult DecodeRecord(const RawRecord& r) {
+  StreamDecoder d(r.actual_send_ns);
+  if (r.actual_send_ns != 0) {
+    for (const SseEvent& ev : r.events) d.Feed(ev);
+  }
+  return d.Finish(r);
 }
 
 nlohmann::json RequestResultToJson(const RequestResult& r) {
@@ -299,7 +319,7 @@ nlohmann::json RequestResultToJson(const RequestResult& r) {
   j["cached_tokens"] = opt(r.cached_tokens);
   j["finish_reason"] = Excerpt(r.finish_reason);
   j["saw_done"] = r.saw_done;
-  j["chunks"] = r.chunks.size();
+  j["chunks"] = r.chunks;
   j["nonempty_chunks"] = r.nonempty_chunks;
   j["output_utf8_bytes"] = r.output_utf8_bytes;
   j["content_bytes"] = r.content_bytes;

@@ -52,6 +52,12 @@ FailFastRules FailFastRulesFor(const Row& row, const std::string& served_model_n
 }
 
 std::optional<StreamBreak> FindStreamBreak(const RawRecord& r, const FailFastRules& rules) {
+  if (!rules.enabled) return std::nullopt;
+  return FindStreamBreak(r, DecodeRecord(r), rules);
+}
+
+std::optional<StreamBreak> FindStreamBreak(const RawRecord& r, const RequestResult& d,
+                                           const FailFastRules& rules) {
   if (!rules.enabled || !r.cancelled_by_harness.empty() || r.actual_send_ns == 0) {
     return std::nullopt;
   }
@@ -71,7 +77,6 @@ std::optional<StreamBreak> FindStreamBreak(const RawRecord& r, const FailFastRul
                  "HTTP status " + std::to_string(r.http_status) +
                      (r.body.empty() ? "" : ": " + Printable(r.body)));
   }
-  const RequestResult d = DecodeRecord(r);
   if (!d.errors.empty()) return Break(r, "zero_errors", d.errors.front());
   if (r.phase == Phase::kMeasured && !rules.served_model_name.empty()) {
     for (const std::string& m : d.models) {

@@ -9,7 +9,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -18,6 +17,8 @@
 
 #include "capq/log.h"
 #include "capq/measurement/decode.h"
+#include "capq/measurement/evidence_log.h"
+#include "capq/measurement/raw_evidence.h"
 
 namespace capq {
 
@@ -79,11 +80,18 @@ Status GlobalInit() {
 // ---- One transfer
 // ---------------------------------------------------------------------------------
 
+struct RecorderItem;
+
 struct Transfer {
   RawRecord* rec = nullptr;
-  size_t slot_index = 0;  // index in its phase's request list
+  size_t slot_index = 0;    // index in its phase's request list
+  size_t record_index = 0;  // index in LoadResult::records
   EasyPtr easy;
   SseFramer framer;
+  std::vector<SseEvent> framed;     // events one read completed, before they go to the recorder
+  const MonoNs* wake_ns = nullptr;  // the loop's latest wake
+  std::vector<RecorderItem>* out = nullptr;  // the loop's batch for the recorder
+  bool keep_events = true;
   int sse = -1;  // -1 = not decided yet (decided at the first body byte from the headers)
   size_t max_body_bytes = 0;
   char errbuf[CURL_ERROR_SIZE] = {0};
@@ -131,6 +139,8 @@ size_t HeaderCb(char* data, size_t size, size_t nitems, void* userp) {
   return n;
 }
 
+void HandOver(Transfer* tr);
+
 size_t WriteCb(char* data, size_t size, size_t nmemb, void* userp) {
   // Timestamp first: everything after this line is bookkeeping, not latency.
   const MonoNs t = NowNs();
@@ -145,7 +155,8 @@ size_t WriteCb(char* data, size_t size, size_t nmemb, void* userp) {
   rec->body_bytes += static_cast<int64_t>(n);
   if (tr->sse < 0) tr->sse = StartsWithNoCase(rec->content_type, "text/event-stream") ? 1 : 0;
   if (tr->sse == 1) {
-    tr->framer.Feed(std::string_view(data, n), t, &rec->events);
+    tr->framer.Feed(std::string_view(data, n), t, &tr->framed);
+    HandOver(tr);
   } else {
     const size_t room =
         tr->max_body_bytes > rec->body.size() ? tr->max_body_bytes - rec->body.size() : 0;
@@ -156,17 +167,46 @@ size_t WriteCb(char* data, size_t size, size_t nmemb, void* userp) {
   return n;
 }
 
-// ---- The completion check, off the loop thread ----------------------------------------------
+// ---- The recorder, off the loop thread ----------------------------------------------------------
 
-// Runs LoadSpec::on_complete_check on its own thread: decoding a finished 1,024-token stream takes
-// milliseconds, and on the loop thread it would hold the other streams' bytes in their sockets
-// (late timestamps) and the freed slot's next send (scheduling lag). A finished record is never
-// written again, so the checker reads it while the loop goes on.
-class Checker {
+// What the loop hands the recorder, in the order it happened.
+struct RecorderItem {
+  enum Kind : uint8_t { kSent, kEvent, kEnd } kind;
+  size_t record;   // index in LoadResult::records
+  SseEvent event;  // kEvent only
+  // kEnd: ask LoadSpec::on_complete_check. Only streams that ended by themselves before a stop;
+  // the ones the harness cut or never sent are not the server's failures.
+  bool check = false;
+};
+
+// Moves the events a read completed into the recorder's batch, stamped with the loop's wake.
+void HandOver(Transfer* tr) {
+  for (SseEvent& ev : tr->framed) {
+    ev.wake_ns = std::min(*tr->wake_ns, ev.arrival_ns);
+    if (tr->keep_events) tr->rec->events.push_back(ev);
+    tr->out->push_back(RecorderItem{RecorderItem::kEvent, tr->record_index, std::move(ev)});
+  }
+  tr->framed.clear();
+}
+
+// Runs on its own thread: decodes each stream as its events arrive, writes sends, events and
+// finished records to the evidence file, and runs LoadSpec::on_complete_check on each finished
+// stream. Decoding a 1,024-token stream takes milliseconds; on the loop thread it would hold the
+// other streams' bytes in their sockets (late timestamps) and the freed slot's next send
+// (scheduling lag). The loop writes a record before it posts the record's end, and never after.
+class Recorder {
  public:
-  using Check = std::function<std::optional<std::string>(const RawRecord&)>;
-  explicit Checker(Check check) : check_(std::move(check)), thread_([this] { Run(); }) {}
-  ~Checker() {
+  using Check = std::function<std::optional<std::string>(const RawRecord&, const RequestResult&)>;
+  Recorder(const LoadSpec& spec, LoadResult* result)
+      : check_(spec.on_complete_check),
+        evidence_(spec.evidence),
+        records_(&result->records),
+        results_(&result->results),
+        decoders_(result->records.size()),
+        thread_([this] { Run(); }) {
+    results_->resize(records_->size());
+  }
+  ~Recorder() {
     {
       std::lock_guard<std::mutex> l(mu_);
       quit_ = true;
@@ -174,17 +214,25 @@ class Checker {
     cv_.notify_all();
     thread_.join();
   }
-  Checker(const Checker&) = delete;
-  Checker& operator=(const Checker&) = delete;
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
 
-  void Post(const RawRecord* rec) {
+  // Takes the loop's batch (leaving it empty).
+  void Post(std::vector<RecorderItem>* batch) {
+    if (batch->empty()) return;
     {
       std::lock_guard<std::mutex> l(mu_);
-      queue_.push_back(rec);
+      if (queue_.empty()) {
+        queue_.swap(*batch);
+      } else {
+        queue_.insert(queue_.end(), std::make_move_iterator(batch->begin()),
+                      std::make_move_iterator(batch->end()));
+      }
     }
+    batch->clear();
     cv_.notify_all();
   }
-  // Blocks until every posted record was checked (a few milliseconds at a phase's end).
+  // Blocks until everything posted was handled (a few milliseconds at a phase's end).
   void WaitIdle() {
     std::unique_lock<std::mutex> l(mu_);
     cv_.wait(l, [this] { return queue_.empty() && !busy_; });
@@ -194,29 +242,72 @@ class Checker {
     std::lock_guard<std::mutex> l(mu_);
     return answer_;
   }
+  // The first error writing the evidence ("" = none). Only after WaitIdle().
+  const std::string& evidence_error() const { return evidence_error_; }
 
  private:
   void Run() {
+    std::vector<RecorderItem> work;
     std::unique_lock<std::mutex> l(mu_);
     while (true) {
       cv_.wait(l, [this] { return quit_ || !queue_.empty(); });
-      if (quit_) return;
-      const RawRecord* rec = queue_.front();
-      queue_.pop_front();
+      if (queue_.empty()) return;  // quit, with nothing left
+      work.swap(queue_);
       busy_ = true;
       l.unlock();
-      std::optional<std::string> why = check_(*rec);
+      for (RecorderItem& it : work) Handle(it);
+      work.clear();
       l.lock();
       busy_ = false;
-      if (why && !answer_) answer_.emplace(rec->id, std::move(*why));
       cv_.notify_all();
     }
   }
 
+  void Handle(RecorderItem& it) {
+    const RawRecord& rec = (*records_)[it.record];
+    std::optional<StreamDecoder>& d = decoders_[it.record];
+    switch (it.kind) {
+      case RecorderItem::kSent:
+        d.emplace(rec.actual_send_ns);
+        if (evidence_) evidence_->Append(RawSentLine(rec.id, rec.actual_send_ns));
+        return;
+      case RecorderItem::kEvent:
+        if (d) d->Feed(it.event);
+        if (evidence_) evidence_->Append(RawEventLine(rec.id, it.event));
+        return;
+      case RecorderItem::kEnd:
+        End(rec, it.record, it.check);
+        return;
+    }
+  }
+
+  // A finished record: decoded, written and flushed to the kernel, then checked.
+  void End(const RawRecord& rec, size_t index, bool check) {
+    std::optional<StreamDecoder>& d = decoders_[index];
+    RequestResult& result = (*results_)[index];
+    result = d ? d->Finish(rec) : DecodeRecord(rec);
+    d.reset();
+    if (evidence_) {
+      evidence_->Append(RawRecordLine(rec));
+      Status st = evidence_->Flush();
+      if (!st.ok() && evidence_error_.empty()) evidence_error_ = st.message();
+    }
+    if (!check_ || !check) return;
+    std::optional<std::string> why = check_(rec, result);
+    if (!why) return;
+    std::lock_guard<std::mutex> l(mu_);
+    if (!answer_) answer_.emplace(rec.id, std::move(*why));
+  }
+
   Check check_;
+  EvidenceWriter* evidence_;
+  const std::vector<RawRecord>* records_;
+  std::vector<RequestResult>* results_;
+  std::vector<std::optional<StreamDecoder>> decoders_;  // the streams in flight
+  std::string evidence_error_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<const RawRecord*> queue_;
+  std::vector<RecorderItem> queue_;
   bool busy_ = false, quit_ = false;
   std::optional<std::pair<std::string, std::string>> answer_;
   std::thread thread_;  // last: it starts in the constructor, after the members it uses
@@ -229,7 +320,8 @@ enum class PhaseEnd { kDone, kInterrupted, kStopped };
 
 class Loop {
  public:
-  Loop(const LoadSpec& spec, curl_slist* headers) : spec_(spec), headers_(headers) {}
+  Loop(const LoadSpec& spec, curl_slist* headers, LoadResult* result)
+      : spec_(spec), headers_(headers), result_(result) {}
 
   Status Init() {
     epfd_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
@@ -243,7 +335,7 @@ class Loop {
     const long max_c = std::max(spec_.concurrency, spec_.warmup_concurrency);
     // Keep one idle connection per slot so the next request of a slot reuses a warm connection.
     curl_multi_setopt(multi_.get(), CURLMOPT_MAXCONNECTS, max_c + 4);
-    if (spec_.on_complete_check) checker_ = std::make_unique<Checker>(spec_.on_complete_check);
+    recorder_ = std::make_unique<Recorder>(spec_, result_);
     return Status::Ok();
   }
 
@@ -284,6 +376,7 @@ class Loop {
       Wait(20);
       Drain();
       CheckStalls();
+      recorder_->Post(&pending_);
       TakeCheckerAnswer();
       MaybeProgress(false);
     }
@@ -294,12 +387,18 @@ class Loop {
     return Stopped() ? PhaseEnd::kStopped : PhaseEnd::kDone;
   }
 
-  // Waits for the checks still running, and takes their answer.
+  // Waits until the recorder handled everything so far, and takes its checks' answer.
   void FinishChecks() {
-    if (!checker_) return;
-    checker_->WaitIdle();
+    recorder_->Post(&pending_);
+    recorder_->WaitIdle();
     TakeCheckerAnswer();
   }
+
+  // Records that ended without the loop (never sent): decoded and written like the rest.
+  void RecordUnsent(size_t record_index) {
+    pending_.push_back(RecorderItem{RecorderItem::kEnd, record_index, {}});
+  }
+  const std::string& evidence_error() const { return recorder_->evidence_error(); }
 
   bool Cancelled() const {
     return spec_.cancel != nullptr && spec_.cancel->load(std::memory_order_relaxed);
@@ -345,6 +444,10 @@ class Loop {
     auto tr = std::make_unique<Transfer>(spec_.max_event_bytes);
     tr->rec = rec;
     tr->slot_index = next_ - 1;
+    tr->record_index = static_cast<size_t>(rec - result_->records.data());
+    tr->wake_ns = &wake_ns_;
+    tr->out = &pending_;
+    tr->keep_events = spec_.keep_events;
     tr->max_body_bytes = spec_.max_body_bytes;
     tr->easy.reset(curl_easy_init());
     if (!tr->easy) {
@@ -353,6 +456,7 @@ class Loop {
       rec->end_ns = rec->actual_send_ns;
       rec->transport_error = "curl_easy_init failed";
       rec->cancelled = true;
+      pending_.push_back(RecorderItem{RecorderItem::kEnd, tr->record_index, {}});
       ++progress_.started;
       ++progress_.completed;
       ++progress_.failed;
@@ -398,10 +502,12 @@ class Loop {
       rec->end_ns = NowNs();
       rec->transport_error = std::string("curl_multi_add_handle: ") + curl_multi_strerror(mc);
       rec->cancelled = true;
+      pending_.push_back(RecorderItem{RecorderItem::kEnd, tr->record_index, {}});
       ++progress_.completed;
       ++progress_.failed;
       return false;
     }
+    pending_.push_back(RecorderItem{RecorderItem::kSent, tr->record_index, {}});
     ++active_;
     ++progress_.in_flight;
     live_[tr->slot_index] = std::move(tr);
@@ -428,6 +534,9 @@ class Loop {
     }
     epoll_event evs[256];
     const int n = epoll_wait(epfd_.get(), evs, 256, static_cast<int>(wait_ms));
+    // No byte read in this batch can have arrived after its socket was reported readable
+    // here; the write callback's own stamp comes later, after the sockets before it.
+    wake_ns_ = NowNs();
     int running = 0;
     for (int i = 0; i < n; ++i) {
       int flags = 0;
@@ -438,6 +547,7 @@ class Loop {
     }
     if (timer_deadline_ns_ >= 0 && NowNs() >= timer_deadline_ns_) {
       timer_deadline_ns_ = -1;
+      wake_ns_ = NowNs();
       curl_multi_socket_action(multi_.get(), CURL_SOCKET_TIMEOUT, 0, &running);
     }
   }
@@ -454,7 +564,6 @@ class Loop {
       if (raw == nullptr) continue;
       std::unique_ptr<Transfer> tr = std::move(live_[raw->slot_index]);
       Complete(tr.get(), rc, done_ns);
-      CheckCompleted(*tr->rec);
       curl_multi_remove_handle(multi_.get(), e);
       tr.reset();
       --active_;
@@ -474,10 +583,7 @@ class Loop {
     long connects = 0;
     curl_easy_getinfo(tr->easy.get(), CURLINFO_NUM_CONNECTS, &connects);
     rec->reused_connection = connects == 0;
-    tr->framer.Finish(done_ns, &rec->events);
-    rec->sse_comments = tr->framer.comments();
-    rec->sse_overflow = tr->framer.overflowed();
-    rec->sse_unterminated = tr->framer.unterminated_events();
+    FinishFraming(tr, done_ns);
     if (rc != CURLE_OK) {
       rec->transport_error =
           tr->errbuf[0] != '\0' ? std::string(tr->errbuf) : curl_easy_strerror(rc);
@@ -485,16 +591,23 @@ class Loop {
       if (rc == CURLE_OPERATION_TIMEDOUT) rec->timed_out = true;
     }
     if (rc != CURLE_OK || code != 200) ++progress_.failed;
+    // The record is whole: the recorder decodes, writes and checks it (fail fast).
+    pending_.push_back(RecorderItem{RecorderItem::kEnd, tr->record_index, {}, !Stopped()});
   }
 
-  // Fail fast on a finished request: handed to the checker; its first answer stops the run.
-  void CheckCompleted(const RawRecord& rec) {
-    if (!Stopped() && checker_) checker_->Post(&rec);
+  // The end of a transfer's stream: an event left open is emitted, the framer's counts kept.
+  void FinishFraming(Transfer* tr, MonoNs t) {
+    RawRecord* rec = tr->rec;
+    tr->framer.Finish(t, &tr->framed);
+    HandOver(tr);
+    rec->sse_comments = tr->framer.comments();
+    rec->sse_overflow = tr->framer.overflowed();
+    rec->sse_unterminated = tr->framer.unterminated_events();
   }
 
   void TakeCheckerAnswer() {
-    if (Stopped() || !checker_) return;
-    if (auto answer = checker_->Answer()) Stop(answer->first, std::move(answer->second));
+    if (Stopped()) return;
+    if (auto answer = recorder_->Answer()) Stop(answer->first, std::move(answer->second));
   }
 
   void Stop(const std::string& id, std::string why) {
@@ -535,13 +648,11 @@ class Loop {
     long code = 0;
     curl_easy_getinfo(tr->easy.get(), CURLINFO_RESPONSE_CODE, &code);
     rec->http_status = code;
-    tr->framer.Finish(now, &rec->events);
-    rec->sse_comments = tr->framer.comments();
-    rec->sse_overflow = tr->framer.overflowed();
-    rec->sse_unterminated = tr->framer.unterminated_events();
+    FinishFraming(tr.get(), now);
     rec->cancelled = true;
     rec->transport_error = transport_error;
     rec->cancelled_by_harness = by_harness;
+    pending_.push_back(RecorderItem{RecorderItem::kEnd, tr->record_index, {}});
     tr.reset();
     --active_;
     --progress_.in_flight;
@@ -569,6 +680,9 @@ class Loop {
 
   const LoadSpec& spec_;
   curl_slist* headers_;
+  LoadResult* result_;
+  MonoNs wake_ns_ = 0;                 // when epoll_wait last returned
+  std::vector<RecorderItem> pending_;  // what happened since the last hand-over
   Fd epfd_;
   MultiPtr multi_;
   MonoNs timer_deadline_ns_ = -1;
@@ -581,7 +695,7 @@ class Loop {
   std::string stopped_by_, stop_reason_;  // fail fast: the request that stopped the run, and why
   LoadProgress progress_;
   MonoNs last_progress_ns_ = 0;
-  std::unique_ptr<Checker> checker_;  // null without an on_complete_check
+  std::unique_ptr<Recorder> recorder_;
   // Transfers of the current phase by request index; null once done. Declared after multi_ so
   // they are destroyed first, and ~Loop() removes any still attached.
   std::vector<std::unique_ptr<Transfer>> live_;
@@ -643,7 +757,7 @@ Result<LoadResult> RunLoad(const LoadSpec& spec) {
     r.index = spec.measured[i].index;
   }
 
-  Loop loop(spec, headers.get());
+  Loop loop(spec, headers.get(), &result);
   CAPQ_RETURN_IF_ERROR(loop.Init());
   result.anchor = RealtimeAnchor::Take();
   result.start_ns = NowNs();
@@ -670,7 +784,8 @@ Result<LoadResult> RunLoad(const LoadSpec& spec) {
     result.stopped_by = loop.stopped_by();
     result.stop_reason = loop.stop_reason();
   }
-  for (RawRecord& r : result.records) {
+  for (size_t i = 0; i < result.records.size(); ++i) {
+    RawRecord& r = result.records[i];
     if (r.actual_send_ns != 0 || end == PhaseEnd::kDone) continue;
     r.cancelled = true;
     if (end == PhaseEnd::kStopped) {
@@ -679,7 +794,10 @@ Result<LoadResult> RunLoad(const LoadSpec& spec) {
     } else {
       r.transport_error = "not sent: run interrupted";
     }
+    loop.RecordUnsent(i);
   }
+  loop.FinishChecks();
+  result.evidence_error = loop.evidence_error();
   return result;
 }
 

@@ -102,12 +102,7 @@ TrialMetrics ComputeMetrics(const std::vector<RequestResult>& measured, int conc
       t.itl_values_ms.push_back(ms(*r->e2e_ns - *r->ttft_ns) /
                                 static_cast<double>(*r->completion_tokens - 1));
     }
-    MonoNs prev = 0;
-    for (const ChunkInfo& c : r->chunks) {
-      if (!c.nonempty) continue;
-      if (prev != 0) gaps.push_back(ms(c.arrival_ns - prev));
-      prev = c.arrival_ns;
-    }
+    for (float g : r->text_gaps_ms) gaps.push_back(static_cast<double>(g) * k);
     if (r->completion_tokens) {
       t.completion_tokens_total += *r->completion_tokens;
       if (r->nonempty_chunks > 0) {

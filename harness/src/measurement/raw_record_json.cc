@@ -7,6 +7,7 @@
 
 #include "capq/measurement/decode.h"
 #include "capq/measurement/loadgen.h"
+#include "capq/measurement/raw_evidence.h"
 
 namespace capq {
 namespace {
@@ -140,11 +141,14 @@ Result<RawRecord> RawRecordFromJson(const nlohmann::json& j) {
     if (Status s = BytesFrom(h, "response_headers", &line); !s.ok()) return ctx(s);
     r.response_headers.push_back(std::move(line));
   }
-  if (!j.contains("events") || !j["events"].is_array()) {
+  // capq/raw/v2 keeps the events on lines of their own (raw_evidence.h).
+  if (j.contains("events") && !j["events"].is_array()) {
     return Status::InvalidArgument("raw record " + r.id + ": 'events' must be an array");
   }
-  r.events.reserve(j["events"].size());
-  for (const auto& ev : j["events"]) {
+  const nlohmann::json no_events = nlohmann::json::array();
+  const nlohmann::json& events = j.contains("events") ? j["events"] : no_events;
+  r.events.reserve(events.size());
+  for (const auto& ev : events) {
     if (!ev.is_array() || ev.size() < 2 || !ev[0].is_number_integer()) {
       return Status::InvalidArgument("raw record " + r.id +
                                      ": each event must be [arrival_ns, data(, truncated)]");
@@ -179,6 +183,75 @@ Result<RawRecord> RawRecordFromJson(const nlohmann::json& j) {
     CAPQ_RETURN_IF_ERROR(Get(j, "cancelled_by_harness", &r.cancelled_by_harness));
   }
   return r;
+}
+
+// ---- capq/raw/v2 lines (raw_evidence.h) -------------------------------------------------------
+namespace {
+
+// `s` as a JSON string; REQUIRES: valid UTF-8 (anything else goes through Bytes()).
+void AppendJsonString(std::string* out, std::string_view s) {
+  static const char* kHex = "0123456789abcdef";
+  out->push_back('"');
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out->push_back('\\');
+      out->push_back(ch);
+    } else if (c < 0x20) {
+      out->append("\\u00");
+      out->push_back(kHex[c >> 4]);
+      out->push_back(kHex[c & 0xF]);
+    } else {
+      out->push_back(ch);
+    }
+  }
+  out->push_back('"');
+}
+
+void AppendBytes(std::string* out, std::string_view s) {
+  if (IsValidUtf8(s)) {
+    AppendJsonString(out, s);
+  } else {
+    out->append("{\"b64\":\"").append(Base64(s)).append("\"}");
+  }
+}
+
+}  // namespace
+
+std::string RawSentLine(const std::string& id, MonoNs actual_send_ns) {
+  std::string out = "{\"sent\":";
+  AppendBytes(&out, id);
+  return out + ",\"t\":" + std::to_string(actual_send_ns) + "}";
+}
+
+std::string RawEventLine(const std::string& id, const SseEvent& ev) {
+  std::string out;
+  out.reserve(ev.data.size() + 64);
+  out = "{\"ev\":";
+  AppendBytes(&out, id);
+  out += ",\"t\":" + std::to_string(ev.arrival_ns) + ",\"w\":" + std::to_string(ev.wake_ns) +
+         ",\"data\":";
+  AppendBytes(&out, ev.data);
+  if (ev.truncated) out += ",\"truncated\":true";
+  out.push_back('}');
+  return out;
+}
+
+std::string RawRecordLine(const RawRecord& r) {
+  nlohmann::json j = RawRecordToJson(r);
+  j.erase("events");
+  return nlohmann::json{{"record", std::move(j)}}.dump();
+}
+
+Result<SseEvent> RawEventFromJson(const nlohmann::json& j) {
+  SseEvent e;
+  CAPQ_RETURN_IF_ERROR(Get(j, "t", &e.arrival_ns));
+  if (j.contains("w")) CAPQ_RETURN_IF_ERROR(Get(j, "w", &e.wake_ns));
+  if (!j.contains("data")) return Status::InvalidArgument("raw event: missing key 'data'");
+  CAPQ_RETURN_IF_ERROR(BytesFrom(j["data"], "data", &e.data));
+  e.truncated =
+      j.contains("truncated") && j["truncated"].is_boolean() && j["truncated"].get<bool>();
+  return e;
 }
 
 }  // namespace capq

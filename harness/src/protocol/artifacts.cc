@@ -1,14 +1,18 @@
 #include "capq/protocol/artifacts.h"
 
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "capq/measurement/decode.h"
 
@@ -69,10 +73,31 @@ Result<std::string> ReadWholeFile(const std::string& path) {
   return ss.str();
 }
 
+// In 1 MiB reads: a trial's raw evidence may be far larger than the memory a trial may use.
 Result<std::string> FileSha256Hex(const std::string& path) {
-  Result<std::string> bytes = ReadWholeFile(path);
-  if (!bytes.ok()) return bytes.status();
-  return Sha256Hex(*bytes);
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return Status::NotFound("cannot read " + path + ": " + std::strerror(errno));
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  bool ok = ctx && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) == 1;
+  std::vector<char> buf(1u << 20);
+  size_t n = 0;
+  while (ok && (n = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
+    ok = EVP_DigestUpdate(ctx.get(), buf.data(), n) == 1;
+  }
+  ok = ok && !std::ferror(f);
+  std::fclose(f);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (!ok || EVP_DigestFinal_ex(ctx.get(), md, &len) != 1) {
+    return Status::IoError("cannot hash " + path);
+  }
+  static const char* kHex = "0123456789abcdef";
+  std::string hex;
+  for (unsigned int i = 0; i < len; ++i) {
+    hex.push_back(kHex[md[i] >> 4]);
+    hex.push_back(kHex[md[i] & 0xF]);
+  }
+  return hex;
 }
 
 Result<TrialDirWriter> TrialDirWriter::Create(const std::string& final_dir) {
@@ -105,6 +130,15 @@ Result<TrialDirWriter> TrialDirWriter::Create(const std::string& final_dir) {
 
 Status TrialDirWriter::Write(const std::string& name, const std::string& bytes) {
   CAPQ_RETURN_IF_ERROR(WriteFileAtomic(staging_dir_ + "/" + name, bytes));
+  if (std::find(files_.begin(), files_.end(), name) == files_.end()) files_.push_back(name);
+  return Status::Ok();
+}
+
+Status TrialDirWriter::Adopt(const std::string& name) {
+  std::error_code ec;
+  if (!fs::is_regular_file(staging_dir_ + "/" + name, ec)) {
+    return Status::NotFound(staging_dir_ + "/" + name + ": not written");
+  }
   if (std::find(files_.begin(), files_.end(), name) == files_.end()) files_.push_back(name);
   return Status::Ok();
 }

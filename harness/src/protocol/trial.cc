@@ -13,6 +13,7 @@
 #include "capq/measurement/decode.h"
 #include "capq/measurement/fail_fast.h"
 #include "capq/measurement/loadgen.h"
+#include "capq/measurement/raw_evidence.h"
 #include "capq/model/plan.h"
 #include "capq/model/row_loader.h"
 #include "capq/protocol/artifacts.h"
@@ -111,13 +112,17 @@ struct TrialState {
   std::optional<TrialMetrics> metrics;
   std::optional<TrialPlan> plan;
   std::optional<LoadResult> load;
-  std::vector<RequestResult> results;
+  std::vector<RequestResult> warm, meas;  // the decoded streams, by phase, in record order
   nlohmann::json identity = {{"schema", kIdentitySchema}};
   nlohmann::json server_info = {{"schema", kServerInfoSchema}};
   std::vector<nlohmann::json> server_metrics;
   nlohmann::json metrics_extra = nlohmann::json::object();
   nlohmann::json recount;  // recount.json; null until the text was re-counted
   FailFastRules fail_fast;
+  // Opened when the load starts: the staging directory, and raw.jsonl(.zst) in it, written while
+  // the load runs (raw_evidence.h).
+  std::optional<TrialDirWriter> dir;
+  std::unique_ptr<EvidenceWriter> evidence;
 };
 
 void Progress(const TrialOptions& o, const std::string& line) {
@@ -140,28 +145,46 @@ nlohmann::json FailFastHeader(const TrialState& s) {
   return j;
 }
 
+// The raw evidence's last line: the load's times and what fail fast did.
+nlohmann::json RawEnd(const TrialState& s) {
+  return {{"end",
+           {{"anchor_mono_ns", s.load->anchor.mono_ns},
+            {"anchor_unix_ns", s.load->anchor.unix_ns},
+            {"start_ns", s.load->start_ns},
+            {"measured_start_ns", s.load->measured_start_ns},
+            {"end_ns", s.load->end_ns},
+            {"interrupted", s.load->interrupted},
+            {"fail_fast", FailFastHeader(s)}}}};
+}
+
+// Ends the raw evidence (its last line, then fsync) and lists it in SHA256SUMS.
+Status SealEvidence(TrialState& s) {
+  if (!s.evidence) return Status::Ok();
+  if (s.load) s.evidence->Append(RawEnd(s).dump());
+  Status closed = s.evidence->Close();
+  const std::string path = s.evidence->path();
+  s.evidence.reset();
+  CAPQ_RETURN_IF_ERROR(closed);
+  return s.dir->Adopt(path.substr(path.find_last_of('/') + 1));
+}
+
 // Writes whatever the trial has: a trial that could not run still leaves its verdict and why.
 Status WriteDirectory(TrialState& s, const std::string& dir) {
-  Result<TrialDirWriter> w = TrialDirWriter::Create(dir);
-  if (!w.ok()) return w.status();
+  if (!s.dir) {
+    Result<TrialDirWriter> created = TrialDirWriter::Create(dir);
+    if (!created.ok()) return created.status();
+    s.dir = std::move(*created);
+  }
+  TrialDirWriter* w = &*s.dir;
+  CAPQ_RETURN_IF_ERROR(SealEvidence(s));
   CAPQ_RETURN_IF_ERROR(w->Write("row.yaml", RowToYaml(*s.row)));
   CAPQ_RETURN_IF_ERROR(w->Write("command.txt", s.opt->command_line + "\n"));
   if (s.plan) CAPQ_RETURN_IF_ERROR(w->Write("plan.json", PlanToJson(*s.plan).dump(1) + "\n"));
   if (s.load) {
-    std::vector<nlohmann::json> raw;
-    raw.reserve(s.load->records.size() + 1);
-    raw.push_back({{"schema", "capq/raw/v1"},
-                   {"anchor_mono_ns", s.load->anchor.mono_ns},
-                   {"anchor_unix_ns", s.load->anchor.unix_ns},
-                   {"start_ns", s.load->start_ns},
-                   {"measured_start_ns", s.load->measured_start_ns},
-                   {"end_ns", s.load->end_ns},
-                   {"interrupted", s.load->interrupted},
-                   {"fail_fast", FailFastHeader(s)}});
-    for (const auto& r : s.load->records) raw.push_back(RawRecordToJson(r));
-    CAPQ_RETURN_IF_ERROR(w->Write("raw.jsonl", Jsonl(raw)));
     std::vector<nlohmann::json> res;
-    for (const auto& r : s.results) res.push_back(RequestResultToJson(r));
+    for (const auto* phase : {&s.warm, &s.meas}) {
+      for (const auto& r : *phase) res.push_back(RequestResultToJson(r));
+    }
     CAPQ_RETURN_IF_ERROR(w->Write("results.jsonl", Jsonl(res)));
   }
   if (s.metrics) {
@@ -229,7 +252,6 @@ struct Trial {
   double scale = 1.0;
   internal::Evidence ev;  // what the verdict needs besides the records (identity.json, recount)
   std::string before_text, after_text;  // /metrics around the load
-  std::vector<RequestResult> warm, meas;
 };
 
 using PhaseEnd = std::optional<TrialReport>;
@@ -490,11 +512,13 @@ LoadSpec ConnectionSpec(const Trial& t) {
   connection.connect_timeout_s = std::min(30.0, connection.request_timeout_s);
   connection.insecure_tls = opt.insecure_tls;
   connection.cancel = opt.cancel;
+  connection.evidence = t.s.evidence.get();
+  connection.keep_events = false;  // they are in the evidence file and the decoded results
   const FailFastRules& rules = t.s.fail_fast;
   if (rules.enabled) {
     connection.stall_timeout_s = rules.stall_timeout_wall_s;
-    connection.on_complete_check = [&rules](const RawRecord& r) {
-      std::optional<StreamBreak> b = FindStreamBreak(r, rules);
+    connection.on_complete_check = [&rules](const RawRecord& r, const RequestResult& d) {
+      std::optional<StreamBreak> b = FindStreamBreak(r, d, rules);
       return b ? std::optional<std::string>(b->Reason()) : std::nullopt;
     };
   }
@@ -523,9 +547,7 @@ Result<std::optional<LoadResult>> CalibrateWordCount(Trial& t, const LoadSpec& c
   Result<LoadResult> cl = RunLoad(cal);
   if (!cl.ok()) return cl.status();
   std::vector<std::optional<int64_t>> p(n);
-  for (size_t i = 0; i < n && i < cl->records.size(); ++i) {
-    p[i] = DecodeRecord(cl->records[i]).prompt_tokens;
-  }
+  for (size_t i = 0; i < n && i < cl->results.size(); ++i) p[i] = cl->results[i].prompt_tokens;
   double per_word = 0, template_tokens = 0;
   if (n == 2 && p[0] && p[1] && w0 != w1) {
     per_word = static_cast<double>(*p[0] - *p[1]) / static_cast<double>(w0 - w1);
@@ -578,7 +600,8 @@ LoadSpec PlannedSpec(const Trial& t, const LoadSpec& connection, size_t skip_war
 }
 
 // Fail fast stopped the calibration: the rest of the plan was never sent, by the harness's choice.
-void RecordUnsent(const TrialPlan& plan, size_t skip_warmups, LoadResult* load) {
+void RecordUnsent(const TrialPlan& plan, size_t skip_warmups, EvidenceWriter* evidence,
+                  LoadResult* load) {
   const std::string cut = HarnessCutAfter(load->stopped_by);
   auto add = [&](const PlanRequest& p, Phase phase) {
     RawRecord r;
@@ -588,6 +611,8 @@ void RecordUnsent(const TrialPlan& plan, size_t skip_warmups, LoadResult* load) 
     r.cancelled = true;
     r.cancelled_by_harness = cut;
     r.transport_error = "not sent: " + cut;
+    if (evidence) evidence->Append(RawRecordLine(r));
+    load->results.push_back(DecodeRecord(r));
     load->records.push_back(std::move(r));
   };
   for (size_t i = skip_warmups; i < plan.warmup.size(); ++i) add(plan.warmup[i], Phase::kWarmup);
@@ -599,6 +624,10 @@ LoadResult MergeCalibration(LoadResult calibration, LoadResult load) {
   calibration.records.insert(calibration.records.end(),
                              std::make_move_iterator(load.records.begin()),
                              std::make_move_iterator(load.records.end()));
+  calibration.results.insert(calibration.results.end(),
+                             std::make_move_iterator(load.results.begin()),
+                             std::make_move_iterator(load.results.end()));
+  if (calibration.evidence_error.empty()) calibration.evidence_error = load.evidence_error;
   calibration.measured_start_ns = load.measured_start_ns;
   calibration.end_ns = load.end_ns;
   calibration.interrupted = load.interrupted;
@@ -607,9 +636,40 @@ LoadResult MergeCalibration(LoadResult calibration, LoadResult load) {
   return calibration;
 }
 
+// The staging directory and the raw evidence in it, opened before the first request is sent so
+// that every request is on disk as it ends (raw_evidence.h). The row and plan go in first, so
+// that what a killed trial leaves can be read.
+Status OpenEvidence(Trial& t) {
+  TrialState& s = t.s;
+  Result<TrialDirWriter> dir = TrialDirWriter::Create(s.opt->out_dir);
+  if (!dir.ok()) return dir.status();
+  s.dir = std::move(*dir);
+  CAPQ_RETURN_IF_ERROR(s.dir->Write("row.yaml", RowToYaml(*s.row)));
+  CAPQ_RETURN_IF_ERROR(s.dir->Write("plan.json", PlanToJson(*s.plan).dump(1) + "\n"));
+  const TrialPlan& plan = *s.plan;
+  const int64_t tokens = static_cast<int64_t>(plan.warmup.size() + plan.measured.size()) *
+                         s.row->workload.output_tokens;
+  const EvidenceCompression c = s.opt->evidence_compression.value_or(
+      tokens >= kCompressEvidenceTokens ? EvidenceCompression::kZstd : EvidenceCompression::kNone);
+  const std::string name = c == EvidenceCompression::kZstd ? "raw.jsonl.zst" : "raw.jsonl";
+  Result<std::unique_ptr<EvidenceWriter>> w =
+      EvidenceWriter::Create(s.dir->staging_dir() + "/" + name, c);
+  if (!w.ok()) return w.status();
+  s.evidence = std::move(*w);
+  s.evidence->Append(nlohmann::json{
+      {"schema", kRawSchemaV2},
+      {"compression", EvidenceCompressionName(c)},
+      {"planned_output_tokens",
+       tokens}}.dump());
+  return s.evidence->Flush();
+}
+
 // Warm-up, then the measured closed-loop burst; /metrics sampled alongside.
 PhaseEnd Load(Trial& t) {
   TrialState& s = t.s;
+  if (Status st = OpenEvidence(t); !st.ok()) {
+    return CouldNotRun(s, "the raw evidence could not be opened: " + st.message());
+  }
   s.server_metrics.push_back(Snapshot(*t.target, "before", t.t0, &t.before_text));
   MetricsSampler sampler(s.row->identity, t.topts, 250);
   sampler.Start(t.t0);
@@ -629,7 +689,7 @@ PhaseEnd Load(Trial& t) {
   }
   Result<LoadResult> load = LoadResult{};
   if (cal && !cal->stopped_by.empty()) {
-    RecordUnsent(*s.plan, calibration_requests, &*cal);
+    RecordUnsent(*s.plan, calibration_requests, s.evidence.get(), &*cal);
     load = std::move(*cal);
   } else {
     load = RunLoad(PlannedSpec(t, connection, calibration_requests));
@@ -639,6 +699,9 @@ PhaseEnd Load(Trial& t) {
   for (auto& l : sampler.TakeLines()) s.server_metrics.push_back(std::move(l));
   if (!load.ok()) return CouldNotRun(s, "load generator: " + load.status().message());
   s.load = std::move(*load);
+  if (!s.load->evidence_error.empty()) {
+    return CouldNotRun(s, "the raw evidence could not be written: " + s.load->evidence_error);
+  }
   if (!s.load->stopped_by.empty()) Progress(*s.opt, s.load->stop_reason);
   s.server_metrics.push_back(Snapshot(*t.target, "after", t.t0, &t.after_text));
   return std::nullopt;
@@ -661,8 +724,8 @@ std::optional<int64_t> ServerCachedTokens(const Trial& t, int64_t* window_reques
       base_ns = l["t_ns"].get<MonoNs>();
     }
   }
-  *window_requests = static_cast<int64_t>(t.meas.size());
-  for (const RequestResult& r : t.warm) *window_requests += r.end_ns > base_ns ? 1 : 0;
+  *window_requests = static_cast<int64_t>(t.s.meas.size());
+  for (const RequestResult& r : t.s.warm) *window_requests += r.end_ns > base_ns ? 1 : 0;
   if (!base) return std::nullopt;
   return static_cast<int64_t>(std::llround(*after - *base));
 }
@@ -670,19 +733,29 @@ std::optional<int64_t> ServerCachedTokens(const Trial& t, int64_t* window_reques
 // The fail-fast stop, from the record that caused it (as `capq validate` derives it).
 std::optional<StreamBreak> StopOf(const TrialState& s) {
   if (s.load->stopped_by.empty()) return std::nullopt;
+  const auto decoded = [&s](const std::string& id) -> const RequestResult* {
+    for (const auto* phase : {&s.warm, &s.meas}) {
+      for (const RequestResult& r : *phase) {
+        if (r.id == id) return &r;
+      }
+    }
+    return nullptr;
+  };
   for (const RawRecord& r : s.load->records) {
     if (r.id != s.load->stopped_by) continue;
-    if (std::optional<StreamBreak> b = FindStreamBreak(r, s.fail_fast)) return b;
+    if (const RequestResult* d = decoded(r.id)) {
+      if (auto b = FindStreamBreak(r, *d, s.fail_fast)) return b;
+    }
   }
   return StreamBreak{"fail_fast", s.load->stopped_by, false, s.load->stop_reason};
 }
 
+// The streams were decoded as they arrived (LoadResult::results); sorted by phase here.
 void Decode(Trial& t) {
-  for (const auto& rec : t.s.load->records) {
-    RequestResult r = DecodeRecord(rec);
-    t.s.results.push_back(r);
-    (r.phase == Phase::kWarmup ? t.warm : t.meas).push_back(std::move(r));
+  for (RequestResult& r : t.s.load->results) {
+    (r.phase == Phase::kWarmup ? t.s.warm : t.s.meas).push_back(std::move(r));
   }
+  t.s.load->results.clear();
 }
 
 // The server's own tokenizer re-counts each measured stream's text, after the load and never on
@@ -691,7 +764,7 @@ void Recount(Trial& t) {
   const MonoNs start = NowNs();
   nlohmann::json counts = nlohmann::json::object();
   std::string unavailable;
-  for (const RequestResult& r : t.meas) {
+  for (const RequestResult& r : t.s.meas) {
     if (r.output_text.empty()) continue;
     Result<int64_t> n = t.target->CountTokens(r.output_text);
     if (!n.ok()) {
@@ -714,15 +787,15 @@ void Judge(Trial& t) {
   TrialState& s = t.s;
   const Row& row = *s.row;
   internal::ColdPrefix cold =
-      internal::EstimateColdPrefix(*s.plan, t.warm, t.meas, t.ev.template_prefix_tokens);
+      internal::EstimateColdPrefix(*s.plan, t.s.warm, t.s.meas, t.ev.template_prefix_tokens);
   t.ev.server_cached_tokens_total = ServerCachedTokens(t, &t.ev.server_cached_window_requests);
   s.identity["cold_prefix"] = internal::ColdPrefixToJson(cold);
   s.identity["cold_prefix"]["server_cached_tokens_total"] =
       t.ev.server_cached_tokens_total ? nlohmann::json(*t.ev.server_cached_tokens_total) : nullptr;
   s.identity["cold_prefix"]["server_cached_window_requests"] = t.ev.server_cached_window_requests;
-  ValidationInput vin = internal::MakeValidationInput(row, *s.plan, t.warm, t.meas, cold, t.ev);
+  ValidationInput vin = internal::MakeValidationInput(row, *s.plan, t.s.warm, t.s.meas, cold, t.ev);
   CorrectnessReport correctness = Validate(vin);
-  s.metrics = ComputeMetrics(t.meas, s.opt->concurrency, t.scale, row.percentile_method);
+  s.metrics = ComputeMetrics(t.s.meas, s.opt->concurrency, t.scale, row.percentile_method);
   s.metrics_extra["time_conversion"] = t.scale == 1.0 ? "none: durations are wall time"
                                                       : "every duration is wall time x " +
                                                             std::to_string(t.scale) +
@@ -737,8 +810,8 @@ void Judge(Trial& t) {
 PhaseEnd CheckCompleted(Trial& t) {
   TrialState& s = t.s;
   int completed = 0;
-  for (const auto& r : t.meas) completed += (r.http_status == 200 && !r.cancelled) ? 1 : 0;
-  const std::string done = std::to_string(completed) + " of " + std::to_string(t.meas.size()) +
+  for (const auto& r : t.s.meas) completed += (r.http_status == 200 && !r.cancelled) ? 1 : 0;
+  const std::string done = std::to_string(completed) + " of " + std::to_string(t.s.meas.size()) +
                            " measured requests completed";
   if (s.load->interrupted) {
     // The gates over a cut-short record set fail for the interruption's sake; their evidence
@@ -752,9 +825,10 @@ PhaseEnd CheckCompleted(Trial& t) {
     return Finish(s);
   }
   // A server that died mid-trial leaves transport errors; confirm with one more probe.
-  bool transport_failures = std::any_of(t.meas.begin(), t.meas.end(), [](const RequestResult& r) {
-    return r.cancelled_by_harness.empty() && (r.http_status == 0 || !r.transport_error.empty());
-  });
+  bool transport_failures =
+      std::any_of(t.s.meas.begin(), t.s.meas.end(), [](const RequestResult& r) {
+        return r.cancelled_by_harness.empty() && (r.http_status == 0 || !r.transport_error.empty());
+      });
   if (transport_failures) {
     Result<std::string> alive = t.target->Probe(NowNs() + 2'000'000'000LL, s.opt->cancel);
     if (!alive.ok()) {

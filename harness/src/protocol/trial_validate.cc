@@ -8,6 +8,7 @@
 #include "capq/measurement/decode.h"
 #include "capq/measurement/fail_fast.h"
 #include "capq/measurement/loadgen.h"
+#include "capq/measurement/raw_evidence.h"
 #include "capq/model/row_loader.h"
 #include "capq/protocol/artifacts.h"
 #include "capq/protocol/trial.h"
@@ -31,23 +32,81 @@ Result<nlohmann::json> ReadJson(const std::string& path) {
   }
 }
 
+// The raw evidence file of a trial directory: raw.jsonl.zst or raw.jsonl; "" = neither.
+std::string RawEvidenceName(const std::string& dir) {
+  std::error_code ec;
+  for (const char* name : {"raw.jsonl.zst", "raw.jsonl"}) {
+    if (std::filesystem::exists(dir + "/" + name, ec)) return name;
+  }
+  return "";
+}
+
+// What re-deriving a fail-fast stop needs of a record, without its text: the stop is named in
+// the evidence's last line, after every record was read.
+struct BrokenRecord {
+  RawRecord meta;
+  RequestResult decoded;
+};
+BrokenRecord Slim(const RawRecord& r, const RequestResult& d) {
+  BrokenRecord b{r, d};
+  b.meta.body.resize(std::min<size_t>(b.meta.body.size(), 512));
+  b.decoded.output_text.clear();
+  b.decoded.text_gaps_ms.clear();
+  return b;
+}
+
 // A fail-fast stop, re-derived: the record the header names must itself break a gate under the
 // row's rules, else the stop does not hold and that is a problem of the evidence.
 std::optional<StreamBreak> DeriveStop(const Row& row, const nlohmann::json& fail_fast,
-                                      const std::optional<RawRecord>& stopper,
+                                      const std::vector<BrokenRecord>& broken,
                                       std::vector<std::string>* problems) {
   const nlohmann::json by = fail_fast.value("stopped_by", nlohmann::json());
   if (!by.is_string()) return std::nullopt;
   const std::string id = by.get<std::string>();
   std::string served = fail_fast.value("served_model_name", row.identity.served_model_name);
   std::optional<StreamBreak> b;
-  if (stopper) b = FindStreamBreak(*stopper, FailFastRulesFor(row, served));
+  const FailFastRules rules = FailFastRulesFor(row, served);
+  bool found = false;
+  for (const BrokenRecord& r : broken) {
+    if (r.meta.id != id) continue;
+    found = true;
+    b = FindStreamBreak(r.meta, r.decoded, rules);
+  }
   if (!b) {
-    problems->push_back("raw.jsonl says fail fast stopped at " + id + ", but " +
-                        (stopper ? "its record breaks no gate" : "it has no record of that id"));
+    problems->push_back(
+        "the raw evidence says fail fast stopped at " + id + ", but " +
+        (found ? "its record breaks no gate" : "it has no broken record of that id"));
     b = StreamBreak{"fail_fast", id, false, fail_fast.value("stop_reason", "unproven")};
   }
   return b;
+}
+
+// A directory without a verdict: a trial killed before it sealed (its staging folder) or a
+// damaged one. Never a pass; the reasons say how many requests its raw evidence kept whole.
+ValidateReport Unfinished(const std::string& dir, const std::string& why, ValidateReport rep) {
+  rep.problems.push_back("verdict.json: " + why);
+  rep.complete = false;
+  rep.verdict.outcome = TrialOutcome::kCouldNotRun;
+  rep.verdict.reasons.push_back("incomplete: no verdict.json (the trial did not finish)");
+  const std::string raw_name = RawEvidenceName(dir);
+  if (raw_name.empty()) return rep;
+  int64_t measured = 0, ok = 0;
+  Result<RawEvidenceSummary> raw =
+      ReadRawEvidence(dir + "/" + raw_name, [&](RawRecord&& meta, RequestResult&& d) {
+        if (meta.phase != Phase::kMeasured) return;
+        ++measured;
+        ok += (d.errors.empty() && !d.cancelled) ? 1 : 0;
+      });
+  if (!raw.ok()) {
+    rep.problems.push_back(raw.status().message());
+    return rep;
+  }
+  if (!raw->cut.empty()) rep.problems.push_back(raw->cut);
+  rep.verdict.reasons.push_back(raw_name + " keeps " + std::to_string(raw->records) +
+                                " ended requests whole (" + std::to_string(measured) +
+                                " measured, " + std::to_string(ok) + " of them complete); " +
+                                std::to_string(raw->unfinished) + " were still in flight");
+  return rep;
 }
 
 }  // namespace
@@ -62,12 +121,7 @@ Result<ValidateReport> ValidateTrialDir(const std::string& dir) {
   rep.problems = sums.problems;
 
   Result<nlohmann::json> vj = ReadJson(dir + "/verdict.json");
-  if (!vj.ok()) {
-    rep.problems.push_back("verdict.json: " + vj.status().message());
-    rep.verdict.outcome = TrialOutcome::kCouldNotRun;
-    rep.verdict.reasons.push_back("incomplete: no verdict.json");
-    return rep;
-  }
+  if (!vj.ok()) return Unfinished(dir, vj.status().message(), std::move(rep));
   Result<StoredVerdict> stored = VerdictFromJson(*vj);
   if (!stored.ok()) {
     rep.problems.push_back(stored.status().message());
@@ -77,8 +131,8 @@ Result<ValidateReport> ValidateTrialDir(const std::string& dir) {
   }
   rep.complete = stored->context.complete && sums.ok;
 
-  const bool has_raw = fs::exists(dir + "/raw.jsonl", ec);
-  if (!has_raw) {
+  const std::string raw_name = RawEvidenceName(dir);
+  if (raw_name.empty()) {
     // Setup failed before any load: nothing to re-derive; the recorded reasons stand.
     rep.verdict = stored->verdict;
     if (rep.complete) rep.problems.push_back("raw.jsonl: missing although the trial is complete");
@@ -95,34 +149,24 @@ Result<ValidateReport> ValidateTrialDir(const std::string& dir) {
   Result<TrialPlan> plan = PlanFromJson(*pj);
   if (!plan.ok()) return plan.status();
 
-  Result<std::string> raw = ReadWholeFile(dir + "/raw.jsonl");
-  if (!raw.ok()) return raw.status();
   std::vector<RequestResult> warm, meas;
-  nlohmann::json fail_fast = nlohmann::json::object();  // the header's rules and stop
-  std::optional<RawRecord> stopper;                     // the record the stop names
-  std::istringstream lines(*raw);
-  std::string line;
-  int lineno = 0;
-  while (std::getline(lines, line)) {
-    ++lineno;
-    if (line.empty()) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      return Status::InvalidArgument("raw.jsonl:" + std::to_string(lineno) + ": " + e.what());
-    }
-    if (j.contains("schema")) {  // the header line
-      if (j.contains("fail_fast") && j["fail_fast"].is_object()) fail_fast = j["fail_fast"];
-      continue;
-    }
-    Result<RawRecord> rec = RawRecordFromJson(j);
-    if (!rec.ok()) return rec.status().WithContext("raw.jsonl:" + std::to_string(lineno));
-    const nlohmann::json stopped_by = fail_fast.value("stopped_by", nlohmann::json());
-    if (stopped_by.is_string() && stopped_by.get<std::string>() == rec->id) stopper = *rec;
-    RequestResult r = DecodeRecord(*rec);
-    (r.phase == Phase::kWarmup ? warm : meas).push_back(std::move(r));
-  }
+  std::vector<BrokenRecord> records;  // every record, slim, for the fail-fast stop
+  Result<RawEvidenceSummary> raw =
+      ReadRawEvidence(dir + "/" + raw_name, [&](RawRecord&& meta, RequestResult&& d) {
+        d.output_text.clear();  // re-counted during the trial: recount.json has the counts
+        d.output_text.shrink_to_fit();
+        records.push_back(Slim(meta, d));
+        (d.phase == Phase::kWarmup ? warm : meas).push_back(std::move(d));
+      });
+  if (!raw.ok()) return raw.status();
+  if (!raw->cut.empty()) rep.problems.push_back(raw->cut);
+  const nlohmann::json& end = raw->end;
+  if (end.is_null()) rep.problems.push_back(raw_name + ": no end line (the load did not finish)");
+  if (!raw->cut.empty() || end.is_null()) rep.complete = false;
+  nlohmann::json fail_fast =
+      end.is_object() && end.contains("fail_fast") && end["fail_fast"].is_object()
+          ? end["fail_fast"]
+          : nlohmann::json::object();
 
   nlohmann::json identity = nlohmann::json::object(), recount;
   if (Result<nlohmann::json> ij = ReadJson(dir + "/identity.json"); ij.ok()) identity = *ij;
@@ -138,7 +182,7 @@ Result<ValidateReport> ValidateTrialDir(const std::string& dir) {
   CorrectnessReport correctness = Validate(vin);
   TrialMetrics metrics =
       ComputeMetrics(meas, plan->concurrency, row->identity.time_scale, row->percentile_method);
-  std::optional<StreamBreak> stop = DeriveStop(*row, fail_fast, stopper, &rep.problems);
+  std::optional<StreamBreak> stop = DeriveStop(*row, fail_fast, records, &rep.problems);
   TrialVerdict derived = Decide(*row, metrics, correctness, stop);
 
   const TrialVerdict& was = stored->verdict;

@@ -15,15 +15,9 @@
 #include <vector>
 
 #include "capq/clock.h"
-#include "capq/measurement/loadgen.h"
+#include "capq/measurement/raw_record.h"
 
 namespace capq {
-
-struct ChunkInfo {
-  MonoNs arrival_ns = 0;
-  int64_t text_bytes = 0;  // content + reasoning bytes in this chunk
-  bool nonempty = false;   // text_bytes > 0
-};
 
 struct RequestResult {
   std::string id;
@@ -42,10 +36,13 @@ struct RequestResult {
   // Server usage. cached: usage.prompt_tokens_details.cached_tokens, else llama.cpp
   // timings.cache_n.
   std::optional<int64_t> prompt_tokens, completion_tokens, cached_tokens;
-  std::string finish_reason;      // the last non-null finish_reason seen; "" = none
-  bool saw_done = false;          // "data: [DONE]" arrived
-  std::vector<ChunkInfo> chunks;  // every decoded chunk frame (usage and role chunks included)
+  std::string finish_reason;  // the last non-null finish_reason seen; "" = none
+  bool saw_done = false;      // "data: [DONE]" arrived
+  int64_t chunks = 0;         // decoded chunk frames (usage and role chunks included)
   int64_t nonempty_chunks = 0;
+  // Wall milliseconds between consecutive chunks with text: all a stream's timing needs beyond the
+  // fields above (four bytes a chunk, where the chunk itself may be a few hundred).
+  std::vector<float> text_gaps_ms;
   int64_t output_utf8_bytes = 0;
   int64_t content_bytes = 0, reasoning_bytes = 0;
   bool output_valid_utf8 = true;
@@ -60,9 +57,33 @@ struct RequestResult {
   MonoNs scheduling_lag_ns = 0;  // actual - intended send
 };
 
+// Decodes one stream event by event, so that nothing needs a stream's events held together:
+// construct it with the send time, Feed() each event as it arrives, Finish() with the finished
+// record (whose `events` it does not read). Thread safety: none; one decoder per stream.
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(MonoNs start_ns);
+  void Feed(const SseEvent& ev);
+  RequestResult Finish(const RawRecord& r);
+
+ private:
+  std::string Where(MonoNs arrival_ns) const;  // "event #3 at +41.000 ms"
+  int64_t FeedChoices(const nlohmann::json& j, MonoNs arrival_ns);
+  void FeedUsage(const nlohmann::json& j);
+
+  RequestResult out_;
+  MonoNs start_ns_;
+  MonoNs last_text_ns_ = 0;
+  size_t events_ = 0;
+  bool usage_seen_ = false;
+  std::string text_;
+  std::vector<std::string> event_errors_;
+};
+
+// A whole record at once: a StreamDecoder over r.events.
 RequestResult DecodeRecord(const RawRecord& r);
 
-// results.jsonl line: everything above except `chunks` (kept as counts) and `output_text`.
+// results.jsonl line: everything above except `text_gaps_ms` and `output_text`.
 nlohmann::json RequestResultToJson(const RequestResult& r);
 
 // Lowercase hex SHA-256 of `bytes` (also used for prompt hashes).

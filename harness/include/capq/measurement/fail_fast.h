@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "capq/measurement/decode.h"
 #include "capq/measurement/loadgen.h"
 #include "capq/model/row.h"
 
@@ -41,5 +42,9 @@ FailFastRules FailFastRulesFor(const Row& row, const std::string& served_model_n
 // interrupt cut is never asked about (the run reports the interrupt). Decodes the record once:
 // cheap enough for the load generator's completion hook, never per chunk.
 std::optional<StreamBreak> FindStreamBreak(const RawRecord& r, const FailFastRules& rules);
+// The same, with the stream already decoded (`r` then needs no events): what the load
+// generator's recorder calls, having decoded each stream as it arrived.
+std::optional<StreamBreak> FindStreamBreak(const RawRecord& r, const RequestResult& decoded,
+                                           const FailFastRules& rules);
 
 }  // namespace capq

@@ -19,13 +19,12 @@
 #include <vector>
 
 #include "capq/clock.h"
+#include "capq/measurement/decode.h"
+#include "capq/measurement/raw_record.h"
 #include "capq/measurement/sse.h"
 #include "capq/status.h"
 
 namespace capq {
-
-enum class Phase { kWarmup, kMeasured };
-const char* PhaseName(Phase p);  // "warmup", "measured"
 
 struct PlannedRequest {
   std::string
@@ -34,6 +33,8 @@ struct PlannedRequest {
   int index = 0;     // position in its phase's list (0-based)
   std::string body;  // the full JSON request body, sent as is
 };
+
+class EvidenceWriter;
 
 struct LoadProgress {
   Phase phase = Phase::kWarmup;
@@ -44,8 +45,6 @@ struct LoadProgress {
   int in_flight = 0;
   MonoNs now_ns = 0;
 };
-
-struct RawRecord;
 
 struct LoadSpec {
   std::string url;      // the full chat completions URL, http:// or https://
@@ -62,67 +61,45 @@ struct LoadSpec {
   const std::atomic<bool>* cancel = nullptr;
   // Optional; called from the loop thread at most about 4 times a second and at each phase end.
   std::function<void(const LoadProgress&)> on_progress;
-  // Fail fast (both optional). `on_complete_check` is called with each record that just finished,
-  // on a helper thread (one record at a time), so that its decoding never delays the loop's
-  // timestamps or sends. An answer stops the run: nothing more is sent, in-flight requests (those
-  // a freed slot started while the check ran among them) are cut and marked
-  // cancelled_by_harness, and RunLoad() returns with `stopped_by` set (not interrupted). A phase
-  // ends only once its streams were checked.
-  std::function<std::optional<std::string>(const RawRecord&)> on_complete_check;
+  // Fail fast (both optional). `on_complete_check` is called with each record that just finished
+  // and its decoded stream, on the recorder thread (one record at a time), so that decoding never
+  // delays the loop's timestamps or sends. An answer stops the run: nothing more is sent,
+  // in-flight requests (those a freed slot started while the check ran among them) are cut and
+  // marked cancelled_by_harness, and RunLoad() returns with `stopped_by` set (not interrupted). A
+  // phase ends only once its streams were checked.
+  std::function<std::optional<std::string>(const RawRecord&, const RequestResult&)>
+      on_complete_check;
   // > 0: an in-flight stream whose body began and then received no byte for this many wall
   // seconds is cut as stalled, which stops the run the same way. The wait for the first body
   // byte is the request's TTFT and is bounded by request_timeout_s alone. Checked on the loop's
   // 20 ms tick, so the cut comes within that of the bound.
   double stall_timeout_s = 0;
+  // Evidence streamed (raw_evidence.h): when set, the recorder thread writes each send, event and
+  // finished record to it as they happen, and flushes it to the kernel at every finished record.
+  // Lines only: the caller writes the file's first and last lines.
+  EvidenceWriter* evidence = nullptr;
+  // true: records keep their events too (tools, tests). false: events live in `evidence` alone
+  // and in the decoded results, and memory stays flat in the number of tokens streamed.
+  bool keep_events = true;
   size_t max_event_bytes = SseFramer::kDefaultMaxEventBytes;
   size_t max_body_bytes = 16u << 20;  // non-SSE response bytes kept per request
 };
 
-struct RawRecord {
-  std::string id;
-  Phase phase = Phase::kMeasured;
-  int index = 0;
-  // Closed loop: the intended send time is the completion time of the request whose slot this one
-  // takes, or the burst start for the first C. actual - intended is the scheduling lag.
-  MonoNs intended_send_ns = 0;
-  MonoNs actual_send_ns = 0;  // 0 = never sent (run cancelled first)
-  MonoNs first_byte_ns = 0;   // first response byte (status line); 0 = none
-  MonoNs first_body_ns = 0;   // first body byte; 0 = none
-  MonoNs end_ns = 0;          // transfer done, failed or cut
-  MonoNs last_byte_ns = 0;    // the latest response byte (header or body); 0 = none
-  long http_status = 0;       // 0 = no response
-  std::string content_type;
-  std::vector<std::string> response_headers;  // raw header lines of the final response, no CRLF
-  std::vector<SseEvent> events;               // when the response is text/event-stream
-  std::string body;  // non-SSE response bytes (errors, non-streaming), capped
-  bool body_truncated = false;
-  int64_t body_bytes = 0;       // every body byte received, SSE or not
-  std::string transport_error;  // curl's text, "" if none
-  bool timed_out = false;
-  bool cancelled = false;  // did not complete normally (timeout, cut, interrupt, not sent)
-  int64_t sse_comments = 0;
-  bool sse_overflow = false;
-  int64_t sse_unterminated = 0;    // events the stream ended in the middle of
-  bool reused_connection = false;  // sent on a kept-alive connection
-  // Cut by the harness's stall bound: no byte for longer than LoadSpec::stall_timeout_s. A server
-  // failure (the server stopped sending), unlike cancelled_by_harness.
-  bool stalled = false;
-  // Why the harness, not the server, cut this request or never sent it: "fail_fast after m12".
-  // "" = it ran to its own end (or was cut by an interrupt, which transport_error says).
-  std::string cancelled_by_harness;
-};
-
 struct LoadResult {
   std::vector<RawRecord> records;  // warm-up records first, then measured, each in send order
-  RealtimeAnchor anchor;           // taken at the start of the run
-  MonoNs start_ns = 0;             // first warm-up send (or measured burst start if no warm-up)
-  MonoNs measured_start_ns = 0;    // the measured burst start
+  // records[i] decoded, as its events arrived (decode.h): the same as DecodeRecord(records[i])
+  // when the records keep their events.
+  std::vector<RequestResult> results;
+  RealtimeAnchor anchor;         // taken at the start of the run
+  MonoNs start_ns = 0;           // first warm-up send (or measured burst start if no warm-up)
+  MonoNs measured_start_ns = 0;  // the measured burst start
   MonoNs end_ns = 0;
   bool interrupted = false;  // the cancel flag was seen
   // Fail fast: the request whose check (or stall) stopped the run, and what the check said;
   // "" = the run was not stopped.
   std::string stopped_by;
   std::string stop_reason;
+  std::string evidence_error;  // LoadSpec::evidence could not be written ("" = it was, or none)
 };
 
 // What a record the harness cut or never sent after a stop at request `id` is marked with
@@ -132,11 +109,5 @@ std::string HarnessCutAfter(const std::string& id);
 // Runs the warm-up and measured lists. An error Status only for setup failures (empty or non-http
 // URL, concurrency < 1, curl initialisation); every per-request failure is in its RawRecord.
 Result<LoadResult> RunLoad(const LoadSpec& spec);
-
-// Raw records as JSON lines. Event data and bodies that are valid UTF-8 are written as strings;
-// anything else as {"b64": "..."} so the bytes survive exactly. FromJson returns InvalidArgument
-// naming the missing or mistyped key.
-nlohmann::json RawRecordToJson(const RawRecord& r);
-Result<RawRecord> RawRecordFromJson(const nlohmann::json& j);
 
 }  // namespace capq

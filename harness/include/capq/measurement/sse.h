@@ -25,6 +25,9 @@ struct SseEvent {
   std::string data;
   // The data exceeded the framer's cap; `data` holds the first max_event_bytes bytes only.
   bool truncated = false;
+  // When the load generator's event loop woke for the batch of readable sockets that held that
+  // read (<= arrival_ns; 0 = not known, e.g. evidence written before it was kept). See loadgen.h.
+  MonoNs wake_ns = 0;
 };
 
 class SseFramer {

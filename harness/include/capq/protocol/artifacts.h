@@ -37,6 +37,9 @@ class TrialDirWriter {
   // at Commit(); any other non-empty folder is refused.
   static Result<TrialDirWriter> Create(const std::string& final_dir);
   Status Write(const std::string& name, const std::string& bytes);
+  // A file someone else wrote (and synced) in the staging folder, listed in SHA256SUMS like the
+  // rest; NotFound when it is not there.
+  Status Adopt(const std::string& name);
   // Writes SHA256SUMS over every file written, then moves the staging folder into place.
   Status Commit();
   const std::string& final_dir() const { return final_dir_; }

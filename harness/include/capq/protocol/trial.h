@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "capq/measurement/evidence_log.h"
 #include "capq/measurement/fail_fast.h"
 #include "capq/measurement/metrics.h"
 #include "capq/measurement/validator.h"
@@ -31,6 +32,8 @@ enum class TrialOutcome { kPass, kSloFail, kCorrectnessFail, kCouldNotRun, kInte
 const char* TrialOutcomeName(TrialOutcome o);
 // The inverse of TrialOutcomeName(); InvalidArgument for anything else.
 Result<TrialOutcome> ParseTrialOutcome(const std::string& name);
+
+inline constexpr int64_t kCompressEvidenceTokens = 100'000;
 
 struct TrialOptions {
   std::string url;      // server base URL, e.g. "http://127.0.0.1:30000"
@@ -46,7 +49,10 @@ struct TrialOptions {
   // tokenize endpoint (recorded as calibration "usage_prompt_tokens" in plan.json).
   bool ignore_tokenize_endpoint = false;
   double setup_timeout_s = 120;  // wall seconds from start for readiness, idle and flush together
-  std::string command_line;      // recorded (command.txt)
+  // The raw evidence: raw.jsonl.zst when compressed, else raw.jsonl. nullopt = compressed when the
+  // plan streams at least kCompressEvidenceTokens output tokens (then it would pass ~25 MB).
+  std::optional<EvidenceCompression> evidence_compression;
+  std::string command_line;  // recorded (command.txt)
   const std::atomic<bool>* cancel = nullptr;
   std::function<void(const std::string&)> on_progress;  // one-line progress updates
 };
