@@ -65,6 +65,38 @@ INSTANTIATE_TEST_SUITE_P(Signals, Interrupt,
                                            SignalCase{SIGTERM, "SIGTERM"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// SIGKILL: nothing of capq runs after it. The staging folder it leaves holds the raw evidence
+// written as each request ended, which `capq validate` reads, calls incomplete and never passes.
+TEST(Kill, TrialKilledMidLoadLeavesEvidenceThatValidateCallsIncomplete) {
+  const std::string dir = Scratch("trial-sigkill");
+  SimProcess sim = StartSim(dir, 1);
+  ASSERT_FALSE(sim.url.empty());
+  auto trial =
+      Child::Start({Exe(), "trial", "--row", DataPath("rows/rel_slow.yaml"), "--concurrency", "1",
+                    "--trial", "1", "--url", sim.url, "--out", dir + "/trial",
+                    "--skip-quiet-period", "--no-progress", "--setup-timeout", "20"},
+                   dir + "/trial.out", dir + "/trial.err");
+  ASSERT_TRUE(trial);
+  // 2 warm-up + at least 4 measured requests generated, so at least 3 measured ones ended.
+  ASSERT_TRUE(WaitForGeneratedTokens(sim.port, 16 * 6, 60)) << trial->Out() << trial->Err();
+  ASSERT_FALSE(trial->WaitFor(0)) << "the trial ended before the kill: " << trial->Out();
+  trial->Signal(SIGKILL);
+  ASSERT_TRUE(trial->WaitFor(10));
+  EXPECT_FALSE(fs::exists(dir + "/trial/verdict.json")) << "a killed trial seals nothing";
+  std::string partial;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().filename().string().rfind("trial.partial-", 0) == 0) partial = e.path().string();
+  }
+  ASSERT_FALSE(partial.empty()) << "no staging folder left behind";
+  const int kept = CompletedMeasuredRecords(partial + "/raw.jsonl");
+  EXPECT_GE(kept, 3) << "requests that ended before the kill must be on disk";
+  RunResult val = RunProcess({Exe(), "validate", partial}, dir + "/validate", 60);
+  EXPECT_NE(val.exit_code, 0) << val.out << val.err;
+  EXPECT_TRUE(Contains(val.out, "incomplete")) << val.out;
+  EXPECT_TRUE(Contains(val.out, "ended requests whole")) << val.out;
+  EXPECT_FALSE(Contains(val.out, "re-derived verdict: pass")) << val.out;
+}
+
 class InterruptQualify : public ::testing::TestWithParam<SignalCase> {};
 
 TEST_P(InterruptQualify, KeepsFinishedTrialsMarksTheRunIncompleteAndExits130) {

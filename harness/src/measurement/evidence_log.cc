@@ -100,7 +100,9 @@ void EvidenceWriter::WriteOut(const char* data, size_t n) {
 Status EvidenceWriter::Flush() {
   if (fd_ < 0) return Status::FailedPrecondition(path_ + ": already closed");
   if (compression_ == EvidenceCompression::kZstd) {
-    Compress(ZSTD_e_flush);  // also what an earlier ZSTD_e_continue left inside zstd
+    // A whole frame per flush: a file cut after it decodes to its last flushed line, where a
+    // damaged tail inside one long frame could hide the blocks before it from the decoder.
+    Compress(ZSTD_e_end);
   } else {
     WriteOut(in_.data(), in_.size());
     in_.clear();

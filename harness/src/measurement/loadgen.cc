@@ -6,19 +6,17 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <thread>
 #include <utility>
 
 #include "capq/log.h"
 #include "capq/measurement/decode.h"
 #include "capq/measurement/evidence_log.h"
 #include "capq/measurement/raw_evidence.h"
+#include "recorder.h"
 
 namespace capq {
 
@@ -80,8 +78,6 @@ Status GlobalInit() {
 // ---- One transfer
 // ---------------------------------------------------------------------------------
 
-struct RecorderItem;
-
 struct Transfer {
   RawRecord* rec = nullptr;
   size_t slot_index = 0;    // index in its phase's request list
@@ -90,7 +86,7 @@ struct Transfer {
   SseFramer framer;
   std::vector<SseEvent> framed;     // events one read completed, before they go to the recorder
   const MonoNs* wake_ns = nullptr;  // the loop's latest wake
-  std::vector<RecorderItem>* out = nullptr;  // the loop's batch for the recorder
+  internal::RecorderBatch* out = nullptr;  // the loop's batch for the recorder
   bool keep_events = true;
   int sse = -1;  // -1 = not decided yet (decided at the first body byte from the headers)
   size_t max_body_bytes = 0;
@@ -167,151 +163,15 @@ size_t WriteCb(char* data, size_t size, size_t nmemb, void* userp) {
   return n;
 }
 
-// ---- The recorder, off the loop thread ----------------------------------------------------------
-
-// What the loop hands the recorder, in the order it happened.
-struct RecorderItem {
-  enum Kind : uint8_t { kSent, kEvent, kEnd } kind;
-  size_t record;   // index in LoadResult::records
-  SseEvent event;  // kEvent only
-  // kEnd: ask LoadSpec::on_complete_check. Only streams that ended by themselves before a stop;
-  // the ones the harness cut or never sent are not the server's failures.
-  bool check = false;
-};
-
 // Moves the events a read completed into the recorder's batch, stamped with the loop's wake.
 void HandOver(Transfer* tr) {
   for (SseEvent& ev : tr->framed) {
     ev.wake_ns = std::min(*tr->wake_ns, ev.arrival_ns);
-    if (tr->keep_events) tr->rec->events.push_back(ev);
-    tr->out->push_back(RecorderItem{RecorderItem::kEvent, tr->record_index, std::move(ev)});
+    tr->out->Event(tr->record_index, ev);
+    if (tr->keep_events) tr->rec->events.push_back(std::move(ev));
   }
   tr->framed.clear();
 }
-
-// Runs on its own thread: decodes each stream as its events arrive, writes sends, events and
-// finished records to the evidence file, and runs LoadSpec::on_complete_check on each finished
-// stream. Decoding a 1,024-token stream takes milliseconds; on the loop thread it would hold the
-// other streams' bytes in their sockets (late timestamps) and the freed slot's next send
-// (scheduling lag). The loop writes a record before it posts the record's end, and never after.
-class Recorder {
- public:
-  using Check = std::function<std::optional<std::string>(const RawRecord&, const RequestResult&)>;
-  Recorder(const LoadSpec& spec, LoadResult* result)
-      : check_(spec.on_complete_check),
-        evidence_(spec.evidence),
-        records_(&result->records),
-        results_(&result->results),
-        decoders_(result->records.size()),
-        thread_([this] { Run(); }) {
-    results_->resize(records_->size());
-  }
-  ~Recorder() {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      quit_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  Recorder(const Recorder&) = delete;
-  Recorder& operator=(const Recorder&) = delete;
-
-  // Takes the loop's batch (leaving it empty).
-  void Post(std::vector<RecorderItem>* batch) {
-    if (batch->empty()) return;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (queue_.empty()) {
-        queue_.swap(*batch);
-      } else {
-        queue_.insert(queue_.end(), std::make_move_iterator(batch->begin()),
-                      std::make_move_iterator(batch->end()));
-      }
-    }
-    batch->clear();
-    cv_.notify_all();
-  }
-  // Blocks until everything posted was handled (a few milliseconds at a phase's end).
-  void WaitIdle() {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [this] { return queue_.empty() && !busy_; });
-  }
-  // The first record that failed its check and what the check said; nullopt while none did.
-  std::optional<std::pair<std::string, std::string>> Answer() {
-    std::lock_guard<std::mutex> l(mu_);
-    return answer_;
-  }
-  // The first error writing the evidence ("" = none). Only after WaitIdle().
-  const std::string& evidence_error() const { return evidence_error_; }
-
- private:
-  void Run() {
-    std::vector<RecorderItem> work;
-    std::unique_lock<std::mutex> l(mu_);
-    while (true) {
-      cv_.wait(l, [this] { return quit_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // quit, with nothing left
-      work.swap(queue_);
-      busy_ = true;
-      l.unlock();
-      for (RecorderItem& it : work) Handle(it);
-      work.clear();
-      l.lock();
-      busy_ = false;
-      cv_.notify_all();
-    }
-  }
-
-  void Handle(RecorderItem& it) {
-    const RawRecord& rec = (*records_)[it.record];
-    std::optional<StreamDecoder>& d = decoders_[it.record];
-    switch (it.kind) {
-      case RecorderItem::kSent:
-        d.emplace(rec.actual_send_ns);
-        if (evidence_) evidence_->Append(RawSentLine(rec.id, rec.actual_send_ns));
-        return;
-      case RecorderItem::kEvent:
-        if (d) d->Feed(it.event);
-        if (evidence_) evidence_->Append(RawEventLine(rec.id, it.event));
-        return;
-      case RecorderItem::kEnd:
-        End(rec, it.record, it.check);
-        return;
-    }
-  }
-
-  // A finished record: decoded, written and flushed to the kernel, then checked.
-  void End(const RawRecord& rec, size_t index, bool check) {
-    std::optional<StreamDecoder>& d = decoders_[index];
-    RequestResult& result = (*results_)[index];
-    result = d ? d->Finish(rec) : DecodeRecord(rec);
-    d.reset();
-    if (evidence_) {
-      evidence_->Append(RawRecordLine(rec));
-      Status st = evidence_->Flush();
-      if (!st.ok() && evidence_error_.empty()) evidence_error_ = st.message();
-    }
-    if (!check_ || !check) return;
-    std::optional<std::string> why = check_(rec, result);
-    if (!why) return;
-    std::lock_guard<std::mutex> l(mu_);
-    if (!answer_) answer_.emplace(rec.id, std::move(*why));
-  }
-
-  Check check_;
-  EvidenceWriter* evidence_;
-  const std::vector<RawRecord>* records_;
-  std::vector<RequestResult>* results_;
-  std::vector<std::optional<StreamDecoder>> decoders_;  // the streams in flight
-  std::string evidence_error_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<RecorderItem> queue_;
-  bool busy_ = false, quit_ = false;
-  std::optional<std::pair<std::string, std::string>> answer_;
-  std::thread thread_;  // last: it starts in the constructor, after the members it uses
-};
 
 // ---- The event loop
 // ---------------------------------------------------------------------------------
@@ -335,7 +195,7 @@ class Loop {
     const long max_c = std::max(spec_.concurrency, spec_.warmup_concurrency);
     // Keep one idle connection per slot so the next request of a slot reuses a warm connection.
     curl_multi_setopt(multi_.get(), CURLMOPT_MAXCONNECTS, max_c + 4);
-    recorder_ = std::make_unique<Recorder>(spec_, result_);
+    recorder_ = std::make_unique<internal::Recorder>(spec_, result_);
     return Status::Ok();
   }
 
@@ -395,10 +255,9 @@ class Loop {
   }
 
   // Records that ended without the loop (never sent): decoded and written like the rest.
-  void RecordUnsent(size_t record_index) {
-    pending_.push_back(RecorderItem{RecorderItem::kEnd, record_index, {}});
-  }
+  void RecordUnsent(size_t record_index) { pending_.End(record_index, false); }
   const std::string& evidence_error() const { return recorder_->evidence_error(); }
+  int64_t recorder_wait_ns() const { return recorder_->wait_ns(); }
 
   bool Cancelled() const {
     return spec_.cancel != nullptr && spec_.cancel->load(std::memory_order_relaxed);
@@ -456,7 +315,7 @@ class Loop {
       rec->end_ns = rec->actual_send_ns;
       rec->transport_error = "curl_easy_init failed";
       rec->cancelled = true;
-      pending_.push_back(RecorderItem{RecorderItem::kEnd, tr->record_index, {}});
+      pending_.End(tr->record_index, false);
       ++progress_.started;
       ++progress_.completed;
       ++progress_.failed;
@@ -502,12 +361,12 @@ class Loop {
       rec->end_ns = NowNs();
       rec->transport_error = std::string("curl_multi_add_handle: ") + curl_multi_strerror(mc);
       rec->cancelled = true;
-      pending_.push_back(RecorderItem{RecorderItem::kEnd, tr->record_index, {}});
+      pending_.End(tr->record_index, false);
       ++progress_.completed;
       ++progress_.failed;
       return false;
     }
-    pending_.push_back(RecorderItem{RecorderItem::kSent, tr->record_index, {}});
+    pending_.Sent(tr->record_index);
     ++active_;
     ++progress_.in_flight;
     live_[tr->slot_index] = std::move(tr);
@@ -592,7 +451,7 @@ class Loop {
     }
     if (rc != CURLE_OK || code != 200) ++progress_.failed;
     // The record is whole: the recorder decodes, writes and checks it (fail fast).
-    pending_.push_back(RecorderItem{RecorderItem::kEnd, tr->record_index, {}, !Stopped()});
+    pending_.End(tr->record_index, !Stopped());
   }
 
   // The end of a transfer's stream: an event left open is emitted, the framer's counts kept.
@@ -652,7 +511,7 @@ class Loop {
     rec->cancelled = true;
     rec->transport_error = transport_error;
     rec->cancelled_by_harness = by_harness;
-    pending_.push_back(RecorderItem{RecorderItem::kEnd, tr->record_index, {}});
+    pending_.End(tr->record_index, false);
     tr.reset();
     --active_;
     --progress_.in_flight;
@@ -681,8 +540,8 @@ class Loop {
   const LoadSpec& spec_;
   curl_slist* headers_;
   LoadResult* result_;
-  MonoNs wake_ns_ = 0;                 // when epoll_wait last returned
-  std::vector<RecorderItem> pending_;  // what happened since the last hand-over
+  MonoNs wake_ns_ = 0;               // when epoll_wait last returned
+  internal::RecorderBatch pending_;  // what happened since the last hand-over
   Fd epfd_;
   MultiPtr multi_;
   MonoNs timer_deadline_ns_ = -1;
@@ -695,7 +554,7 @@ class Loop {
   std::string stopped_by_, stop_reason_;  // fail fast: the request that stopped the run, and why
   LoadProgress progress_;
   MonoNs last_progress_ns_ = 0;
-  std::unique_ptr<Recorder> recorder_;
+  std::unique_ptr<internal::Recorder> recorder_;
   // Transfers of the current phase by request index; null once done. Declared after multi_ so
   // they are destroyed first, and ~Loop() removes any still attached.
   std::vector<std::unique_ptr<Transfer>> live_;
@@ -798,6 +657,7 @@ Result<LoadResult> RunLoad(const LoadSpec& spec) {
   }
   loop.FinishChecks();
   result.evidence_error = loop.evidence_error();
+  result.recorder_wait_ns = loop.recorder_wait_ns();
   return result;
 }
 

@@ -154,6 +154,7 @@ nlohmann::json RawEnd(const TrialState& s) {
             {"measured_start_ns", s.load->measured_start_ns},
             {"end_ns", s.load->end_ns},
             {"interrupted", s.load->interrupted},
+            {"recorder_wait_ns", s.load->recorder_wait_ns},
             {"fail_fast", FailFastHeader(s)}}}};
 }
 
@@ -628,6 +629,7 @@ LoadResult MergeCalibration(LoadResult calibration, LoadResult load) {
                              std::make_move_iterator(load.results.begin()),
                              std::make_move_iterator(load.results.end()));
   if (calibration.evidence_error.empty()) calibration.evidence_error = load.evidence_error;
+  calibration.recorder_wait_ns += load.recorder_wait_ns;
   calibration.measured_start_ns = load.measured_start_ns;
   calibration.end_ns = load.end_ns;
   calibration.interrupted = load.interrupted;
@@ -803,6 +805,8 @@ void Judge(Trial& t) {
   s.metrics_extra["calibration"] = s.plan->calibration;
   s.metrics_extra["input_tokens_configured"] = row.workload.input_tokens;
   s.metrics_extra["cold_prefix_tokens_allowed"] = cold.allowed_tokens;
+  // Wall seconds the load generator waited for its recorder (loadgen.h): reads that much late.
+  s.metrics_extra["recorder_wait_s"] = NsToS(s.load->recorder_wait_ns);
   s.verdict = Decide(row, *s.metrics, correctness, StopOf(s));
 }
 

@@ -1,8 +1,9 @@
 // Evidence streamed to disk: a JSON-lines file written a line at a time while the load runs, plain
 // or zstd-compressed, and read back in one pass.
 //
-// Durability: Flush() hands every line appended so far to the kernel (for zstd, after ending the
-// current block), so from then on the process dying loses none of them; Close() ends the file and
+// Durability: Flush() hands every line appended so far to the kernel (for zstd, as a whole zstd
+// frame: the file is a sequence of frames, one per flush), so from then on the process dying loses
+// none of them; Close() ends the file and
 // fsyncs it. A file cut short (the process killed between flushes, or mid-block) reads back up to
 // its last whole line, and the reader says it was cut.
 //

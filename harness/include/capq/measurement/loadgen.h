@@ -100,6 +100,9 @@ struct LoadResult {
   std::string stopped_by;
   std::string stop_reason;
   std::string evidence_error;  // LoadSpec::evidence could not be written ("" = it was, or none)
+  // Time the loop waited for the recorder to catch up (its backlog is bounded): sockets were read
+  // that much later than they could have been. 0 on a machine with room for both threads.
+  int64_t recorder_wait_ns = 0;
 };
 
 // What a record the harness cut or never sent after a stop at request `id` is marked with

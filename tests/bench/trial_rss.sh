@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Peak RSS of one whole `capq trial` (the real trial path: plan, load, recorder, evidence, decode,
+# re-count, validate, seal) against a `capq sim` in its own process, and the size of the evidence
+# it left. Prints one line per case; asserts nothing (targets: README, "Benchmarks").
+#
+# usage: tests/bench/trial_rss.sh [BUILD_DIR] [CASES...]
+#   CASE = C:OUTPUT_TOKENS (default: 1024:32 4096:1024); every case sends C measured requests at
+#   concurrency C, so all C streams are open together.
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+build="${1:-$root/build}"
+shift || true
+cases=("$@")
+if ((${#cases[@]} == 0)); then cases=(1024:32 4096:1024); fi
+capq="$build/harness/capq"
+[[ -x "$capq" ]] || {
+  echo "no capq at $capq" >&2
+  exit 2
+}
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/capq-rss.XXXXXX")"
+sim_pid=""
+cleanup() {
+  if [[ -n "$sim_pid" ]]; then kill -9 "$sim_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# An engine that runs every stream at once: the figures measure the client, not a queue.
+cat >"$work/wide.yaml" <<'EOF'
+name: rss_wide
+served_model_name: sim-wide
+model_path: capq/sim-wide
+max_total_tokens: 20000000
+page_size: 16
+max_running_requests: 8192
+chunked_prefill_size: 1048576
+context_length: 8192
+policy: prefill_first
+b0_s: 0.004
+b1_s_per_prefill_token: 1.0e-7
+b3_s_per_decode_row: 1.0e-6
+b4_s_per_decode_kv_token: 0
+overhead_s: 0.0005
+EOF
+
+row() { # row C OUTPUT_TOKENS
+  cat <<EOF
+schema: capq/row/v1
+id: rss_c$1_o$2
+identity: {engine: sim, sim_profile: wide.yaml, time_scale: 1}
+workload:
+  input_tokens: 64
+  output_tokens: $2
+  sampling: {temperature: 0, ignore_eos: true}
+  arrival: {kind: closed_loop}
+cache: {prefix_cache: enabled, flush_before_trial: true, verify_cold: true}
+warmup: {requests: 2, concurrency: 1}
+measured: {min_requests: $1, per_concurrency: 1}
+slo:
+  - {metric: ttft, percentile: 95, below_ms: 600000}
+trials: {count: 1, quiet_period_s: 0, seeds: [5]}
+request_timeout_s: 1200
+EOF
+}
+
+"$capq" sim --profile "$work/wide.yaml" >"$work/sim.out" 2>&1 &
+sim_pid=$!
+url=""
+for ((i = 0; i < 200; i++)); do
+  url="$(sed -n 's/^capq sim: listening on \(http:[^ ]*\) .*/\1/p' "$work/sim.out" || true)"
+  [[ -n "$url" ]] && break
+  sleep 0.05
+done
+[[ -n "$url" ]] || {
+  echo "capq sim did not start: $(cat "$work/sim.out")" >&2
+  exit 1
+}
+
+printf '%-12s %-8s %-10s %-10s %-14s %s\n' case verdict "rss_MB" wall_s evidence file
+for c in "${cases[@]}"; do
+  conc="${c%%:*}" out_tokens="${c##*:}"
+  row "$conc" "$out_tokens" >"$work/row_$conc.yaml"
+  rc=0
+  /usr/bin/time -f '%M %e' -o "$work/time.txt" "$capq" trial --row "$work/row_$conc.yaml" \
+    --concurrency "$conc" --trial 1 --url "$url" --out "$work/t_$conc" --skip-quiet-period \
+    --no-progress >"$work/trial_$conc.log" 2>&1 || rc=$?
+  read -r kb wall < <(tail -n 1 "$work/time.txt")
+  raw="$(ls "$work/t_$conc"/raw.jsonl* 2>/dev/null | head -1 || true)"
+  size="$(du -m "$raw" 2>/dev/null | cut -f1 || echo '?')"
+  printf '%-12s %-8s %-10s %-10s %-14s %s\n' "$c" "exit$rc" "$((kb / 1024))" "$wall" \
+    "${size} MB" "$(basename "${raw:-none}")"
+  rm -rf "$work/t_$conc"
+done
