@@ -108,8 +108,11 @@ StreamDecoder::StreamDecoder(MonoNs start_ns) : start_ns_(start_ns) {}
 // One event of the stream: its text, usage and errors. Errors name the event by number and time.
 void StreamDecoder::Feed(const SseEvent& ev) {
   ++events_;
-  if (events_ == 1) out_.first_event_ns = ev.arrival_ns - start_ns_;
-  const auto where = [&] { return Where(ev.arrival_ns); };
+  // The loop's first sight of the socket readable when known (closest to the wire, loadgen.h),
+  // else the read's own stamp.
+  const MonoNs t = ev.wake_ns != 0 ? ev.wake_ns : ev.arrival_ns;
+  if (events_ == 1) out_.first_event_ns = t - start_ns_;
+  const auto where = [&] { return Where(t); };
   if (out_.saw_done) {
     event_errors_.push_back(where() + ": data after [DONE]: " + Excerpt(ev.data));
     return;
@@ -145,16 +148,16 @@ void StreamDecoder::Feed(const SseEvent& ev) {
   if (std::find(out_.models.begin(), out_.models.end(), named) == out_.models.end()) {
     out_.models.push_back(named);
   }
-  const int64_t text_bytes = FeedChoices(j, ev.arrival_ns);
+  const int64_t text_bytes = FeedChoices(j, t);
   FeedUsage(j);
   ++out_.chunks;
   if (text_bytes > 0) {
     ++out_.nonempty_chunks;
-    if (!out_.ttft_ns) out_.ttft_ns = ev.arrival_ns - start_ns_;
+    if (!out_.ttft_ns) out_.ttft_ns = t - start_ns_;
     if (last_text_ns_ != 0) {
-      out_.text_gaps_ms.push_back(static_cast<float>(NsToMs(ev.arrival_ns - last_text_ns_)));
+      out_.text_gaps_ms.push_back(static_cast<float>(NsToMs(t - last_text_ns_)));
     }
-    last_text_ns_ = ev.arrival_ns;
+    last_text_ns_ = t;
   }
 }
 

@@ -397,6 +397,38 @@ void SimServer::Impl::StartReply(Stream* s) {
   // Chunked unless the client spoke HTTP/1.0 (then the body ends when the connection closes).
   s->chunked = s->req->chunked;
   if (s->conn) s->bev = evhttp_connection_get_bufferevent(s->conn);
+  WatchWrites(s);
+}
+
+void SimServer::Impl::WatchWrites(Stream* s) {
+  if (!truth.is_open() || !s->bev || s->drain_watch) return;
+  s->drain_watch = evbuffer_add_cb(bufferevent_get_output(s->bev), &Impl::OnDrained, s);
+}
+
+// libevent calls this right after each write(2) from the connection's output (not deferred:
+// evhttp's bufferevents defer no callbacks), with the bytes it took out.
+void SimServer::Impl::OnDrained(evbuffer*, const evbuffer_cb_info* info, void* arg) {
+  auto* s = static_cast<Stream*>(arg);
+  if (info->n_deleted == 0) return;
+  s->drained += info->n_deleted;
+  const MonoNs now = NowNs();
+  Impl* impl = s->impl;
+  while (!s->unwritten.empty() && s->unwritten.front().written_at <= s->drained) {
+    const Stream::Unwritten& u = s->unwritten.front();
+    impl->truth.Append(s->id, u.index, u.virtual_ns, u.handover_ns, impl->DueMono(u.virtual_ns),
+                       now);
+    s->unwritten.pop_front();
+  }
+}
+
+void SimServer::Impl::LogUnwritten(Stream* s, MonoNs written_ns) {
+  for (const Stream::Unwritten& u : s->unwritten) {
+    truth.Append(s->id, u.index, u.virtual_ns, u.handover_ns, DueMono(u.virtual_ns), written_ns);
+  }
+  s->unwritten.clear();
+  if (s->drain_watch && s->bev)
+    evbuffer_remove_cb_entry(bufferevent_get_output(s->bev), s->drain_watch);
+  s->drain_watch = nullptr;
 }
 
 void SimServer::Impl::WriteFrame(Stream* s, std::string_view payload, VirtNs v,
@@ -451,12 +483,19 @@ void SimServer::Impl::FlushStaged() {
   if (!s) return;
   staged_stream = nullptr;
   if (s->req && s->bev) {
-    const MonoNs now = NowNs();  // right before the write
-    if (truth.is_open()) {
-      for (const StagedTruth& t : staged_truth)
-        truth.Append(s->id, t.index, t.v, now, DueMono(t.v));
-    }
+    const MonoNs now = NowNs();  // right before the hand-over
     bufferevent_write(s->bev, staged.data(), staged.size());
+    if (truth.is_open()) {
+      // Its last byte is out once everything now queued before it is drained too.
+      const uint64_t at = s->drained + evbuffer_get_length(bufferevent_get_output(s->bev));
+      for (const StagedTruth& t : staged_truth) {
+        if (s->drain_watch) {
+          s->unwritten.push_back({at, t.index, t.v, now});
+        } else {
+          truth.Append(s->id, t.index, t.v, now, DueMono(t.v));
+        }
+      }
+    }
   }
   staged.clear();
   staged_truth.clear();
@@ -466,6 +505,7 @@ void SimServer::Impl::FlushStaged() {
 // Whatever happens to the connection afterwards is libevent's business. Destroys `s`.
 void SimServer::Impl::Forget(Stream* s) {
   if (staged_stream == s) FlushStaged();
+  LogUnwritten(s, 0);  // still queued in libevent: written after the stream is gone
   bool cancelled = false;
   if (s->in_engine) {
     engine->Cancel(s->engine_id, last_v);

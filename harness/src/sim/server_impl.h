@@ -3,11 +3,13 @@
 // server_llamacpp.cc the endpoints only llama.cpp has.
 #pragma once
 
+#include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 
 #include <atomic>
+#include <deque>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -82,6 +84,17 @@ struct Stream {
   bool stalled = false;  // stall fault: the connection stays open, silent
   bool malformed_sent = false;
   bufferevent* bev = nullptr;  // set once the headers are out: chunks are appended to it directly
+  // Truth log: frames handed to `bev` and not yet written to the socket, each with the count of
+  // output bytes drained once its last byte is out (see SimServer::Impl::OnDrained).
+  struct Unwritten {
+    uint64_t written_at;
+    int64_t index;
+    int64_t virtual_ns;
+    int64_t handover_ns;
+  };
+  std::deque<Unwritten> unwritten;
+  uint64_t drained = 0;  // bytes of bev's output written to the socket since the watch began
+  evbuffer_cb_entry* drain_watch = nullptr;
   bool chunked = true;
   int64_t cached_tokens = 0;
   int64_t emitted = 0;  // output tokens the engine produced so far
@@ -199,6 +212,10 @@ struct SimServer::Impl {
   }
   void SendFrame(Stream* s, VirtNs v, void (*done_cb)(evhttp_connection*, void*) = nullptr);
   void FlushStaged();
+  // Truth log: each staged frame is logged once the socket write that carried it returns.
+  void WatchWrites(Stream* s);
+  void LogUnwritten(Stream* s, MonoNs written_ns);  // every frame written by now (0: unknown)
+  static void OnDrained(evbuffer* buf, const evbuffer_cb_info* info, void* arg);
   // Frames built but not yet written, all of one stream (see SendFrame).
   struct StagedTruth {
     int64_t index;

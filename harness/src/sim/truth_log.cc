@@ -53,10 +53,10 @@ Status TruthLog::Open(const std::string& path) {
 }
 
 void TruthLog::Append(std::string_view request_id, int64_t event_index, int64_t virtual_ns,
-                      int64_t wall_mono_ns, int64_t due_mono_ns) {
+                      int64_t wall_mono_ns, int64_t due_mono_ns, int64_t written_mono_ns) {
   if (!file_) return;
-  active_.records.push_back(
-      {active_.ids.size(), request_id.size(), event_index, virtual_ns, wall_mono_ns, due_mono_ns});
+  active_.records.push_back({active_.ids.size(), request_id.size(), event_index, virtual_ns,
+                             wall_mono_ns, due_mono_ns, written_mono_ns});
   active_.ids.append(request_id);
   if (active_.records.size() >= kBlockRecords) {
     std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
@@ -101,6 +101,8 @@ Status TruthLog::Write(const Block& block, std::string* text) {
     AppendDec(text, r.wall_mono_ns);
     text->append(",\"due_mono_ns\":");
     AppendDec(text, r.due_mono_ns);
+    text->append(",\"written_mono_ns\":");
+    AppendDec(text, r.written_mono_ns);
     text->append("}\n");
   }
   if (text->empty()) return Status::Ok();

@@ -2,9 +2,20 @@
 //
 // RunLoad() sends the warm-up list at its own concurrency, then the measured list as a closed-loop
 // burst: C requests start together and every completion immediately starts the next request, until
-// the list is used. All transfers run on the calling thread's event loop; the write callback stamps
-// NowNs() before anything else and only frames SSE (sse.h) and stores bytes and times. JSON is
-// decoded after the run (decode.h).
+// the list is used. All transfers run on the calling thread's event loop, which only stamps, frames
+// SSE (sse.h) and hands bytes and times to the recorder thread; the recorder decodes each stream as
+// it arrives (decode.h), writes the evidence (raw_evidence.h) and runs the fail-fast check.
+//
+// The two stamps of every event (SseEvent):
+//   wake_ns     the first moment the loop saw the socket readable (an epoll answer; between two
+//               socket actions it glances at epoll again every 16 actions, so a socket that turns
+//               readable while others are served is stamped then, not when its turn comes). The
+//               bytes that made it readable arrived no later: the stamp is late by at most the
+//               kernel's wake-up. Bytes that landed after it but before the read are stamped early
+//               by at most arrival_ns - wake_ns. Metrics use this stamp.
+//   arrival_ns  the write callback's own clock read, first thing: never before the bytes, late by
+//               every socket served before this one since the wake.
+// tests/bench/fidelity_bench.cc measures both against the simulator's hand-over and write(2).
 //
 // Thread safety: RunLoad() may be called from any thread; it blocks that thread until the run ends.
 // `on_progress` is called on that same thread. Per-request failures are data, never a Status.

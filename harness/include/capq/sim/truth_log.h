@@ -1,8 +1,13 @@
 // The simulated server's truth log: one JSON line per chunk (frame) it writes, with the engine's
 // virtual time for it and the server's own monotonic clock read right before the write:
-//   {"request_id":"chatcmpl-...","event_index":3,"virtual_ns":123,"wall_mono_ns":456,"due_mono_ns":450}
+//   {"request_id":"chatcmpl-...","event_index":3,"virtual_ns":123,"wall_mono_ns":456,"due_mono_ns":450,
+//    "written_mono_ns":470}
 // due_mono_ns is where the engine schedule puts that virtual instant on the wall clock
-// (t0 + virtual / time_scale), so wall_mono_ns - due_mono_ns is the write's lateness.
+// (t0 + virtual / time_scale), so wall_mono_ns - due_mono_ns is the hand-over's lateness.
+// written_mono_ns: right after the write(2) that put the frame's last byte into the kernel (the
+// wire, as far as a process can see it); 0 where the server does not track it (error replies and
+// faults answered through evhttp's own calls). written - wall is the server's own write queue:
+// the sockets written before this one in the same loop turn.
 // The loop thread only copies each record into a block (no formatting, no allocation once both
 // blocks have grown); a writer thread formats full blocks as JSON lines and writes them, so the
 // loop never blocks on the file. The two blocks trade places and keep their memory.
@@ -33,14 +38,14 @@ class TruthLog {
   Status Open(const std::string& path);  // truncates
   bool is_open() const { return file_ != nullptr; }
   void Append(std::string_view request_id, int64_t event_index, int64_t virtual_ns,
-              int64_t wall_mono_ns, int64_t due_mono_ns);
+              int64_t wall_mono_ns, int64_t due_mono_ns, int64_t written_mono_ns = 0);
   Status Close();  // flushes; idempotent
 
  private:
   struct Record {
     size_t id_begin;  // request id: ids[id_begin, id_begin + id_size)
     size_t id_size;
-    int64_t event_index, virtual_ns, wall_mono_ns, due_mono_ns;
+    int64_t event_index, virtual_ns, wall_mono_ns, due_mono_ns, written_mono_ns;
   };
   struct Block {
     std::vector<Record> records;
