@@ -169,6 +169,18 @@ TEST_F(ServerFaultsTest, CloseDelimitedBodyEndsWithTheConnection) {
   EXPECT_EQ(Words(d.text), 5);
   EXPECT_EQ(d.usage["completion_tokens"], 5);
   ExpectHealthy("chunked again", 5);
+  // The llamacpp dialect, which announces keep-alive limits on every other answer, drops them.
+  auto lc = StartServer(TinyProfileYaml(), 1000.0, Dialect::kLlamacpp,
+                        DataPath("faults/close_delimited.yaml"));
+  ASSERT_NE(lc, nullptr);
+  RawResponse l = RawExchange(
+      lc->port(),
+      JsonRequest("POST", "/v1/chat/completions", ChatBody("until close", 5, true), lc->port()));
+  EXPECT_EQ(l.version, "HTTP/1.0");
+  EXPECT_EQ(l.Header("Connection"), "close");
+  EXPECT_FALSE(l.HasHeader("Keep-Alive"));
+  EXPECT_TRUE(l.closed);
+  EXPECT_TRUE(Decode(l.body).done_last);
 }
 
 // Cut short, a close-delimited body ends as cleanly as a whole one: libcurl reports no error

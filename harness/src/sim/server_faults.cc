@@ -136,6 +136,7 @@ void SimServer::Impl::PrepareFaultReply(Stream* s) {
     // no Content-Length either.
     s->req->minor = 0;
     evhttp_remove_header(evhttp_request_get_input_headers(s->req), "Connection");
+    evhttp_remove_header(out, "Keep-Alive");  // the llamacpp dialect announces one otherwise
     evhttp_add_header(out, "Connection", "close");
   }
 }
