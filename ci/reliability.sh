@@ -302,10 +302,9 @@ crashed=0
 short=0
 # Executions per target (libFuzzer -runs), so that the figure does not depend on how fast or busy
 # the machine is: two targets run at a time, one per core, the fast pair first, and most runs go to
-# the fast targets. Rates side by side on this shared 2-core box (fuzz preset: -O1, ASan + UBSan;
-# 150 s from an empty corpus): SSE framer ~27k/s, re-count gate ~15k/s, row loader ~2.0k/s, chunk
-# decoder ~1.7k/s (its every run serializes and re-parses the raw record's JSON), so 10M take
-# about 10 minutes of wall time.
+# the fast targets. One run of these counts on this shared 2-core box (fuzz preset: -O1, ASan +
+# UBSan), side by side: SSE framer 22k/s, re-count gate 11k/s, chunk decoder 2.9k/s (its every run
+# writes the raw record's JSON and parses it back), row loader 2.9k/s; 10M in 520 s of wall time.
 # FUZZ_RUNS sets every target's count, FUZZ_RUNS_<name> one. The time cap (FUZZ_MAX_SECONDS per
 # target) is a safety net only: a target it stops short of its count is reported and fails the run.
 declare -A fuzz_default=([sse_framer]=5500000 [text_recount]=3500000 [chunk_decoder]=600000
