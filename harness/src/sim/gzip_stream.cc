@@ -3,7 +3,7 @@
 namespace capq::sim::internal {
 namespace {
 
-// 15 window bits + 16: a gzip header and trailer instead of zlib's. A 4 KiB window (12 bits)
+// Window bits + 16 asks for a gzip header and trailer instead of zlib's. A 4 KiB window (12 bits)
 // still spans several chunks of one stream, and with memLevel 5 a stream's state is ~32 KiB, not
 // zlib's default ~256 KiB: the fault may apply to every one of thousands of open streams.
 constexpr int kWindowBits = 12 + 16;

@@ -395,7 +395,8 @@ void SimServer::Impl::StartReply(Stream* s) {
   if (s->faults.gzip || s->faults.close_delimited) PrepareFaultReply(s);
   evhttp_send_reply_start(s->req, 200, "OK");
   s->headers_sent = true;
-  // Chunked unless the client spoke HTTP/1.0 (then the body ends when the connection closes).
+  // Chunked unless the reply is HTTP/1.0 (the client's version, or the close_delimited fault):
+  // then the body ends when the connection closes.
   s->chunked = s->req->chunked;
   if (s->conn) s->bev = evhttp_connection_get_bufferevent(s->conn);
 }
