@@ -10,7 +10,8 @@
 #                                 mid-trial, connection refused, health never ready)
 #   2. malformed rows / refused   `capq rows check` on each file of tests/data/rows_bad, which must
 #                                 fail with the file's `# expect:` message at its `# line:`
-#   3. fuzz executions, no crash  each libFuzzer target of the fuzz build for its seconds (below)
+#   3. fuzz executions, no crash  each libFuzzer target of the fuzz build for its executions
+#                                 (below), printed per target and in total
 #   4. interrupted runs kept      SIGINT/SIGTERM into running trials; each must exit 130, leave a
 #                                 sealed directory that `capq validate` calls incomplete, and hold
 #                                 every measured request its verdict says completed
@@ -19,8 +20,10 @@
 # env:   CAPQ_FUZZ_DIR   fuzz build (default: build-fuzz; make it with
 #                        cmake --preset fuzz && cmake --build --preset fuzz); several dirs may be
 #                        given separated by ':', the first that holds a target is used
-#        FUZZ_SECONDS    seconds for every fuzz target (default: per target, FUZZ_SECONDS_<name>,
-#                        sized so that the four reach 10M executions together on a 2-core box)
+#        FUZZ_RUNS       executions for every fuzz target (default: per target, FUZZ_RUNS_<name>,
+#                        10M for the four together)
+#        FUZZ_MAX_SECONDS  each fuzz target's time cap (default 3600), a safety net: a target it
+#                        stops short of its executions counts as a failed check
 #        INTERRUPTS      interrupted trials (default 6)
 #        KEEP=1          keep the scratch folder
 # Exit 0 when every injected fault was caught, every bad row refused as expected, no fuzzer crashed
@@ -31,7 +34,8 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/build}"
 capq="$build/harness/capq"
 fuzz_dir="${CAPQ_FUZZ_DIR:-$root/build-fuzz}"
-fuzz_seconds="${FUZZ_SECONDS:-}"
+fuzz_runs_all="${FUZZ_RUNS:-}"
+fuzz_max_s="${FUZZ_MAX_SECONDS:-3600}"
 interrupts="${INTERRUPTS:-6}"
 data="$root/tests/data/reliability"
 profile="$root/rows/sim/profiles/small.yaml"
@@ -295,19 +299,22 @@ execs=0
 fuzz_split=""
 ran=0
 crashed=0
-# Seconds per target: two run at a time, one per core, the fast pair first; most seconds go to the
-# fast targets, where seconds buy executions. A run with 1000 s for the fast pair reached 7.3M on
-# this shared 2-core box (Debug + ASan, side by side: the SSE framer ~4.2k/s once its corpus has
-# grown, the re-count gate ~3.0k/s, the row loader ~1.8k/s, the chunk decoder ~0.5k/s); 1400 s is
-# sized from those rates for 10M together, not yet measured. FUZZ_SECONDS sets them all,
-# FUZZ_SECONDS_<name> one.
-declare -A fuzz_default=([sse_framer]=1400 [text_recount]=1400 [chunk_decoder]=60 [row_loader]=60)
+short=0
+# Executions per target (libFuzzer -runs), so that the figure does not depend on how fast or busy
+# the machine is: two targets run at a time, one per core, the fast pair first, and most runs go to
+# the fast targets. One run of these counts on this shared 2-core box (fuzz preset: -O1, ASan +
+# UBSan), side by side: SSE framer 22k/s, re-count gate 11k/s, chunk decoder 2.9k/s (its every run
+# writes the raw record's JSON and parses it back), row loader 2.9k/s; 10M in 520 s of wall time.
+# FUZZ_RUNS sets every target's count, FUZZ_RUNS_<name> one. The time cap (FUZZ_MAX_SECONDS per
+# target) is a safety net only: a target it stops short of its count is reported and fails the run.
+declare -A fuzz_default=([sse_framer]=5500000 [text_recount]=3500000 [chunk_decoder]=600000
+  [row_loader]=400000)
 # Input caps: the framer slows several-fold as its corpus grows to libFuzzer's 4096-byte default;
 # 1024 bytes still cross every small cap its selector byte picks (1-128 bytes; the default cap is
 # out of reach at 4096 too). The re-count target reads no more than 16 + 24 x 24 bytes.
 declare -A fuzz_max_len=([sse_framer]=1024 [chunk_decoder]=4096 [row_loader]=4096 [text_recount]=592)
 fuzz_names=(sse_framer text_recount chunk_decoder row_loader)
-declare -A fuzz_bin fuzz_secs
+declare -A fuzz_bin fuzz_runs
 
 # fuzz_one NAME: one target in its scratch corpus; its exit code goes to $work/NAME.fuzz.rc.
 fuzz_one() {
@@ -318,15 +325,24 @@ fuzz_one() {
   # project's real and malformed rows.
   local -a seeds=()
   if [[ "$name" == row_loader ]]; then seeds=("$root/rows/b70" "$root/tests/data/rows_bad"); fi
-  "${fuzz_bin[$name]}" -max_total_time="${fuzz_secs[$name]}" -max_len="${fuzz_max_len[$name]}" \
-    -print_final_stats=1 -artifact_prefix="$work/$name-" "$corpus" "${seeds[@]}" \
-    >"$work/$name.fuzz.log" 2>&1 || rc=$?
+  "${fuzz_bin[$name]}" -runs="${fuzz_runs[$name]}" -max_total_time="$fuzz_max_s" \
+    -max_len="${fuzz_max_len[$name]}" -print_final_stats=1 -artifact_prefix="$work/$name-" \
+    "$corpus" "${seeds[@]}" >"$work/$name.fuzz.log" 2>&1 || rc=$?
   echo "$rc" >"$work/$name.fuzz.rc"
 }
 
+# fuzz_executed LOG: the executions libFuzzer counted, from its final statistics (or its "Done N
+# runs in S second(s)" line when the statistics are missing); 0 when neither is there.
+fuzz_executed() {
+  local n
+  n="$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$1" | tail -n 1)"
+  if [[ -z "$n" ]]; then n="$(sed -n 's/^Done \([0-9]*\) runs in .*/\1/p' "$1" | tail -n 1)"; fi
+  echo "${n:-0}"
+}
+
 for name in "${fuzz_names[@]}"; do
-  var="FUZZ_SECONDS_$name"
-  fuzz_secs[$name]="${!var:-${fuzz_seconds:-${fuzz_default[$name]}}}"
+  var="FUZZ_RUNS_$name"
+  fuzz_runs[$name]="${!var:-${fuzz_runs_all:-${fuzz_default[$name]}}}"
   for dir in "${fuzz_dirs[@]}"; do
     for cand in "$dir/tests/capq_${name}_fuzz" "$dir/capq_${name}_fuzz"; do
       if [[ -z "${fuzz_bin[$name]:-}" && -x "$cand" ]]; then fuzz_bin[$name]="$cand"; fi
@@ -349,17 +365,21 @@ for name in "${fuzz_names[@]}"; do
     continue
   fi
   rc="$(cat "$work/$name.fuzz.rc" 2>/dev/null || echo lost)"
-  n="$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$work/$name.fuzz.log" | tail -n 1)"
-  n="${n:-0}"
+  n="$(fuzz_executed "$work/$name.fuzz.log")"
+  secs="$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$work/$name.fuzz.log" | tail -n 1)"
   ran=$((ran + 1))
   execs=$((execs + n))
   fuzz_split="${fuzz_split:+$fuzz_split, }$name $n"
-  if [[ "$rc" == 0 ]]; then
-    note "$name" "$n executions in ${fuzz_secs[$name]}s, no crash (${fuzz_bin[$name]})"
-  else
+  if [[ "$rc" != 0 ]]; then
     crashed=$((crashed + 1))
     failures=$((failures + 1))
     note "$name" "CRASH after $n executions (exit $rc): see $work/$name.fuzz.log"
+  elif ((n < fuzz_runs[$name])); then
+    short=$((short + 1))
+    failures=$((failures + 1))
+    note "$name" "SHORT: $n of ${fuzz_runs[$name]} executions in ${secs:-?}s, stopped by the ${fuzz_max_s}s cap, no crash"
+  else
+    note "$name" "$n executions in ${secs:-?}s, no crash (${fuzz_bin[$name]})"
   fi
 done
 if ((ran == 0)); then
@@ -367,6 +387,7 @@ if ((ran == 0)); then
 else
   fig_fuzz="$execs fuzz executions over $ran targets, $crashed crashes"
   fig_fuzz="$fig_fuzz ($fuzz_split)"
+  if ((short > 0)); then fig_fuzz="$fig_fuzz ($short short of their count: time cap)"; fi
   if ((ran < ${#fuzz_names[@]})); then
     fig_fuzz="$fig_fuzz (only $ran of ${#fuzz_names[@]} targets built: cmake --build --preset fuzz)"
   fi

@@ -7,8 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # openssl and shellcheck serve the reliability tests (a TLS server, the ci/ script lint).
-packages=(cmake g++ make pkg-config libzstd-dev libgtest-dev libgmock-dev libbenchmark-dev libcurl4-openssl-dev
-  nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libevent-dev libssl-dev openssl shellcheck)
+packages=(cmake g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev libcurl4-openssl-dev
+  nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libevent-dev zlib1g-dev libzstd-dev libssl-dev
+  openssl shellcheck)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

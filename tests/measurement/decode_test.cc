@@ -12,6 +12,7 @@ namespace capq {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr MonoNs kStart = 1'000'000'000;
 constexpr MonoNs kMs = 1'000'000;
@@ -146,6 +147,18 @@ TEST(DecodeRecord, MissingUsageAndMissingDone) {
   EXPECT_THAT(AllErrors(r), HasSubstr("without data: [DONE]"));
   EXPECT_FALSE(r.completion_tokens.has_value());
   EXPECT_FALSE(r.saw_done);
+}
+
+// Without a length or chunked framing the server's close ends the body, so a cut is no transport
+// error: the missing [DONE] says which framing the stream had, for the reader of the evidence.
+TEST(DecodeRecord, MissingDoneNamesACloseDelimitedBody) {
+  RawRecord raw = Stream({R"({"choices":[{"index":0,"delta":{"content":"cut"}}]})"});
+  raw.response_headers = {"HTTP/1.0 200 OK", "Content-Type: text/event-stream",
+                          "Connection: close"};
+  EXPECT_THAT(AllErrors(DecodeRecord(raw)),
+              HasSubstr("without data: [DONE] (a body with neither length nor chunked framing"));
+  raw.response_headers = {"HTTP/1.1 200 OK", "transfer-encoding: chunked"};
+  EXPECT_THAT(AllErrors(DecodeRecord(raw)), Not(HasSubstr("chunked framing")));
 }
 
 TEST(DecodeRecord, InvalidUtf8InAFrameIsAnError) {

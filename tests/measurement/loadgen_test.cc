@@ -1,7 +1,7 @@
 // Load generator tests against a loopback HTTP/1.1 server started by each test. The server is
 // deliberately small: one thread per connection, behaviour chosen by the request body
 // ({"mode": "sse" | "forever" | "cut" | "stall" | "status500" | "hang", "n": chunks,
-// "gap_ms": ...}).
+// "gap_ms": ..., "framing": "chunked" | "close", "coding": "gzip"}).
 #include "capq/measurement/loadgen.h"
 
 #include <arpa/inet.h>
@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <atomic>
 #include <chrono>
@@ -29,6 +30,7 @@
 namespace capq {
 namespace {
 
+using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -141,6 +143,55 @@ class LoopbackServer {
     return Send(fd, len + payload + "\r\n");
   }
 
+  // One response body as the request asked for it: chunked, or ended by closing the connection
+  // ("framing": "close"); as is, or gzip-coded with each piece sync-flushed ("coding": "gzip").
+  class Body {
+   public:
+    Body(LoopbackServer* server, int fd, bool close_delimited, bool gzip)
+        : server_(server), fd_(fd), close_delimited_(close_delimited), gzip_(gzip) {
+      if (gzip_)
+        deflateInit2(&z_, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+    }
+    ~Body() {
+      if (gzip_) deflateEnd(&z_);
+    }
+    Body(const Body&) = delete;
+    Body& operator=(const Body&) = delete;
+
+    std::string Headers() const {
+      std::string h = close_delimited_ ? "Connection: close\r\n" : "Transfer-Encoding: chunked\r\n";
+      return gzip_ ? h + "Content-Encoding: gzip\r\n" : h;
+    }
+    bool Piece(const std::string& bytes) { return Write(Code(bytes, Z_SYNC_FLUSH)); }
+    // The gzip trailer and the end of the framing; returns whether the connection may be kept.
+    bool End() {
+      if (gzip_ && !Write(Code("", Z_FINISH))) return false;
+      return !close_delimited_ && server_->Send(fd_, "0\r\n\r\n");
+    }
+
+   private:
+    std::string Code(const std::string& bytes, int flush) {
+      if (!gzip_) return bytes;
+      std::string out(bytes.size() + 1024, '\0');
+      z_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+      z_.avail_in = static_cast<uInt>(bytes.size());
+      z_.next_out = reinterpret_cast<Bytef*>(out.data());
+      z_.avail_out = static_cast<uInt>(out.size());
+      deflate(&z_, flush);  // the room above holds any piece these tests send
+      out.resize(out.size() - z_.avail_out);
+      return out;
+    }
+    bool Write(const std::string& bytes) {
+      if (bytes.empty()) return true;
+      return close_delimited_ ? server_->Send(fd_, bytes) : server_->Chunk(fd_, bytes);
+    }
+
+    LoopbackServer* server_;
+    int fd_;
+    bool close_delimited_, gzip_;
+    z_stream z_{};
+  };
+
   static std::string Str(const std::string& body, const std::string& key, const std::string& dflt) {
     const std::string k = "\"" + key + "\":\"";
     const size_t at = body.find(k);
@@ -238,35 +289,35 @@ class LoopbackServer {
                       std::to_string(err.size()) + "\r\n\r\n" + err);
     }
     if (mode == "hang") return Hang(fd);
+    Body out(this, fd, Str(body, "framing", "chunked") == "close",
+             Str(body, "coding", "") == "gzip");
     if (!Send(fd,
-              "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-              "Transfer-Encoding: chunked\r\n\r\n")) {
+              "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n" + out.Headers() + "\r\n")) {
       return false;
     }
     const std::string tag = "r" + std::to_string(req_no);
-    if (!Chunk(fd,
-               ": keep-alive\r\n\r\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"role\":"
-               "\"assistant\",\"content\":\"\"}}]}\r\n\r\n")) {
+    if (!out.Piece(": keep-alive\r\n\r\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"role\":"
+                   "\"assistant\",\"content\":\"\"}}]}\r\n\r\n")) {
       return false;
     }
     const bool forever = mode == "forever";
     for (int i = 0; forever || i < n; ++i) {
       if (stop_) return false;
       if (i > 0) Sleep(gap_ms);
-      if (!Chunk(fd, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" + tag + "t" +
-                         std::to_string(i) + " \"}}]}\n\n")) {
+      if (!out.Piece("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" + tag + "t" +
+                     std::to_string(i) + " \"}}]}\n\n")) {
         return false;
       }
       if (i == 0) NoteFirstEvent();
       if (mode == "cut" && i + 1 == n / 2 + 1) return false;  // close mid-stream, no terminator
     }
     if (mode == "stall") return Hang(fd);  // n chunks, then silence on an open connection
-    return Chunk(fd,
-                 "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"length\"}]}"
-                 "\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":" +
-                     std::to_string(n) + ",\"total_tokens\":" + std::to_string(7 + n) +
-                     "}}\n\ndata: [DONE]\n\n") &&
-           Send(fd, "0\r\n\r\n");
+    return out.Piece(
+               "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"length\"}]}"
+               "\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":" +
+               std::to_string(n) + ",\"total_tokens\":" + std::to_string(7 + n) +
+               "}}\n\ndata: [DONE]\n\n") &&
+           out.End();
   }
 
   Options opt_;
@@ -414,6 +465,61 @@ TEST(RunLoad, CutStreamKeepsWhatArrivedAndIsCancelled) {
     EXPECT_FALSE(d.saw_done);
     EXPECT_THAT(d.errors.at(0), HasSubstr("transport error"));
   }
+}
+
+// capq asks for no content coding, and still reads a gzip stream that a server sends anyway:
+// libcurl inflates each sync-flushed piece as it arrives, and the record keeps the server's
+// Content-Encoding. Without CURLOPT_ACCEPT_ENCODING libcurl would hand over the gzip bytes.
+TEST(RunLoad, AsksForIdentityAndDecodesAGzipStreamAsItArrives) {
+  LoopbackServer server;
+  Result<LoadResult> res =
+      RunLoad(Spec(server, 0, 2, 1, R"({"mode":"sse","n":4,"gap_ms":50,"coding":"gzip"})"));
+  ASSERT_TRUE(res.ok());
+  ASSERT_EQ(server.Heads().size(), 2u);
+  EXPECT_THAT(server.Heads()[0], HasSubstr("Accept-Encoding: identity"));
+  for (const RawRecord& r : res->records) {
+    EXPECT_EQ(r.transport_error, "") << Describe(r);
+    EXPECT_THAT(r.response_headers, Contains("Content-Encoding: gzip"));
+    ASSERT_EQ(r.events.size(), 8u) << Describe(r);  // role, 4 tokens, finish, usage, [DONE]
+    EXPECT_EQ(r.events.back().data, "[DONE]");
+    // The first token's event came when its piece did, 150 ms before the last token's.
+    EXPECT_LT(r.events[1].arrival_ns, r.events[4].arrival_ns);
+    RequestResult d = DecodeRecord(r);
+    EXPECT_TRUE(d.errors.empty()) << d.errors.front();
+    EXPECT_EQ(d.nonempty_chunks, 4);
+  }
+}
+
+// A body with neither chunked framing nor a length ends when the server closes the connection
+// (RFC 9112 section 6.3, rule 8). Complete, it reads as a clean stream; cut short, it ends just as
+// cleanly for libcurl, and only the missing [DONE] tells.
+TEST(RunLoad, CloseDelimitedBodyEndsAtTheClose) {
+  LoopbackServer server;
+  Result<LoadResult> res =
+      RunLoad(Spec(server, 0, 2, 1, R"({"mode":"sse","n":4,"framing":"close"})"));
+  ASSERT_TRUE(res.ok());
+  for (const RawRecord& r : res->records) {
+    EXPECT_EQ(r.transport_error, "") << Describe(r);
+    EXPECT_FALSE(r.cancelled);
+    EXPECT_FALSE(r.reused_connection);  // the close ended the previous body, so a new connection
+    EXPECT_THAT(r.response_headers, Contains("Connection: close"));
+    ASSERT_EQ(r.events.size(), 8u) << Describe(r);
+    EXPECT_EQ(r.events.back().data, "[DONE]");
+    RequestResult d = DecodeRecord(r);
+    EXPECT_TRUE(d.errors.empty()) << d.errors.front();
+  }
+  EXPECT_EQ(server.connections.load(), 2);
+
+  LoopbackServer cut;
+  res = RunLoad(Spec(cut, 0, 1, 1, R"({"mode":"cut","n":6,"framing":"close"})"));
+  ASSERT_TRUE(res.ok());
+  const RawRecord& r = res->records.at(0);
+  EXPECT_EQ(r.transport_error, "") << Describe(r);
+  EXPECT_FALSE(r.cancelled);
+  EXPECT_EQ(r.events.size(), 5u);  // role + 4 tokens before the close
+  RequestResult d = DecodeRecord(r);
+  EXPECT_FALSE(d.saw_done);
+  EXPECT_THAT(d.errors, Contains(HasSubstr("the stream ended without data: [DONE]")));
 }
 
 TEST(RunLoad, RequestTimeoutCancelsAHungRequest) {

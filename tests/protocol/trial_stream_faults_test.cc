@@ -3,8 +3,11 @@
 // trusts a counter the text does not prove nor fails a server for valid SSE.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
 #include <set>
 
+#include "capq/measurement/raw_evidence.h"
 #include "trial_test_util.h"
 
 namespace capq::testing {
@@ -17,6 +20,10 @@ struct ShapeCase {
   std::string words;  // must appear in that gate's evidence
   std::set<std::string> also;
   std::string identity = "";  // extra identity lines (the dialect)
+  // Response header lines (the status line included) every measured raw record must hold, and
+  // header names none may: the proof that the trial saw the quirk it passed.
+  std::vector<std::string> headers = {};
+  std::vector<std::string> absent = {};
 };
 
 void PrintTo(const ShapeCase& c, std::ostream* os) { *os << c.name; }
@@ -68,6 +75,25 @@ std::vector<ShapeCase> Cases() {
       {"usage_every_chunk", "{kind: usage_every_chunk}", "", "", {}},
       // One event as two HTTP chunks split inside a two-byte character: still valid UTF-8 text.
       {"split_utf8", "{kind: split_utf8}", "", "", {}},
+      // Asked for identity, sent gzip anyway: libcurl decodes it, the record keeps the coding.
+      {"gzip", "{kind: gzip}", "", "", {}, "", {"Content-Encoding: gzip"}},
+      // No length, no chunks: the body ends with the connection (RFC 9112 section 6.3, rule 8).
+      {"close_delimited",
+       "{kind: close_delimited}",
+       "",
+       "",
+       {},
+       "",
+       {"HTTP/1.0 200 OK", "Connection: close"},
+       {"transfer-encoding", "content-length"}},
+      // Cut short, such a body ends as cleanly as a whole one: no transport error, so
+      // no_cancellations passes, and the missing [DONE] is what fails.
+      {"close_delimited_cut",
+       "{kind: close_delimited, requests: [10]}\n  - {kind: cut_connection, after_tokens: 3, "
+       "requests: [10]}",
+       "zero_errors",
+       "m8 (the stream ended without data: [DONE]",
+       {"exact_completion_tokens", "finish_reason", "verify_cold"}},
       // Without a per-request counter verify_cold falls back to /metrics: the vLLM dialect has
       // a prefix-cache hit counter, SGLang's has none and fails closed.
       {"no_prompt_details", "{kind: no_prompt_details}", "", "", {}, kVllm},
@@ -78,6 +104,31 @@ std::vector<ShapeCase> Cases() {
        "no /metrics cache counter",
        {}},
   };
+}
+
+// Reads the trial's raw evidence: every measured record must hold each of `c.headers` and none of
+// the header names in `c.absent`.
+void ExpectResponseHeaders(const std::string& trial_dir, const ShapeCase& c) {
+  Result<RawEvidenceFile> raw = ReadRawRecords(trial_dir + "/raw.jsonl");
+  ASSERT_TRUE(raw.ok()) << raw.status().ToString();
+  int measured = 0;
+  for (const RawRecord& rec : raw->records) {
+    const RawRecord* r = &rec;
+    if (r->phase != Phase::kMeasured) continue;
+    ++measured;
+    const std::vector<std::string>& got = r->response_headers;
+    for (const std::string& h : c.headers) {
+      EXPECT_NE(std::find(got.begin(), got.end(), h), got.end()) << r->id << " lacks '" << h << "'";
+    }
+    for (const std::string& name : c.absent) {
+      for (std::string h : got) {
+        std::transform(h.begin(), h.end(), h.begin(),
+                       [](unsigned char ch) { return std::tolower(ch); });
+        EXPECT_NE(h.rfind(name + ":", 0), 0u) << r->id << " has '" << h << "'";
+      }
+    }
+  }
+  EXPECT_EQ(measured, 20);
 }
 
 class TrialStreamFault : public ::testing::TestWithParam<ShapeCase> {};
@@ -98,6 +149,7 @@ TEST_P(TrialStreamFault, TripsItsGateOrPasses) {
     EXPECT_TRUE(fc.also.count(other.name))
         << fc.name << " failed unrelated gate " << other.name << ": " << other.evidence;
   }
+  if (!fc.headers.empty() || !fc.absent.empty()) ExpectResponseHeaders(dir + "/trial", fc);
   if (fc.gate.empty()) {
     EXPECT_EQ(rep.verdict.outcome, TrialOutcome::kPass)
         << (rep.verdict.reasons.empty() ? "" : rep.verdict.reasons[0]);

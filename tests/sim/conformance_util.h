@@ -28,12 +28,14 @@ namespace capq::sim::testing {
 using nlohmann::json;
 
 struct RawResponse {
+  std::string version;  // of the status line: "HTTP/1.1"
   int status = 0;
   std::vector<std::pair<std::string, std::string>> headers;  // in order, names as sent
   bool chunked = false;
   std::string body;                 // de-chunked
   std::vector<std::string> chunks;  // chunked: every HTTP chunk's payload, the last empty one out
   bool complete = false;            // the framing ended (Content-Length met or the 0 chunk)
+  bool closed = false;              // the server closed the connection (RawExchange only)
   // Client side, ms from the request's send (RawExchange only); sent_at_ms is the send on the
   // steady clock, so exchanges made in parallel can be put on one time line.
   double sent_at_ms = 0;
@@ -64,6 +66,7 @@ inline size_t ParseResponse(const std::string& bytes, RawResponse* out) {
   std::istringstream head(bytes.substr(0, head_end));
   std::string line;
   std::getline(head, line);
+  out->version = line.substr(0, line.find(' '));
   if (line.size() > 12) out->status = std::atoi(line.c_str() + 9);
   while (std::getline(head, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -107,7 +110,8 @@ inline std::string ReadFile(const std::string& path) {
 }
 
 // Sends `request` (complete HTTP/1.1 bytes) on a new connection and reads until the framing is
-// complete, the server closes, or `timeout_ms` passes.
+// complete, the server closes (the end of a body with neither length nor chunks), or `timeout_ms`
+// passes.
 inline RawResponse RawExchange(int port, const std::string& request, int timeout_ms = 30000) {
   RawResponse r;
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -134,10 +138,12 @@ inline RawResponse RawExchange(int port, const std::string& request, int timeout
   double t_headers = -1;
   std::vector<double> chunk_t;
   char buf[65536];
+  bool closed = false;
   while (ms() < timeout_ms) {
     pollfd p{fd, POLLIN, 0};
     if (poll(&p, 1, 50) <= 0) continue;
     const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    closed = n == 0;
     if (n <= 0) break;
     bytes.append(buf, static_cast<size_t>(n));
     const double now = ms();
@@ -150,6 +156,7 @@ inline RawResponse RawExchange(int port, const std::string& request, int timeout
   const double t_end = ms();
   close(fd);
   ParseResponse(bytes, &r);
+  r.closed = closed;
   r.sent_at_ms = std::chrono::duration<double, std::milli>(t0.time_since_epoch()).count();
   r.t_end_ms = t_end;
   r.t_headers_ms = t_headers;

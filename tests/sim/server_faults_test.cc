@@ -1,14 +1,31 @@
 // Every fault class of the simulated server produces exactly its misbehaviour, and only on the
 // requests its rule selects (files in tests/data/faults/).
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include "capq/sim/faults.h"
+#include "conformance_util.h"
 #include "server_test_util.h"
 
 namespace capq::sim {
 namespace {
 
 using namespace capq::sim::testing;
+
+// Inflates what `in` adds to the gzip member `z` is reading; *rc is zlib's last answer.
+std::string Inflate(z_stream* z, const std::string& in, int* rc) {
+  std::string out;
+  z->next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z->avail_in = static_cast<uInt>(in.size());
+  char buf[4096];
+  do {
+    z->next_out = reinterpret_cast<Bytef*>(buf);
+    z->avail_out = sizeof buf;
+    *rc = inflate(z, Z_SYNC_FLUSH);
+    out.append(buf, sizeof buf - z->avail_out);
+  } while (*rc == Z_OK && (z->avail_in > 0 || z->avail_out == 0));
+  return out;
+}
 
 class ServerFaultsTest : public ::testing::Test {
  protected:
@@ -92,6 +109,94 @@ TEST_F(ServerFaultsTest, MissingDone) {
   EXPECT_EQ(d.finish_reason, "length");
   EXPECT_EQ(d.usage["completion_tokens"], 4);
   ExpectHealthy("with done", 4);
+}
+
+// The body is one gzip member, and every HTTP chunk of it inflates to exactly one whole event:
+// each event was flushed on its own, so a client that inflates as it reads sees it at once.
+TEST_F(ServerFaultsTest, GzipStreamFlushesEveryEventOnItsOwn) {
+  Start("gzip.yaml");
+  const int port = server_->port();
+  RawResponse r = RawExchange(
+      port, JsonRequest("POST", "/v1/chat/completions", ChatBody("zip it", 6, true), port));
+  EXPECT_EQ(r.status, 200);
+  ASSERT_TRUE(r.complete);
+  EXPECT_TRUE(r.chunked);
+  EXPECT_EQ(r.Header("Content-Encoding"), "gzip");
+  z_stream z{};
+  ASSERT_EQ(inflateInit2(&z, 15 + 16), Z_OK);
+  std::string text;
+  int rc = Z_OK;
+  ASSERT_GE(r.chunks.size(), 2u);
+  for (size_t i = 0; i < r.chunks.size(); ++i) {
+    const std::string events = Inflate(&z, r.chunks[i], &rc);
+    if (i + 1 < r.chunks.size()) {
+      EXPECT_EQ(rc, Z_OK) << "chunk " << i;
+      EXPECT_EQ(SseData(events).size(), 1u) << "chunk " << i << ": " << events;
+      EXPECT_EQ(events.substr(events.size() - std::min<size_t>(events.size(), 2)), "\n\n");
+    } else {
+      EXPECT_EQ(rc, Z_STREAM_END) << "the last chunk ends the gzip member";
+      EXPECT_EQ(events, "");
+    }
+    text += events;
+  }
+  inflateEnd(&z);
+  Decoded d = Decode(text);
+  EXPECT_TRUE(d.done_last);
+  EXPECT_EQ(d.finish_reason, "length");
+  EXPECT_EQ(Words(d.text), 6);
+  EXPECT_EQ(d.usage["completion_tokens"], 6);
+  // Only the selected request: the next one is plain.
+  HttpResult plain = Chat(ChatBody("not zipped", 3, true));
+  EXPECT_EQ(plain.headers.find("Content-Encoding"), std::string::npos) << plain.headers;
+  ExpectHealthy("not zipped either", 3);
+}
+
+// No chunked framing, no length: an HTTP/1.0 answer whose body the server's close ends.
+TEST_F(ServerFaultsTest, CloseDelimitedBodyEndsWithTheConnection) {
+  Start("close_delimited.yaml");
+  const int port = server_->port();
+  RawResponse r = RawExchange(
+      port, JsonRequest("POST", "/v1/chat/completions", ChatBody("until close", 5, true), port));
+  EXPECT_EQ(r.version, "HTTP/1.0");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_FALSE(r.HasHeader("Transfer-Encoding"));
+  EXPECT_FALSE(r.HasHeader("Content-Length"));
+  EXPECT_EQ(r.Header("Connection"), "close");
+  EXPECT_TRUE(r.closed) << "the body ends only when the server closes the connection";
+  Decoded d = Decode(r.body);
+  EXPECT_TRUE(d.done_last);
+  EXPECT_EQ(d.unparsable, 0);
+  EXPECT_EQ(Words(d.text), 5);
+  EXPECT_EQ(d.usage["completion_tokens"], 5);
+  ExpectHealthy("chunked again", 5);
+  // The llamacpp dialect, which announces keep-alive limits on every other answer, drops them.
+  auto lc = StartServer(TinyProfileYaml(), 1000.0, Dialect::kLlamacpp,
+                        DataPath("faults/close_delimited.yaml"));
+  ASSERT_NE(lc, nullptr);
+  RawResponse l = RawExchange(
+      lc->port(),
+      JsonRequest("POST", "/v1/chat/completions", ChatBody("until close", 5, true), lc->port()));
+  EXPECT_EQ(l.version, "HTTP/1.0");
+  EXPECT_EQ(l.Header("Connection"), "close");
+  EXPECT_FALSE(l.HasHeader("Keep-Alive"));
+  EXPECT_TRUE(l.closed);
+  EXPECT_TRUE(Decode(l.body).done_last);
+}
+
+// Cut short, a close-delimited body ends as cleanly as a whole one: libcurl reports no error
+// (unlike the chunked cut in CutConnectionMidStream), and only the missing [DONE] tells.
+TEST_F(ServerFaultsTest, CloseDelimitedCutLooksLikeTheEnd) {
+  Start("close_delimited_cut.yaml");
+  HttpResult r = Chat(ChatBody("cut quietly", 10, true));
+  EXPECT_EQ(r.curl_code, CURLE_OK);
+  EXPECT_EQ(r.status, 200);
+  Decoded d = Decode(r.body);
+  EXPECT_EQ(Words(d.text), 2);
+  EXPECT_FALSE(d.done);
+  EXPECT_EQ(d.finish_reason, "");
+  EXPECT_TRUE(d.usage.is_null());
+  EXPECT_TRUE(WaitFor([&] { return server_->engine_stats().running == 0; }));
+  ExpectHealthy("whole", 10);
 }
 
 TEST_F(ServerFaultsTest, MalformedJsonFrameOnce) {

@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <string>
 
@@ -47,6 +48,25 @@ std::optional<int64_t> IntField(const nlohmann::json& j, const char* key) {
   if (v->is_number_unsigned()) return static_cast<int64_t>(v->get<uint64_t>());
   if (v->is_number_float()) return static_cast<int64_t>(v->get<double>());
   return std::nullopt;
+}
+
+bool StartsWithNoCase(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
+  }
+  return true;
+}
+
+// A response with neither a Content-Length nor chunked framing ends its body by closing the
+// connection (RFC 9112 section 6.3, rule 8), so a stream cut short ends as cleanly as a whole one.
+bool CloseDelimited(const RawRecord& r) {
+  if (r.response_headers.empty()) return false;  // nothing recorded to tell
+  for (const std::string& h : r.response_headers) {
+    if (StartsWithNoCase(h, "content-length:")) return false;
+    if (StartsWithNoCase(h, "transfer-encoding:")) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -273,7 +293,13 @@ RequestResult StreamDecoder::Finish(const RawRecord& r) {
   }
   for (std::string& e : event_errors_) out.errors.push_back(std::move(e));
   if (r.http_status == 200 && is_sse) {
-    if (!out.saw_done) out.errors.push_back("the stream ended without data: [DONE]");
+    if (!out.saw_done) {
+      out.errors.push_back(std::string("the stream ended without data: [DONE]") +
+                           (CloseDelimited(r)
+                                ? " (a body with neither length nor chunked framing, ended by the "
+                                  "server's close: a cut reads the same)"
+                                : ""));
+    }
     if (!usage_seen_) {
       out.errors.push_back("no usage object in the stream (server token counts unknown)");
     } else if (!out.completion_tokens) {

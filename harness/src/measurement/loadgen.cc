@@ -331,6 +331,12 @@ class Loop {
     // One stream per connection, as every OpenAI-compatible client does; HTTP/2 multiplexing would
     // change what the server sees as concurrency.
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
+    // Asks for no content coding: a compressor that fills its block before it writes holds events
+    // back, and chunk arrival times would measure it. Setting the option also makes libcurl
+    // decode a gzip or deflate body that a server sends anyway (RFC 9110 lets one that was sent
+    // no Accept-Encoding choose any coding): the events stay readable, and the server's
+    // Content-Encoding stays in the record's response headers.
+    curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "identity");
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);  // the API key goes to `url` and nowhere else
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");

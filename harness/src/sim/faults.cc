@@ -41,6 +41,8 @@ constexpr KindName kKindNames[] = {
     {FaultKind::kNullPromptDetails, "null_prompt_details"},
     {FaultKind::kJsonError200, "json_error_200"},
     {FaultKind::kSplitUtf8, "split_utf8"},
+    {FaultKind::kGzip, "gzip"},
+    {FaultKind::kCloseDelimited, "close_delimited"},
     {FaultKind::kLyingFlush, "lying_flush"},
     {FaultKind::kHealth503ForS, "health_503_for_s"},
 };
@@ -215,6 +217,12 @@ void ApplyStreamShapeRule(const FaultRule& r, RequestFaults* f) {
     case FaultKind::kSplitUtf8:
       f->split_utf8_at = r.after_tokens;
       break;
+    case FaultKind::kGzip:
+      f->gzip = true;
+      break;
+    case FaultKind::kCloseDelimited:
+      f->close_delimited = true;
+      break;
     default:
       break;
   }
@@ -235,7 +243,7 @@ bool RequestFaults::any() const {
          slow_first_byte_ms > 0 || stall_after || hollow_usage || truncate_prompt || wrong_model ||
          several_choices_at || wrong_index_at || data_after_done || second_done || sse_fields ||
          keepalive_comments || usage_every_chunk || no_prompt_details || null_prompt_details ||
-         json_error_200 || split_utf8_at;
+         json_error_200 || split_utf8_at || gzip || close_delimited;
 }
 
 Result<FaultPlan> FaultPlan::Load(const std::string& path) {

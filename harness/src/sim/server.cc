@@ -392,9 +392,11 @@ void SimServer::Impl::StartReply(Stream* s) {
     evhttp_add_header(h, spec->sse_headers[i].name, spec->sse_headers[i].value);
   }
   evhttp_add_header(h, "Content-Type", spec->sse_content_type);
+  if (s->faults.gzip || s->faults.close_delimited) PrepareFaultReply(s);
   evhttp_send_reply_start(s->req, 200, "OK");
   s->headers_sent = true;
-  // Chunked unless the client spoke HTTP/1.0 (then the body ends when the connection closes).
+  // Chunked unless the reply is HTTP/1.0 (the client's version, or the close_delimited fault):
+  // then the body ends when the connection closes.
   s->chunked = s->req->chunked;
   if (s->conn) s->bev = evhttp_connection_get_bufferevent(s->conn);
   WatchWrites(s);
@@ -441,6 +443,7 @@ void SimServer::Impl::SendFrame(Stream* s, VirtNs v, void (*done_cb)(evhttp_conn
   if (!s->req) return;
   if (s->faults.sse_fields || s->faults.keepalive_comments) DecorateEvent(s);
   frame += "\n\n";
+  if (s->gzip) EncodeBody(s, &frame, kFrameRoom);
   const size_t payload_len = frame.size() - kFrameRoom;
   if (done_cb || !s->bev) {
     FlushStaged();
@@ -533,7 +536,13 @@ void SimServer::Impl::Forget(Stream* s) {
 void SimServer::Impl::EndReply(Stream* s) {
   evhttp_request* req = s->req;
   evhttp_connection* conn = s->conn;
-  Forget(s);
+  const std::string coda = s->gzip ? BodyCoda(s) : std::string();
+  Forget(s);  // writes what is staged for this stream: the coda goes after it
+  if (req && !coda.empty()) {
+    evbuffer_add(scratch, coda.data(), coda.size());
+    evhttp_send_reply_chunk(req, scratch);
+    evbuffer_drain(scratch, evbuffer_get_length(scratch));
+  }
   if (conn) evhttp_connection_set_timeout(conn, kIdleTimeoutS);
   if (req) evhttp_send_reply_end(req);
 }

@@ -1,6 +1,8 @@
 // The triggers of the faults that change a stream's shape (faults.h): the streaming writer in
 // server.cc asks each one how the frame in hand must look.
 #include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/http_struct.h>
 
 #include <cstring>
 #include <utility>
@@ -108,10 +110,47 @@ void SimServer::Impl::SendSplitFrame(Stream* s, VirtNs v) {
     ++s->frame_index;
   }
   for (const auto& [from, to] : {std::pair{kFrameRoom, cut}, std::pair{cut, frame.size()}}) {
-    evbuffer_add(scratch, frame.data() + from, to - from);
+    std::string piece = frame.substr(from, to - from);
+    if (s->gzip) EncodeBody(s, &piece, 0);
+    evbuffer_add(scratch, piece.data(), piece.size());
     evhttp_send_reply_chunk(s->req, scratch);
     evbuffer_drain(scratch, evbuffer_get_length(scratch));
   }
+}
+
+void SimServer::Impl::PrepareFaultReply(Stream* s) {
+  evkeyvalq* out = evhttp_request_get_output_headers(s->req);
+  if (s->faults.gzip) {
+    s->gzip = std::make_unique<internal::GzipStream>();
+    if (s->gzip->ok()) {
+      evhttp_add_header(out, "Content-Encoding", "gzip");
+    } else {
+      s->gzip.reset();
+    }
+  }
+  if (s->faults.close_delimited) {
+    // evhttp chunks a streamed reply to HTTP/1.1 and ends one to HTTP/1.0 by closing the
+    // connection (http.c: evhttp_send_reply_start, and evhttp_send_done, which closes a 1.0
+    // connection that did not ask for keep-alive): the reply is made 1.0, as Python's
+    // http.server writes every reply by default. Without a keep-alive request header evhttp adds
+    // no Content-Length either.
+    s->req->minor = 0;
+    evhttp_remove_header(evhttp_request_get_input_headers(s->req), "Connection");
+    evhttp_remove_header(out, "Keep-Alive");  // the llamacpp dialect announces one otherwise
+    evhttp_add_header(out, "Connection", "close");
+  }
+}
+
+void SimServer::Impl::EncodeBody(Stream* s, std::string* bytes, size_t from) {
+  std::string coded;
+  s->gzip->Flush(std::string_view(*bytes).substr(from), &coded);
+  bytes->replace(from, std::string::npos, coded);
+}
+
+std::string SimServer::Impl::BodyCoda(Stream* s) {
+  std::string coda;
+  s->gzip->Finish(&coda);
+  return coda;
 }
 
 }  // namespace capq::sim

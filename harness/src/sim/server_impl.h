@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -24,6 +25,7 @@
 #include "capq/sim/server.h"
 #include "capq/sim/tokenizer.h"
 #include "capq/sim/truth_log.h"
+#include "gzip_stream.h"
 
 namespace capq::sim {
 
@@ -96,6 +98,7 @@ struct Stream {
   uint64_t drained = 0;  // bytes of bev's output written to the socket since the watch began
   evbuffer_cb_entry* drain_watch = nullptr;
   bool chunked = true;
+  std::unique_ptr<internal::GzipStream> gzip;  // gzip fault: the body's coder, once headers are out
   int64_t cached_tokens = 0;
   int64_t emitted = 0;  // output tokens the engine produced so far
   int64_t frame_index = 0;
@@ -243,6 +246,11 @@ struct SimServer::Impl {
   // says whether it did (then SendSplitFrame sends that chunk).
   bool AppendSplitUtf8(const Stream* s, int64_t first, int64_t words, std::string* f) const;
   void SendSplitFrame(Stream* s, VirtNs v);
+  // Framing and coding faults (gzip, close_delimited): the reply's headers and version before
+  // they go out, each piece of the body as it goes out, and what the body ends with.
+  void PrepareFaultReply(Stream* s);
+  void EncodeBody(Stream* s, std::string* bytes, size_t from);
+  std::string BodyCoda(Stream* s);
   bool ReplyJsonError200(evhttp_request* req, const RequestFaults& f);
   void Forget(Stream* s);
   void ClientGone(Stream* s);

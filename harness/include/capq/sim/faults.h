@@ -68,6 +68,15 @@
 //   null_prompt_details usage has "prompt_tokens_details": null (valid, as above)
 //   json_error_200    answer HTTP 200 with a JSON error body (application/json) instead of a
 //                     stream
+//   gzip              the stream's body is gzip-coded (Content-Encoding: gzip), whatever the
+//                     request's Accept-Encoding; each event is compressed and sync-flushed on its
+//                     own, so it still leaves whole and on time (valid for a client that decodes
+//                     what it reads)
+//   close_delimited   the stream's answer has neither Transfer-Encoding: chunked nor
+//                     Content-Length (an HTTP/1.0 status line and Connection: close): its body ends
+//                     when the server closes the connection (RFC 9112 section 6.3, rule 8). Valid
+//                     as such; with cut_connection the close that cuts the stream looks to the
+//                     client like the body's normal end, and only the missing [DONE] tells
 //   lying_flush       the flush call answers success but keeps the cache (server-wide; selectors
 //                     are ignored)
 //   health_503_for_s  the health endpoint answers 503 for the first `seconds` virtual seconds after
@@ -113,6 +122,8 @@ enum class FaultKind {
   kNullPromptDetails,
   kJsonError200,
   kSplitUtf8,
+  kGzip,
+  kCloseDelimited,
   kLyingFlush,
   kHealth503ForS,
 };
@@ -162,6 +173,8 @@ struct RequestFaults {
   bool null_prompt_details = false;
   bool json_error_200 = false;
   std::optional<int64_t> split_utf8_at;  // the token whose word ends with a split two-byte "é"
+  bool gzip = false;
+  bool close_delimited = false;
 
   bool any() const;
 };
