@@ -1,15 +1,15 @@
 // Trial fidelity: one whole RunTrial (the `capq trial` code path) against a `capq sim` in its own
 // process, then the harness's view of every measured request's first content chunk is compared
 // with the server's own write time of that frame from its truth log (same CLOCK_MONOTONIC).
-//   fidelity_p99_ms       p99 over requests of (client stamp - server write) of the TTFT frame,
-//                         with the stamp the metrics use: the loop's wake for that read (loadgen.h)
-//   callback_p99_ms       the same with the write callback's own stamp, taken after the sockets
-//                         before it in the batch were handled
-//   wake_before_handover  frames whose wake stamp precedes the server's hand-over of them: a stamp
-//                         earlier than the bytes could exist (must stay 0 for it to be honest)
-//   wire_p99_ms           p99 of (wake stamp - the server's write(2) returning): the client's own
-//                         share without the server's write queue. write(2) returns after the bytes
-//                         are in the receiving socket, so this may be below 0 by the syscall's tail
+//   fidelity_p99_ms       p99 over requests of (client stamp - server hand-over) of the TTFT
+//                         frame, with the stamp the metrics use: the write callback's (loadgen.h)
+//   wake_p99_ms           the same with the wake stamp: the loop's first sight of the socket
+//                         readable, a lower bound that can be early (loadgen.h)
+//   wake_before_handover  frames whose wake stamp precedes the server's hand-over of them: how
+//                         often that bound was early (why the metrics do not use it)
+//   client_p99_ms         p99 of (client stamp - the server's write(2) returning): the client's own
+//                         share without the server's write queue (write(2) returns after the
+//                         bytes are in the receiving socket, so this may be below 0 by its tail)
 //   server_queue_p99_ms   p99 of (write(2) returning - hand-over): the server's share
 //   sched_lag_p99_ms      p99 of (actual - intended send): completion -> next send
 // Targets (issue 16): fidelity p99 <= 1 ms at C=256 and <= 10 ms at C=1,024; run with
@@ -135,7 +135,7 @@ Truth ReadTruth(const std::string& path) {
 }
 
 struct Fidelity {
-  std::vector<double> wake_ms, callback_ms, wire_ms, server_queue_ms;
+  std::vector<double> callback_ms, wake_ms, client_ms, server_queue_ms;
   int wake_before_handover = 0;
 };
 
@@ -159,7 +159,7 @@ Fidelity Compare(const capq::RawEvidenceFile& raw, const Truth& truth) {
         f.wake_ms.push_back((rec.events[i].wake_ns - handover) / 1e6);
         f.wake_before_handover += rec.events[i].wake_ns < handover;
         if (written != 0) {
-          f.wire_ms.push_back((rec.events[i].wake_ns - written) / 1e6);
+          f.client_ms.push_back((rec.events[i].arrival_ns - written) / 1e6);
           f.server_queue_ms.push_back((written - handover) / 1e6);
         }
       }
@@ -211,15 +211,15 @@ void BM_TrialFidelity(benchmark::State& state) {
       return capq::Percentile(v, p, PercentileMethod::kLinear);
     };
     state.counters["requests"] = static_cast<double>(rep.metrics->requests);
-    state.counters["ttft_frames_matched"] = static_cast<double>(f.wake_ms.size());
-    state.counters["fidelity_p50_ms"] = pct(f.wake_ms, 50);
-    state.counters["fidelity_p99_ms"] = pct(f.wake_ms, 99);
-    state.counters["callback_p50_ms"] = pct(f.callback_ms, 50);
-    state.counters["callback_p99_ms"] = pct(f.callback_ms, 99);
+    state.counters["ttft_frames_matched"] = static_cast<double>(f.callback_ms.size());
+    state.counters["fidelity_p50_ms"] = pct(f.callback_ms, 50);
+    state.counters["fidelity_p99_ms"] = pct(f.callback_ms, 99);
+    state.counters["wake_p50_ms"] = pct(f.wake_ms, 50);
+    state.counters["wake_p99_ms"] = pct(f.wake_ms, 99);
     state.counters["wake_before_handover"] = f.wake_before_handover;
-    state.counters["wire_frames"] = static_cast<double>(f.wire_ms.size());
-    state.counters["wire_p50_ms"] = pct(f.wire_ms, 50);
-    state.counters["wire_p99_ms"] = pct(f.wire_ms, 99);
+    state.counters["written_frames"] = static_cast<double>(f.client_ms.size());
+    state.counters["client_p50_ms"] = pct(f.client_ms, 50);
+    state.counters["client_p99_ms"] = pct(f.client_ms, 99);
     state.counters["server_queue_p99_ms"] = pct(f.server_queue_ms, 99);
     state.counters["sched_lag_p99_ms"] = rep.metrics->scheduling_lag_ms.p99;
     state.counters["verdict_pass"] = rep.verdict.outcome == capq::TrialOutcome::kPass ? 1 : 0;

@@ -103,7 +103,7 @@ void PrintTrialSummary(const Row& row, const TrialOptions& o, const TrialReport&
 
 int RunTrial(const Args& args) {
   ArgParser p({"row", "concurrency", "trial", "url", "out", "seed", "phase", "setup-timeout",
-               "sim-faults", "sim-truth-log"},
+               "sim-faults", "sim-truth-log", "evidence"},
               {"insecure", "skip-quiet-period", "no-progress", "no-tokenize"});
   if (Status st = p.Parse(args); !st.ok()) {
     std::fprintf(stderr, "capq trial: %s\n", st.message().c_str());
@@ -147,6 +147,17 @@ int RunTrial(const Args& args) {
   o.insecure_tls = p.Has("insecure");
   o.skip_quiet_period = p.Has("skip-quiet-period");
   o.ignore_tokenize_endpoint = p.Has("no-tokenize");
+  if (auto e = p.Get("evidence")) {
+    if (*e == "zstd") {
+      o.evidence_compression = EvidenceCompression::kZstd;
+    } else if (*e == "none") {
+      o.evidence_compression = EvidenceCompression::kNone;
+    } else if (*e != "auto") {
+      std::fprintf(stderr, "capq trial: --evidence: expected auto, zstd or none, got '%s'\n",
+                   e->c_str());
+      return 3;
+    }
+  }
   if (const char* key = std::getenv("CAPQ_API_KEY")) o.api_key = key;
   o.out_dir = p.GetOr("out", "capq-trials/" + row->id + "_c" + std::to_string(o.concurrency) +
                                  "_t" + std::to_string(o.trial_index));

@@ -128,9 +128,8 @@ StreamDecoder::StreamDecoder(MonoNs start_ns) : start_ns_(start_ns) {}
 // One event of the stream: its text, usage and errors. Errors name the event by number and time.
 void StreamDecoder::Feed(const SseEvent& ev) {
   ++events_;
-  // The loop's first sight of the socket readable when known (closest to the wire, loadgen.h),
-  // else the read's own stamp.
-  const MonoNs t = ev.wake_ns != 0 ? ev.wake_ns : ev.arrival_ns;
+  // The read's own stamp, never before the bytes (loadgen.h: the wake stamp is closer but may be).
+  const MonoNs t = ev.arrival_ns;
   if (events_ == 1) out_.first_event_ns = t - start_ns_;
   const auto where = [&] { return Where(t); };
   if (out_.saw_done) {

@@ -7,14 +7,14 @@
 // it arrives (decode.h), writes the evidence (raw_evidence.h) and runs the fail-fast check.
 //
 // The two stamps of every event (SseEvent):
-//   wake_ns     the first moment the loop saw the socket readable (an epoll answer; between two
-//               socket actions it glances at epoll again every 16 actions, so a socket that turns
-//               readable while others are served is stamped then, not when its turn comes). The
-//               bytes that made it readable arrived no later: the stamp is late by at most the
-//               kernel's wake-up. Bytes that landed after it but before the read are stamped early
-//               by at most arrival_ns - wake_ns. Metrics use this stamp.
 //   arrival_ns  the write callback's own clock read, first thing: never before the bytes, late by
-//               every socket served before this one since the wake.
+//               the sockets served before this one since they arrived. Metrics use this stamp.
+//   wake_ns     the first moment the loop saw the socket readable (an epoll answer; between socket
+//               actions the loop glances at epoll again every 16 actions, so a socket that turns
+//               readable while others are served is seen then, not when its turn comes). The bytes
+//               that made it readable were there by then; bytes that landed after it but before
+//               the read carry it too, early by up to arrival_ns - wake_ns. So each event's true
+//               arrival lies in [wake_ns - the kernel's wake-up, arrival_ns].
 // tests/bench/fidelity_bench.cc measures both against the simulator's hand-over and write(2).
 //
 // Thread safety: RunLoad() may be called from any thread; it blocks that thread until the run ends.
