@@ -6,6 +6,7 @@
 # usage: tests/bench/trial_rss.sh [BUILD_DIR] [CASES...]
 #   CASE = C:OUTPUT_TOKENS (default: 1024:32 4096:1024); every case sends C measured requests at
 #   concurrency C, so all C streams are open together.
+# env: EVIDENCE=auto|zstd|none  capq trial --evidence (default auto)
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -86,9 +87,9 @@ for c in "${cases[@]}"; do
   rc=0
   /usr/bin/time -f '%M %e' -o "$work/time.txt" "$capq" trial --row "$work/row_$conc.yaml" \
     --concurrency "$conc" --trial 1 --url "$url" --out "$work/t_$conc" --skip-quiet-period \
-    --no-progress >"$work/trial_$conc.log" 2>&1 || rc=$?
+    --no-progress --evidence "${EVIDENCE:-auto}" >"$work/trial_$conc.log" 2>&1 || rc=$?
   read -r kb wall < <(tail -n 1 "$work/time.txt")
-  raw="$(ls "$work/t_$conc"/raw.jsonl* 2>/dev/null | head -1 || true)"
+  raw="$(find "$work/t_$conc" -maxdepth 1 -name 'raw.jsonl*' | head -1)"
   size="$(du -m "$raw" 2>/dev/null | cut -f1 || echo '?')"
   printf '%-12s %-8s %-10s %-10s %-14s %s\n' "$c" "exit$rc" "$((kb / 1024))" "$wall" \
     "${size} MB" "$(basename "${raw:-none}")"

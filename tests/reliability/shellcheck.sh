@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# ctest: every ci/ script passes shellcheck. Exit 77 (ctest SKIP_RETURN_CODE) when shellcheck is
-# not installed, so a missing tool is reported as skipped, never as a pass.
+# ctest: every ci/ script and tests/bench script passes shellcheck. Exit 77 (ctest
+# SKIP_RETURN_CODE) when shellcheck is not installed, so a missing tool is reported as skipped,
+# never as a pass.
 set -euo pipefail
 src="${1:?usage: shellcheck.sh SOURCE_DIR}"
 if ! command -v shellcheck >/dev/null 2>&1; then
@@ -9,7 +10,7 @@ if ! command -v shellcheck >/dev/null 2>&1; then
 fi
 shopt -s nullglob
 files=()
-for f in "$src"/ci/*.sh "$src"/ci/b70/*.sh "$src"/ci/capq "$src"/ci/test; do
+for f in "$src"/ci/*.sh "$src"/ci/b70/*.sh "$src"/ci/capq "$src"/ci/test "$src"/tests/bench/*.sh; do
   [[ -f "$f" ]] && files+=("$f")
 done
 if [[ ${#files[@]} -eq 0 ]]; then
