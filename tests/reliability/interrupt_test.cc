@@ -32,15 +32,19 @@ void ExpectPartialTrialDir(const std::string& trial_dir, const std::string& log_
   EXPECT_FALSE(Contains(val.out, "re-derived verdict: pass")) << val.out;
 }
 
+// `capq trial` on the slow reliability row against `sim`, writing DIR/trial.
+std::unique_ptr<Child> StartSlowTrial(const std::string& dir, const SimProcess& sim) {
+  return Child::Start({Exe(), "trial", "--row", DataPath("rows/rel_slow.yaml"), "--concurrency",
+                       "1", "--trial", "1", "--url", sim.url, "--out", dir + "/trial",
+                       "--skip-quiet-period", "--no-progress", "--setup-timeout", "20"},
+                      dir + "/trial.out", dir + "/trial.err");
+}
+
 TEST_P(Interrupt, TrialWritesWhatItMeasuredMarksItIncompleteAndExits130) {
   const std::string dir = Scratch(std::string("trial-") + GetParam().name);
   SimProcess sim = StartSim(dir, 1);
   ASSERT_FALSE(sim.url.empty());
-  auto trial =
-      Child::Start({Exe(), "trial", "--row", DataPath("rows/rel_slow.yaml"), "--concurrency", "1",
-                    "--trial", "1", "--url", sim.url, "--out", dir + "/trial",
-                    "--skip-quiet-period", "--no-progress", "--setup-timeout", "20"},
-                   dir + "/trial.out", dir + "/trial.err");
+  auto trial = StartSlowTrial(dir, sim);
   ASSERT_TRUE(trial);
   // 2 warm-up + at least 4 measured requests generated.
   ASSERT_TRUE(WaitForGeneratedTokens(sim.port, 16 * 6, 60)) << trial->Out() << trial->Err();
@@ -71,11 +75,7 @@ TEST(Kill, TrialKilledMidLoadLeavesEvidenceThatValidateCallsIncomplete) {
   const std::string dir = Scratch("trial-sigkill");
   SimProcess sim = StartSim(dir, 1);
   ASSERT_FALSE(sim.url.empty());
-  auto trial =
-      Child::Start({Exe(), "trial", "--row", DataPath("rows/rel_slow.yaml"), "--concurrency", "1",
-                    "--trial", "1", "--url", sim.url, "--out", dir + "/trial",
-                    "--skip-quiet-period", "--no-progress", "--setup-timeout", "20"},
-                   dir + "/trial.out", dir + "/trial.err");
+  auto trial = StartSlowTrial(dir, sim);
   ASSERT_TRUE(trial);
   // 2 warm-up + at least 4 measured requests generated, so at least 3 measured ones ended.
   ASSERT_TRUE(WaitForGeneratedTokens(sim.port, 16 * 6, 60)) << trial->Out() << trial->Err();
