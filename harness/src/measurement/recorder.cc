@@ -1,9 +1,5 @@
 #include "recorder.h"
 
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <cstring>
 
 #include "capq/measurement/raw_evidence.h"
@@ -71,10 +67,6 @@ std::optional<std::pair<std::string, std::string>> Recorder::Answer() {
 }
 
 void Recorder::Run() {
-  // Below the loop thread (nice +10, this thread only): on a machine whose cores also serve the
-  // streams, decoding must not take the core the loop needs to read its sockets on time. The
-  // bounded backlog (Post) keeps it from falling behind for long.
-  ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10);
   RecorderBatch work;
   std::unique_lock<std::mutex> l(mu_);
   while (true) {
