@@ -86,7 +86,7 @@ struct Transfer {
   EasyPtr easy;
   SseFramer framer;
   std::vector<SseEvent> framed;     // events one read completed, before they go to the recorder
-  const MonoNs* wake_ns = nullptr;  // the loop's latest wake
+  const MonoNs* wake_ns = nullptr;  // when the socket being read was first seen readable
   internal::RecorderBatch* out = nullptr;  // the loop's batch for the recorder
   bool keep_events = true;
   int sse = -1;  // -1 = not decided yet (decided at the first body byte from the headers)
