@@ -113,12 +113,16 @@ std::string Sha256Hex(std::string_view bytes) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   if (EVP_Digest(bytes.data(), bytes.size(), md, &len, EVP_sha256(), nullptr) != 1) return "";
+  return LowerHex(std::string_view(reinterpret_cast<const char*>(md), len));
+}
+
+std::string LowerHex(std::string_view bytes) {
   static const char* kHex = "0123456789abcdef";
   std::string out;
-  out.reserve(2 * len);
-  for (unsigned int i = 0; i < len; ++i) {
-    out.push_back(kHex[md[i] >> 4]);
-    out.push_back(kHex[md[i] & 0xF]);
+  out.reserve(2 * bytes.size());
+  for (unsigned char c : bytes) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 0xF]);
   }
   return out;
 }

@@ -91,13 +91,7 @@ Result<std::string> FileSha256Hex(const std::string& path) {
   if (!ok || EVP_DigestFinal_ex(ctx.get(), md, &len) != 1) {
     return Status::IoError("cannot hash " + path);
   }
-  static const char* kHex = "0123456789abcdef";
-  std::string hex;
-  for (unsigned int i = 0; i < len; ++i) {
-    hex.push_back(kHex[md[i] >> 4]);
-    hex.push_back(kHex[md[i] & 0xF]);
-  }
-  return hex;
+  return LowerHex(std::string_view(reinterpret_cast<const char*>(md), len));
 }
 
 Result<TrialDirWriter> TrialDirWriter::Create(const std::string& final_dir) {

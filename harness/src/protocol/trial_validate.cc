@@ -41,16 +41,16 @@ std::string RawEvidenceName(const std::string& dir) {
   return "";
 }
 
-// What re-deriving a fail-fast stop needs of a record, without its text: the stop is named in
-// the evidence's last line, after every record was read.
-struct BrokenRecord {
+// What re-deriving a fail-fast stop needs of a record, kept for every record because the stop is
+// named in the evidence's last line, after all of them were read: no text (the caller drops it),
+// no chunk gaps, the first 512 bytes of an error body (the evidence quotes fewer).
+struct SlimRecord {
   RawRecord meta;
   RequestResult decoded;
 };
-BrokenRecord Slim(const RawRecord& r, const RequestResult& d) {
-  BrokenRecord b{r, d};
+SlimRecord Slim(const RawRecord& r, const RequestResult& d) {
+  SlimRecord b{r, d};
   b.meta.body.resize(std::min<size_t>(b.meta.body.size(), 512));
-  b.decoded.output_text.clear();
   b.decoded.text_gaps_ms.clear();
   return b;
 }
@@ -58,7 +58,7 @@ BrokenRecord Slim(const RawRecord& r, const RequestResult& d) {
 // A fail-fast stop, re-derived: the record the header names must itself break a gate under the
 // row's rules, else the stop does not hold and that is a problem of the evidence.
 std::optional<StreamBreak> DeriveStop(const Row& row, const nlohmann::json& fail_fast,
-                                      const std::vector<BrokenRecord>& broken,
+                                      const std::vector<SlimRecord>& records,
                                       std::vector<std::string>* problems) {
   const nlohmann::json by = fail_fast.value("stopped_by", nlohmann::json());
   if (!by.is_string()) return std::nullopt;
@@ -67,15 +67,14 @@ std::optional<StreamBreak> DeriveStop(const Row& row, const nlohmann::json& fail
   std::optional<StreamBreak> b;
   const FailFastRules rules = FailFastRulesFor(row, served);
   bool found = false;
-  for (const BrokenRecord& r : broken) {
+  for (const SlimRecord& r : records) {
     if (r.meta.id != id) continue;
     found = true;
     b = FindStreamBreak(r.meta, r.decoded, rules);
   }
   if (!b) {
-    problems->push_back(
-        "the raw evidence says fail fast stopped at " + id + ", but " +
-        (found ? "its record breaks no gate" : "it has no broken record of that id"));
+    problems->push_back("the raw evidence says fail fast stopped at " + id + ", but " +
+                        (found ? "its record breaks no gate" : "it has no record of that id"));
     b = StreamBreak{"fail_fast", id, false, fail_fast.value("stop_reason", "unproven")};
   }
   return b;
@@ -150,7 +149,7 @@ Result<ValidateReport> ValidateTrialDir(const std::string& dir) {
   if (!plan.ok()) return plan.status();
 
   std::vector<RequestResult> warm, meas;
-  std::vector<BrokenRecord> records;  // every record, slim, for the fail-fast stop
+  std::vector<SlimRecord> records;  // every record, slim, for the fail-fast stop
   Result<RawEvidenceSummary> raw =
       ReadRawEvidence(dir + "/" + raw_name, [&](RawRecord&& meta, RequestResult&& d) {
         d.output_text.clear();  // re-counted during the trial: recount.json has the counts

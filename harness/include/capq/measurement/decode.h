@@ -88,6 +88,8 @@ nlohmann::json RequestResultToJson(const RequestResult& r);
 
 // Lowercase hex SHA-256 of `bytes` (also used for prompt hashes).
 std::string Sha256Hex(std::string_view bytes);
+// Lowercase hex of raw bytes (a digest): what Sha256Hex returns for the digest it computed.
+std::string LowerHex(std::string_view bytes);
 
 // True when `s` is well-formed UTF-8 (no overlongs, no surrogates, nothing past U+10FFFF).
 bool IsValidUtf8(std::string_view s);
