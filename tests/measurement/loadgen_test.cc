@@ -414,6 +414,61 @@ TEST(RunLoad, ClosedLoopBurstWarmupFirstAndCleanStreams) {
   EXPECT_EQ(outs.size(), 8u);
 }
 
+// Open loop: each request leaves at its scheduled time whatever is in flight, so more streams are
+// open at once than any closed loop of C = 1 would allow.
+TEST(RunLoad, ScheduledArrivalsSendOnTimeWhateverIsInFlight) {
+  LoopbackServer server;
+  LoadSpec spec = Spec(server, 1, 6, 1, R"({"mode":"sse","n":4,"gap_ms":40})");
+  const std::vector<MonoNs> offsets = {0,          20'000'000, 40'000'000,
+                                       60'000'000, 80'000'000, 100'000'000};
+  spec.measured_arrivals = [&] { return ScheduledArrivals(offsets); };
+  Result<LoadResult> res = RunLoad(spec);
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  const RawRecord* m = &res->records[1];
+  const MonoNs start = m[0].intended_send_ns;
+  EXPECT_GE(start, res->measured_start_ns);
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    EXPECT_EQ(m[i].http_status, 200) << Describe(m[i]);
+    EXPECT_EQ(m[i].intended_send_ns - start, offsets[i]) << m[i].id;
+    EXPECT_GE(m[i].actual_send_ns, m[i].intended_send_ns) << m[i].id;
+  }
+  // Each stream lasts ~160 ms while one starts every 20 ms: several are open together.
+  EXPECT_GE(server.max_in_flight.load(), 3);
+  // The warm-up still ran first, alone.
+  EXPECT_LE(res->records[0].end_ns, res->measured_start_ns);
+}
+
+// The in-flight cap holds a due release back until a completion; the release keeps its intended
+// time, so the wait shows as lateness, never as a shorter latency.
+TEST(RunLoad, InFlightCapDelaysReleasesAndKeepsTheirIntendedTime) {
+  LoopbackServer server;
+  LoadSpec spec = Spec(server, 0, 3, 1, R"({"mode":"sse","n":3,"gap_ms":30})");
+  spec.measured_arrivals = [] { return ScheduledArrivals({0, 0, 0}); };
+  spec.max_in_flight = 1;
+  Result<LoadResult> res = RunLoad(spec);
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  const std::vector<RawRecord>& m = res->records;
+  EXPECT_LE(server.max_in_flight.load(), 1);
+  for (size_t i = 1; i < m.size(); ++i) {
+    EXPECT_EQ(m[i].intended_send_ns, m[0].intended_send_ns) << m[i].id;
+    EXPECT_GE(m[i].actual_send_ns, m[i - 1].end_ns) << m[i].id;
+  }
+}
+
+// A schedule shorter than its phase cannot release the rest: the run stops and says so, and the
+// requests left are marked unsent, not silently dropped.
+TEST(RunLoad, ArrivalModelThatRunsDryStopsTheRun) {
+  LoopbackServer server;
+  LoadSpec spec = Spec(server, 0, 3, 1, R"({"mode":"sse","n":1,"gap_ms":1})");
+  spec.measured_arrivals = [] { return ScheduledArrivals({0}); };
+  Result<LoadResult> res = RunLoad(spec);
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_THAT(res->stop_reason, HasSubstr("released nothing more"));
+  EXPECT_EQ(res->records[0].http_status, 200);
+  EXPECT_EQ(res->records[2].actual_send_ns, 0);
+  EXPECT_TRUE(res->records[2].cancelled);
+}
+
 TEST(RunLoad, HeadersAndApiKeyGoOnlyInTheRequest) {
   LoopbackServer server;
   LoadSpec spec =

@@ -2,12 +2,14 @@
 
 #include <curl/curl.h>
 #include <sys/epoll.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -187,6 +189,18 @@ class Loop {
   Status Init() {
     epfd_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
     if (epfd_.get() < 0) return Status::Internal(std::string("epoll_create1: ") + strerror(errno));
+    release_timer_ = Fd(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+    if (release_timer_.get() < 0) {
+      return Status::Internal(std::string("timerfd_create: ") + strerror(errno));
+    }
+    // Edge-triggered, never read: each expiry wakes the loop once. fd -1 keeps it out of the
+    // ready queue (only curl's sockets go there).
+    epoll_event tev{};
+    tev.events = EPOLLIN | EPOLLET;
+    tev.data.fd = -1;
+    if (::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, release_timer_.get(), &tev) != 0) {
+      return Status::Internal(std::string("epoll_ctl(timerfd): ") + strerror(errno));
+    }
     multi_.reset(curl_multi_init());
     if (!multi_) return Status::Internal("curl_multi_init failed");
     curl_multi_setopt(multi_.get(), CURLMOPT_SOCKETFUNCTION, &Loop::SocketCb);
@@ -200,28 +214,21 @@ class Loop {
     return Status::Ok();
   }
 
-  // Runs `reqs` (records already allocated at recs[0..]) as a closed loop of `concurrency` slots.
+  // Runs `reqs` (records already allocated at recs[0..]), each released when `arrivals` says.
   PhaseEnd RunPhase(Phase phase, const std::vector<PlannedRequest>& reqs, RawRecord* recs,
-                    int concurrency) {
+                    ArrivalModel& arrivals) {
     phase_ = phase;
     progress_ = LoadProgress{};
     progress_.phase = phase;
     progress_.total = static_cast<int>(reqs.size());
     reqs_ = &reqs;
     recs_ = recs;
-    next_ = 0;
+    arrivals_ = &arrivals;
     live_.clear();
     live_.resize(reqs.size());
-    // Build the burst's handles first so that the C sends follow the burst start back to back.
-    const size_t first = std::min<size_t>(static_cast<size_t>(concurrency), reqs.size());
-    std::vector<std::unique_ptr<Transfer>> burst;
-    burst.reserve(first);
-    for (size_t i = 0; i < first; ++i) burst.push_back(Prepare());
-    const MonoNs burst_ns = NowNs();
-    for (auto& tr : burst) {
-      if (!Launch(std::move(tr), burst_ns)) StartNext(burst_ns);
-    }
-    while (active_ > 0) {
+    arrivals.Begin(NowNs(), reqs.size());
+    ReleaseDue();
+    while (active_ > 0 || !arrivals.Exhausted()) {
       if (Cancelled()) {
         // Keep what already reached our sockets, start nothing new, then cut the rest.
         stopping_ = true;
@@ -234,8 +241,13 @@ class Loop {
         CancelAll("cancelled by the harness: " + HarnessCut(), HarnessCut());
         return PhaseEnd::kStopped;
       }
+      if (active_ == 0 && !arrivals.Peek()) {
+        StopDry();
+        continue;
+      }
       Wait(20);
       Drain();
+      ReleaseDue();
       CheckStalls();
       recorder_->Post(&pending_);
       TakeCheckerAnswer();
@@ -294,16 +306,15 @@ class Loop {
     return 0;
   }
 
-  // Builds the easy handle for request `next_` (not yet sent). Null when curl could not make one;
+  // Builds the easy handle for request `index` (not yet sent). Null when curl could not make one;
   // the record then says so and counts as a failed, started request.
-  std::unique_ptr<Transfer> Prepare() {
-    if (next_ >= reqs_->size()) return nullptr;
-    const PlannedRequest& req = (*reqs_)[next_];
-    RawRecord* rec = &recs_[next_];
-    ++next_;
+  std::unique_ptr<Transfer> Prepare(size_t index, MonoNs intended_ns) {
+    const PlannedRequest& req = (*reqs_)[index];
+    RawRecord* rec = &recs_[index];
+    rec->intended_send_ns = intended_ns;
     auto tr = std::make_unique<Transfer>(spec_.max_event_bytes);
     tr->rec = rec;
-    tr->slot_index = next_ - 1;
+    tr->slot_index = index;
     tr->record_index = static_cast<size_t>(rec - result_->records.data());
     tr->wake_ns = &wake_ns_;
     tr->out = &pending_;
@@ -312,7 +323,6 @@ class Loop {
     tr->easy.reset(curl_easy_init());
     if (!tr->easy) {
       rec->actual_send_ns = NowNs();
-      rec->intended_send_ns = rec->actual_send_ns;
       rec->end_ns = rec->actual_send_ns;
       rec->transport_error = "curl_easy_init failed";
       rec->cancelled = true;
@@ -320,6 +330,7 @@ class Loop {
       ++progress_.started;
       ++progress_.completed;
       ++progress_.failed;
+      arrivals_->Finished(index, rec->end_ns);
       return nullptr;
     }
     CURL* e = tr->easy.get();
@@ -360,10 +371,8 @@ class Loop {
   }
 
   // Hands a prepared transfer to curl; curl writes the request on the next loop turn.
-  bool Launch(std::unique_ptr<Transfer> tr, MonoNs intended_ns) {
-    if (!tr) return false;
+  void Launch(std::unique_ptr<Transfer> tr) {
     RawRecord* rec = tr->rec;
-    rec->intended_send_ns = intended_ns;
     rec->actual_send_ns = NowNs();
     const CURLMcode mc = curl_multi_add_handle(multi_.get(), tr->easy.get());
     ++progress_.started;
@@ -374,21 +383,58 @@ class Loop {
       pending_.End(tr->record_index, false);
       ++progress_.completed;
       ++progress_.failed;
-      return false;
+      arrivals_->Finished(tr->slot_index, rec->end_ns);
+      return;
     }
     pending_.Sent(tr->record_index);
     ++active_;
     ++progress_.in_flight;
     live_[tr->slot_index] = std::move(tr);
-    return true;
   }
 
-  // A slot whose request could not be started moves on to the next request, so a failure to
-  // build one handle never leaves requests silently unsent.
-  void StartNext(MonoNs intended_ns) {
-    while (!stopping_ && next_ < reqs_->size()) {
-      if (Launch(Prepare(), intended_ns)) return;
+  // Sends every request the arrival model says is due. Their handles are built first, so that a
+  // burst's sends (C at a closed loop's start) follow each other back to back. A request whose
+  // handle could not be built ended at once, which may release the next one.
+  void ReleaseDue() {
+    while (!stopping_) {
+      const MonoNs now = NowNs();
+      std::vector<std::unique_ptr<Transfer>> due;
+      int taken = 0;
+      for (auto r = arrivals_->Peek();
+           r && r->intended_ns <= now && active_ + taken < InFlightCap(); r = arrivals_->Peek()) {
+        arrivals_->Take();
+        ++taken;
+        if (auto tr = Prepare(r->index, r->intended_ns)) due.push_back(std::move(tr));
+      }
+      if (taken == 0) break;
+      for (auto& tr : due) Launch(std::move(tr));
     }
+    ArmReleaseTimer();
+  }
+
+  bool ReleaseIsDue() const {
+    if (stopping_ || AtInFlightCap()) return false;
+    const auto r = arrivals_->Peek();
+    return r && r->intended_ns <= NowNs();
+  }
+
+  int InFlightCap() const {
+    return spec_.max_in_flight > 0 ? spec_.max_in_flight : std::numeric_limits<int>::max();
+  }
+  bool AtInFlightCap() const { return active_ >= InFlightCap(); }
+
+  // Wakes the loop's epoll_wait when the next release is due, to the nanosecond (a timerfd, not
+  // epoll's millisecond timeout). Disarmed while nothing is scheduled or the in-flight cap holds
+  // the releases back (a completion then releases them).
+  void ArmReleaseTimer() {
+    const auto r = stopping_ || AtInFlightCap() ? std::nullopt : arrivals_->Peek();
+    const MonoNs at = r ? std::max<MonoNs>(r->intended_ns, 1) : 0;
+    if (at == release_timer_ns_) return;
+    release_timer_ns_ = at;
+    itimerspec its{};
+    its.it_value.tv_sec = static_cast<time_t>(at / 1000000000);
+    its.it_value.tv_nsec = static_cast<long>(at % 1000000000);
+    timerfd_settime(release_timer_.get(), TFD_TIMER_ABSTIME, &its, nullptr);
   }
 
   // Waits up to max_wait_ms (the loop wakes at least that often to see the cancel flag and report
@@ -418,6 +464,8 @@ class Loop {
       if (handled % kPeekEvery == 0) {
         n = epoll_wait(epfd_.get(), evs, 256, 0);
         ready_.Take(evs, n, NowNs());
+        // A scheduled send does not wait for the rest of the batch either.
+        if (ReleaseIsDue()) ReleaseDue();
       }
     }
     if (timer_deadline_ns_ >= 0 && NowNs() >= timer_deadline_ns_) {
@@ -437,15 +485,16 @@ class Loop {
       Transfer* raw = nullptr;
       curl_easy_getinfo(e, CURLINFO_PRIVATE, reinterpret_cast<char**>(&raw));
       if (raw == nullptr) continue;
-      std::unique_ptr<Transfer> tr = std::move(live_[raw->slot_index]);
+      const size_t index = raw->slot_index;
+      std::unique_ptr<Transfer> tr = std::move(live_[index]);
       Complete(tr.get(), rc, done_ns);
       curl_multi_remove_handle(multi_.get(), e);
       tr.reset();
       --active_;
       --progress_.in_flight;
       ++progress_.completed;
-      // Closed loop: the freed slot's next request was intended to start at this completion.
-      StartNext(done_ns);
+      arrivals_->Finished(index, done_ns);
+      ReleaseDue();
     }
   }
 
@@ -483,6 +532,15 @@ class Loop {
   void TakeCheckerAnswer() {
     if (Stopped()) return;
     if (auto answer = recorder_->Answer()) Stop(answer->first, std::move(answer->second));
+  }
+
+  // The arrival model holds requests back that nothing can release any more: the run stops at the
+  // first of them, named, rather than waiting forever or ending the phase as if it were whole.
+  void StopDry() {
+    size_t i = 0;
+    while (i + 1 < reqs_->size() && recs_[i].actual_send_ns != 0) ++i;
+    Stop((*reqs_)[i].id, std::string("the ") + arrivals_->name() +
+                             " arrival model released nothing more while nothing was in flight");
   }
 
   void Stop(const std::string& id, std::string why) {
@@ -567,7 +625,9 @@ class Loop {
   Phase phase_ = Phase::kWarmup;
   const std::vector<PlannedRequest>* reqs_ = nullptr;
   RawRecord* recs_ = nullptr;
-  size_t next_ = 0;
+  ArrivalModel* arrivals_ = nullptr;  // the current phase's
+  Fd release_timer_;                  // fires when arrivals_'s next release is due
+  MonoNs release_timer_ns_ = 0;       // what it is armed for; 0 = disarmed
   int active_ = 0;
   bool stopping_ = false;  // cancelled or stopped: completions no longer start requests
   std::string stopped_by_, stop_reason_;  // fail fast: the request that stopped the run, and why
@@ -643,15 +703,17 @@ Result<LoadResult> RunLoad(const LoadSpec& spec) {
                 spec.warmup_concurrency, spec.measured.size(), spec.concurrency, spec.url);
   PhaseEnd end = loop.Cancelled() ? PhaseEnd::kInterrupted : PhaseEnd::kDone;
   if (end == PhaseEnd::kDone && !spec.warmup.empty()) {
-    end =
-        loop.RunPhase(Phase::kWarmup, spec.warmup, result.records.data(), spec.warmup_concurrency);
+    auto arrivals = ClosedLoopArrivals(spec.warmup_concurrency);
+    end = loop.RunPhase(Phase::kWarmup, spec.warmup, result.records.data(), *arrivals);
   }
   if (end == PhaseEnd::kDone && loop.Cancelled()) end = PhaseEnd::kInterrupted;
   if (end == PhaseEnd::kDone) {
     result.measured_start_ns = NowNs();
     if (spec.warmup.empty()) result.start_ns = result.measured_start_ns;
+    auto arrivals =
+        spec.measured_arrivals ? spec.measured_arrivals() : ClosedLoopArrivals(spec.concurrency);
     end = loop.RunPhase(Phase::kMeasured, spec.measured, result.records.data() + spec.warmup.size(),
-                        spec.concurrency);
+                        *arrivals);
   }
   // An interrupt returns without waiting for the checker; its records must be read by nobody else
   // before they are handed back.

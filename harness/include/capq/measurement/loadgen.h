@@ -1,10 +1,12 @@
 // The load generator: closed-loop streaming chat completions over libcurl multi on one thread.
 //
-// RunLoad() sends the warm-up list at its own concurrency, then the measured list as a closed-loop
-// burst: C requests start together and every completion immediately starts the next request, until
-// the list is used. All transfers run on the calling thread's event loop, which only stamps, frames
-// SSE (sse.h) and hands bytes and times to the recorder thread; the recorder decodes each stream as
-// it arrives (decode.h), writes the evidence (raw_evidence.h) and runs the fail-fast check.
+// RunLoad() sends the warm-up list as a closed loop at its own concurrency, then the measured list
+// as its arrival model releases it (arrival.h): by default a closed-loop burst, where C requests
+// start together and every completion immediately starts the next request, until the list is used;
+// or on an open-loop schedule. Every record keeps the intended and the actual send time. All
+// transfers run on the calling thread's event loop, which only stamps, frames SSE (sse.h) and hands
+// bytes and times to the recorder thread; the recorder decodes each stream as it arrives
+// (decode.h), writes the evidence (raw_evidence.h) and runs the fail-fast check.
 //
 // The two stamps of every event (SseEvent):
 //   arrival_ns  the write callback's own clock read, first thing: never before the bytes, late by
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "capq/clock.h"
+#include "capq/measurement/arrival.h"
 #include "capq/measurement/decode.h"
 #include "capq/measurement/raw_record.h"
 #include "capq/measurement/sse.h"
@@ -63,7 +66,15 @@ struct LoadSpec {
   std::vector<PlannedRequest> warmup;
   int warmup_concurrency = 1;
   std::vector<PlannedRequest> measured;
+  // Closed loop (measured_arrivals unset): the number of slots. Otherwise the in-flight count the
+  // connection pool keeps idle connections for.
   int concurrency = 1;
+  // When set, the measured list is released by this arrival model (arrival.h) instead of a closed
+  // loop at `concurrency`; warm-ups always run as a closed loop at warmup_concurrency.
+  ArrivalFactory measured_arrivals;
+  // > 0: at most this many requests in flight; a due release waits for a completion (and its
+  // lateness shows in actual_send_ns - intended_send_ns). 0 = no cap.
+  int max_in_flight = 0;
   double request_timeout_s = 600;  // wall seconds per request, connect included
   double connect_timeout_s = 30;   // wall seconds for the TCP/TLS connect alone
   bool insecure_tls = false;       // TLS verification is ON unless this is set

@@ -1,0 +1,55 @@
+// Arrival models: when the load generator releases each request of a phase. One interface, one
+// implementation per model, so the loop that sends, stamps and frames is the same for all of them.
+//
+//   closed loop  C requests at the phase start, then one more at each completion: the freed slot's
+//                next request was intended to start at that completion (the seed's concurrency).
+//   scheduled    request i at phase start + offsets[i], whatever is still in flight: an open-loop
+//                arrival process (constant, Poisson, gamma; the schedule is drawn by the caller).
+//                A request the loop releases late keeps its intended time, so latency can count
+//                from when it should have been sent (coordinated omission, as wrk2 corrects it).
+// The session and replay models are further implementations of the same interface.
+//
+// Requests are named by their index in the phase's list. Not thread-safe: the loop's thread alone
+// calls a model.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "capq/clock.h"
+
+namespace capq {
+
+struct Release {
+  size_t index = 0;        // in the phase's request list
+  MonoNs intended_ns = 0;  // when it should be sent; the loop sends it at or after this
+};
+
+class ArrivalModel {
+ public:
+  virtual ~ArrivalModel() = default;
+  virtual const char* name() const = 0;
+  // The phase of `count` requests starts at `start_ns`.
+  virtual void Begin(MonoNs start_ns, size_t count) = 0;
+  // The next request to release, or nullopt when none is known until a request finishes (or all
+  // were released). The same answer until Take() or Finished().
+  virtual std::optional<Release> Peek() const = 0;
+  // The loop released what Peek() answered.
+  virtual void Take() = 0;
+  // Request `index` ended in any way (done, failed, cut, or its handle could not be built).
+  virtual void Finished(size_t index, MonoNs done_ns) = 0;
+  // Every request was released.
+  virtual bool Exhausted() const = 0;
+};
+
+// Builds a phase's model once the phase's size is known.
+using ArrivalFactory = std::function<std::unique_ptr<ArrivalModel>()>;
+
+std::unique_ptr<ArrivalModel> ClosedLoopArrivals(int concurrency);
+// `offsets_ns`: wall nanoseconds from the phase start, one per request, non-decreasing.
+std::unique_ptr<ArrivalModel> ScheduledArrivals(std::vector<MonoNs> offsets_ns);
+
+}  // namespace capq
