@@ -91,8 +91,9 @@ TEST(QualifyTest, ProvesTheAdjacentPairWithIndependentTrialsOnBothSides) {
   ASSERT_TRUE(q.cmax.has_value());
   EXPECT_EQ(*q.cmax, 4);  // 1000 ms at C=5 equals the threshold: strictly-below fails it
   EXPECT_EQ(QualifyExitCode(q.status), 0);
-  EXPECT_EQ(q.summary_line,
-            "fake: Cmax = 4 — C=4 p95 0.80/0.80/0.80 s pass, C=5 1.00/1.00/1.00 s fail");
+  EXPECT_EQ(
+      q.summary_line,
+      "fake: Cmax = 4 — C=4 ttft p95 0.80/0.80/0.80 s pass, C=5 ttft p95 1.00/1.00/1.00 s fail");
   EXPECT_EQ(q.Trials("confirm", 4).size(), 3u);
   EXPECT_EQ(q.Trials("confirm", 5).size(), 3u);
   EXPECT_EQ(q.Trials("baseline", 1).size(), 1u);
@@ -260,10 +261,141 @@ TEST(QualifyTest, RowUpdateCarriesCmaxAndMargins) {
   ASSERT_TRUE(updated.expect.cmax.has_value());
   EXPECT_EQ(*updated.expect.cmax, 4);
   EXPECT_EQ(updated.provenance.qualified_on, "2026-11-29");
-  EXPECT_NE(updated.provenance.notes.find("C=4 p95 0.80-0.80 s over 3 trials"), std::string::npos)
+  EXPECT_NE(updated.provenance.notes.find("C=4 ttft p95 0.80-0.80 s over 3 trials"),
+            std::string::npos)
       << updated.provenance.notes;
-  EXPECT_NE(updated.provenance.notes.find("C=5 p95 1.00-1.00 s"), std::string::npos);
+  EXPECT_NE(updated.provenance.notes.find("C=5 ttft p95 1.00-1.00 s"), std::string::npos);
   EXPECT_NE(updated.provenance.notes.find("out/capacity-data.json"), std::string::npos);
+}
+
+// ---- Rows with two SLO gates: every line names the gate that decided.
+
+Row TwoGateRow() {
+  Row row = FakeRow();
+  row.id = "two_gates";
+  row.slo = {SloGate{SloMetric::kTtft, 95, 2500}, SloGate{SloMetric::kItl, 95, 50}};
+  return row;
+}
+
+// A fake server measuring p95 TTFT and p95 ITL as functions of (C, trial); a gate passes when its
+// value is strictly below its bound, the trial when every gate does.
+struct TwoGateServer {
+  std::function<double(int c, int k)> ttft_ms, itl_ms;
+  TrialSummary operator()(const Row& row, const TrialRequest& r) const {
+    TrialSummary t;
+    double ttft = ttft_ms(r.concurrency, r.trial), itl = itl_ms(r.concurrency, r.trial);
+    t.has_metrics = true;
+    t.ttft_ms.p50 = ttft * 0.5;
+    t.ttft_ms.p95 = ttft;
+    t.ttft_ms.p99 = ttft * 1.2;
+    t.itl_ms.p50 = itl * 0.5;
+    t.itl_ms.p95 = itl;
+    t.output_tok_s = 100.0 * r.concurrency;
+    t.slo = {SloCheck{"ttft", 95, row.slo[0].below_ms, ttft, ttft < row.slo[0].below_ms},
+             SloCheck{"itl", 95, row.slo[1].below_ms, itl, itl < row.slo[1].below_ms}};
+    t.latency_pass = t.slo[0].passed && t.slo[1].passed;
+    t.correctness_pass = true;
+    t.outcome = t.latency_pass ? "pass" : "slo_fail";
+    return t;
+  }
+};
+
+// TTFT stays far below its 2.5 s bound up to C=7 (275 ms per stream); ITL is flat at 30 ms up to
+// C=6 and misses its 50 ms bound from C=7 on. So C=6 passes with TTFT nearest its bound (0.66
+// against ITL's 0.60) and C=7 fails on ITL while its TTFT, 1.93 s, passes.
+TwoGateServer ItlFailsAboveSix() {
+  return TwoGateServer{[](int c, int) { return 275.0 * c; },
+                       [](int c, int k) {
+                         if (c <= 6) return 30.0;
+                         const double at7[] = {52, 55, 51};
+                         return c == 7 ? at7[(k - 1) % 3] : 60.0;
+                       }};
+}
+
+TEST(QualifyTwoGateTest, SummaryLineNamesTheGateThatDecidedEachSide) {
+  Row row = TwoGateRow();
+  TwoGateServer server = ItlFailsAboveSix();
+  std::vector<std::string> progress;
+  QualifyOptions opt;
+  opt.max_concurrency = 64;
+  opt.progress = [&](const std::string& line) { progress.push_back(line); };
+  RowQualification q = Qualify(row, server, opt);
+  ASSERT_EQ(q.status, QualifyStatus::kProven) << q.message;
+  EXPECT_EQ(*q.cmax, 6);
+  EXPECT_EQ(q.summary_line,
+            "two_gates: Cmax = 6 — C=6 ttft p95 1.65/1.65/1.65 s pass, C=7 itl p95 52.0/55.0/51.0 "
+            "ms fail");
+  // The per-trial progress line says which gate decided, against its bound.
+  auto said = [&](const std::string& needle) {
+    for (const auto& l : progress) {
+      if (l.find(needle) != std::string::npos) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(said("confirm: C=7 trial 2 slo_fail itl p95 55.0 ms >= 50.0 ms"));
+  EXPECT_TRUE(said("confirm: C=6 trial 1 pass ttft p95 1.65 s < 2.50 s"));
+  // The row's margins are those of the deciding gates, in their units.
+  Row updated = RowWithQualification(row, q, "2026-11-29", "out/capacity-data.json");
+  EXPECT_NE(updated.provenance.notes.find("C=6 ttft p95 1.65-1.65 s over 3 trials (-34.0% to "
+                                          "-34.0% of the 2.50 s SLO)"),
+            std::string::npos)
+      << updated.provenance.notes;
+  EXPECT_NE(updated.provenance.notes.find("C=7 itl p95 51.0-55.0 ms over 3 trials (+2.0% to "
+                                          "+10.0% of the 50.0 ms SLO)"),
+            std::string::npos)
+      << updated.provenance.notes;
+}
+
+TEST(QualifyTwoGateTest, APassingSideIsDecidedByTheGateNearestItsBound) {
+  Row row = TwoGateRow();
+  // ITL at 48 ms is nearer its bound (0.96) than TTFT at C=6 (0.66): the passing side is ITL's.
+  TwoGateServer server{[](int c, int) { return 275.0 * c; },
+                       [](int c, int) { return c <= 6 ? 48.0 : 56.0; }};
+  RowQualification q = Qualify(row, server, QualifyOptions{});
+  ASSERT_EQ(q.status, QualifyStatus::kProven) << q.message;
+  EXPECT_EQ(q.summary_line,
+            "two_gates: Cmax = 6 — C=6 itl p95 48.0/48.0/48.0 ms pass, C=7 itl p95 56.0/56.0/56.0 "
+            "ms fail");
+}
+
+TEST(QualifyTwoGateTest, TrialsThatFailedOnDifferentGatesAreEachNamed) {
+  Row row = TwoGateRow();
+  // C=7: trials 1 and 3 miss ITL; trial 2 meets ITL and misses TTFT at 2.61 s.
+  TwoGateServer server{[](int c, int k) { return c == 7 && k == 2 ? 2610.0 : 275.0 * c; },
+                       [](int c, int k) { return c <= 6 || (c == 7 && k == 2) ? 30.0 : 53.0; }};
+  RowQualification q = Qualify(row, server, QualifyOptions{});
+  ASSERT_EQ(q.status, QualifyStatus::kProven) << q.message;
+  EXPECT_EQ(q.summary_line,
+            "two_gates: Cmax = 6 — C=6 ttft p95 1.65/1.65/1.65 s pass, C=7 itl p95 53.0 ms / ttft "
+            "p95 2.61 s / itl p95 53.0 ms fail");
+  Row updated = RowWithQualification(row, q, "2026-11-29", "out/capacity-data.json");
+  EXPECT_NE(updated.provenance.notes.find("C=7 itl p95 53.0-53.0 ms over 2 trials (+6.0% to "
+                                          "+6.0% of the 50.0 ms SLO), ttft p95 2.61-2.61 s over 1 "
+                                          "trial (+4.4% to +4.4% of the 2.50 s SLO)"),
+            std::string::npos)
+      << updated.provenance.notes;
+}
+
+TEST(QualifyTwoGateTest, AFailureAtOneNamesTheGateThatMissed) {
+  Row row = TwoGateRow();
+  TwoGateServer server{[](int, int) { return 400.0; }, [](int, int) { return 70.0; }};
+  RowQualification q = Qualify(row, server, QualifyOptions{});
+  EXPECT_EQ(q.status, QualifyStatus::kFailsAtOne);
+  EXPECT_NE(q.summary_line.find("itl p95 70.0 ms >= 50.0 ms"), std::string::npos) << q.summary_line;
+}
+
+TEST(QualifyTwoGateTest, SideTextTakesTheSidesLabel) {
+  Row row = TwoGateRow();
+  TwoGateServer server = ItlFailsAboveSix();
+  std::vector<TrialSummary> ts;
+  for (int k = 1; k <= 3; ++k) ts.push_back(server(row, TrialRequest{"confirm", 7, k, 0}));
+  std::vector<const TrialSummary*> side;
+  for (const auto& t : ts) side.push_back(&t);
+  EXPECT_EQ(SideText("R=3 rps", side), "R=3 rps itl p95 52.0/55.0/51.0 ms fail");
+  ts[1].slo[1].measured_ms = 45;
+  ts[1].slo[1].passed = true;
+  ts[1].outcome = "pass";
+  EXPECT_EQ(SideText("C=7", side), "C=7 itl p95 52.0/45.0/51.0 ms 1/3 pass");
 }
 
 // ---- End to end: the real trial path, one `capq trial` process per trial, against the embedded
@@ -464,10 +596,10 @@ TEST_F(QualifyEndToEndTest, CommandWritesDataReportAndUpdatesTheRow) {
   std::string summary, cost;
   std::getline(lines, summary);
   std::getline(lines, cost);
-  EXPECT_TRUE(
-      std::regex_match(summary, std::regex("qualify_tiny: Cmax = 6 — C=6 p95 [0-9]+\\.[0-9]{2}/"
-                                           "[0-9]+\\.[0-9]{2} s pass, C=7 [0-9]+\\.[0-9]{2}/"
-                                           "[0-9]+\\.[0-9]{2} s fail")))
+  EXPECT_TRUE(std::regex_match(
+      summary, std::regex("qualify_tiny: Cmax = 6 — C=6 ttft p95 [0-9]+\\.[0-9]{2}/"
+                          "[0-9]+\\.[0-9]{2} s pass, C=7 ttft p95 [0-9]+\\.[0-9]{2}/"
+                          "[0-9]+\\.[0-9]{2} s fail")))
       << summary;
   EXPECT_NE(cost.find("cost: baseline 1 trial"), std::string::npos) << cost;
   EXPECT_NE(cost.find("confirm 4 trials"), std::string::npos) << cost;
@@ -494,7 +626,7 @@ TEST_F(QualifyEndToEndTest, CommandWritesDataReportAndUpdatesTheRow) {
   std::time_t now = std::time(nullptr);
   std::strftime(today, sizeof today, "%Y-%m-%d", std::gmtime(&now));
   EXPECT_EQ(updated->provenance.qualified_on, today);
-  EXPECT_NE(updated->provenance.notes.find("Margins: C=6 p95"), std::string::npos);
+  EXPECT_NE(updated->provenance.notes.find("Margins: C=6 ttft p95"), std::string::npos);
   std::string after = Slurp(row_path);
   // Everything but expect/provenance is kept as written, comments included.
   EXPECT_EQ(after.substr(0, after.find("expect:")), before.substr(0, before.find("expect:")));

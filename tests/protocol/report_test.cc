@@ -191,5 +191,134 @@ TEST(ReportTest, EscapesRowText) {
   EXPECT_NE(html.find("&lt;b&gt;bold&lt;/b&gt; &amp; &quot;quoted&quot;"), std::string::npos);
 }
 
+// A proven row with a TTFT and an ITL gate whose C=7 trials fail on ITL while their TTFT (1.93 s)
+// is well below its bound: every place the report shows a verdict figure must say which gate.
+RowQualification TwoGateQualification() {
+  RowQualification q;
+  q.row.id = "two_gates";
+  q.row.input_tokens = 1024;
+  q.row.output_tokens = 256;
+  q.row.slo = {SloGate{SloMetric::kTtft, 95, 2500}, SloGate{SloMetric::kItl, 95, 50}};
+  q.status = QualifyStatus::kProven;
+  q.cmax = 6;
+  q.operating_point = 6;
+  q.message = "every C=6 trial passed and every C=7 trial failed";
+  auto trial = [&](const std::string& phase, int c, int k, double ttft, double itl) {
+    TrialSummary t;
+    t.phase = phase;
+    t.concurrency = c;
+    t.trial = k;
+    t.has_metrics = true;
+    t.ttft_ms.p50 = ttft / 2;
+    t.ttft_ms.p95 = ttft;
+    t.ttft_ms.p99 = ttft * 1.1;
+    t.itl_ms.p95 = itl;
+    t.output_tok_s = 100.0 * c;
+    t.slo = {SloCheck{"ttft", 95, 2500, ttft, ttft < 2500}, SloCheck{"itl", 95, 50, itl, itl < 50}};
+    t.latency_pass = t.slo[0].passed && t.slo[1].passed;
+    t.correctness_pass = true;
+    t.outcome = t.latency_pass ? "pass" : "slo_fail";
+    for (int i = 0; i < 64; ++i) t.ttft_ms_by_arrival.push_back(ttft * (0.5 + i / 128.0));
+    q.trials.push_back(t);
+  };
+  trial("baseline", 1, 1, 300, 30);
+  trial("probe", 4, 1, 1100, 30);
+  trial("probe", 8, 1, 2200, 60);
+  trial("probe", 6, 1, 1650, 30);
+  trial("probe", 7, 1, 1925, 53);
+  const double itl7[] = {52, 55, 51};
+  for (int k = 1; k <= 3; ++k) {
+    trial("confirm", 6, k, 1650, 30);
+    trial("confirm", 7, k, 1925, itl7[k - 1]);
+  }
+  // As the capacity data of a version that did not name gates would have kept it.
+  q.summary_line = "two_gates: Cmax = 6 — C=6 p95 1.65/1.65/1.65 s pass, C=7 1.93/1.93/1.93 s fail";
+  return q;
+}
+
+// The <table id="ID"> ... </table> text; empty when absent.
+std::string Table(const std::string& html, const std::string& id) {
+  size_t start = html.find("<table id=\"" + id + "\"");
+  if (start == std::string::npos) return "";
+  return html.substr(start, html.find("</table>", start) - start);
+}
+
+TEST(ReportTwoGateTest, EveryVerdictFigureNamesItsGate) {
+  CapacityData d;
+  d.rows.push_back(TwoGateQualification());
+  std::string html = RenderReportHtml(d);
+  // The summary line is derived from the trials: it names ITL on the failing side and TTFT, the
+  // gate nearest its bound, on the passing side, even though the stored line did not.
+  const std::string line =
+      "two_gates: Cmax = 6 — C=6 ttft p95 1.65/1.65/1.65 s pass, C=7 itl p95 52.0/55.0/51.0 ms "
+      "fail";
+  EXPECT_EQ(Count(html, "<div class=\"summary proven\">" + line + "</div>"), 2u) << line;
+  EXPECT_EQ(html.find("C=7 1.93/1.93/1.93 s fail"), std::string::npos);
+
+  // Boundary per row: the deciding gate and its values on each side.
+  std::string rows = Table(html, "tbl-rows");
+  EXPECT_NE(rows.find("ttft p95 1.65/1.65/1.65 s"), std::string::npos) << rows;
+  EXPECT_NE(rows.find("itl p95 52.0/55.0/51.0 ms"), std::string::npos) << rows;
+
+  // Confirmation trials: each row says which gate decided it, against its bound.
+  std::string boundary = Table(html, "tbl-boundary-two_gates");
+  EXPECT_NE(boundary.find("decided by"), std::string::npos);
+  EXPECT_EQ(Count(boundary, "ttft p95 1.65 s &lt; 2.50 s"), 3u) << boundary;
+  for (const char* v : {"52.0", "55.0", "51.0"}) {
+    EXPECT_EQ(Count(boundary, std::string("itl p95 ") + v + " ms &gt;= 50.0 ms"), 1u) << v;
+  }
+  EXPECT_EQ(boundary.find("ttft p95 1.93"), std::string::npos)
+      << "a passing TTFT must not stand for a failure decided by ITL";
+
+  // Probes too.
+  std::string locate = Table(html, "tbl-locate-two_gates");
+  EXPECT_NE(locate.find("itl p95 53.0 ms &gt;= 50.0 ms"), std::string::npos) << locate;
+  EXPECT_NE(locate.find("itl p95 60.0 ms &gt;= 50.0 ms"), std::string::npos) << locate;
+
+  // The arrival table beside the TTFT panels says the fails were ITL's.
+  std::string arrival = Table(html, "tbl-arrival-two_gates");
+  EXPECT_EQ(Count(arrival, "itl p95 5"), 3u) << arrival;
+
+  // Figure 2 puts each side at its own deciding gate, named under it; with two gates deciding,
+  // the values are shares of each gate's bound.
+  std::string fig = Figure(html, "fig-boundary");
+  EXPECT_NE(fig.find("C=6 ttft p95"), std::string::npos);
+  EXPECT_NE(fig.find("C=7 itl p95"), std::string::npos);
+  EXPECT_NE(fig.find("C=7 trial 2: itl p95 55.0 ms &gt;= 50.0 ms (110% of the bound), fail"),
+            std::string::npos);
+  EXPECT_EQ(Count(fig, "<circle class=\"pt fail"), 3u);
+
+  // The TTFT figure draws the TTFT gate's bound, and its failing points say ITL decided.
+  std::string ttft = Figure(html, "fig-ttft-two_gates");
+  EXPECT_NE(ttft.find("SLO: p95 ttft &lt; 2500 ms"), std::string::npos);
+  EXPECT_NE(ttft.find("fail (itl p95 52.0 ms &gt;= 50.0 ms)"), std::string::npos);
+  // Figure 1 says which gate decided each side.
+  EXPECT_NE(Figure(html, "fig-throughput-two_gates").find("C=6 on ttft p95, C=7 on itl p95"),
+            std::string::npos);
+}
+
+TEST(ReportTwoGateTest, OneGateDecidingBothSidesIsPlottedInItsOwnUnit) {
+  CapacityData d;
+  d.rows.push_back(TwoGateQualification());
+  // ITL at C=6 now nears its bound (0.98, TTFT 0.66): ITL decided both sides.
+  for (auto& t : d.rows[0].trials) {
+    if (t.phase == "confirm" && t.concurrency == 6) t.slo[1].measured_ms = 49;
+  }
+  std::string fig = Figure(RenderReportHtml(d), "fig-boundary");
+  EXPECT_NE(fig.find("itl p95 (ms)"), std::string::npos) << fig;
+  EXPECT_NE(fig.find("C=6 trial 1: itl p95 49.0 ms &lt; 50.0 ms, pass"), std::string::npos);
+}
+
+TEST(ReportTest, DataWrittenBeforeGatesWereNamedStillReadsAndNamesThem) {
+  // seed_like was written when summary lines said "C=7 p95 ..." without the gate.
+  auto d = ReadCapacityData(kFixture);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->rows[1].summary_line.find("ttft"), std::string::npos);
+  std::string html = RenderReportHtml(*d);
+  EXPECT_NE(html.find("b70_qwen38_27b_8k1k: Cmax = 7 — C=7 ttft p95 9.23/9.30/9.31 s pass, C=8 "
+                      "ttft p95 10.56/10.48/10.45 s fail"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace capq

@@ -20,9 +20,22 @@ function(capq_suite_selftest name case expect every)
     LABELS "selftest;suite" RUN_SERIAL TRUE TIMEOUT 900)
 endfunction()
 
-# Claims one more than the real Cmax: the trials at the claimed Cmax miss the SLO.
-capq_suite_selftest(claim_too_high wrong_claim "SLO missed at the claimed Cmax" OFF)
+# Claims one more than the real Cmax: the trials at the claimed Cmax miss the SLO, and the message
+# names the gate that decided with its value and bound.
+capq_suite_selftest(claim_too_high wrong_claim
+  "SLO missed at the claimed Cmax=7 .C=7., decided by SLO gate ttft p95: measured [0-9.]+ ms, threshold below 1400.0 ms"
+  OFF)
 # Claims one less than the real Cmax: the trials at "Cmax+1" meet the SLO, so the capacity grew.
-capq_suite_selftest(claim_too_low wrong_claim_low "capacity grew beyond the claimed Cmax" OFF)
+capq_suite_selftest(claim_too_low wrong_claim_low
+  "SLO met at C=Cmax.1=6, decided by SLO gate ttft p95 .the closest to its threshold.: measured [0-9.]+ ms, threshold below 1400.0 ms.*capacity grew beyond the claimed Cmax=5"
+  OFF)
+# Two gates, the claimed Cmax misses ITL while its TTFT passes: the message names ITL, not TTFT.
+capq_suite_selftest(itl_decides_miss itl_decides_miss
+  "SLO missed at the claimed Cmax=6 .C=6., decided by SLO gate itl p95: measured [0-9.]+ ms, threshold below 12.3 ms"
+  OFF)
+# Two gates, "Cmax+1" meets both: the message names ITL, the gate that came closest to its bound.
+capq_suite_selftest(itl_decides_growth itl_decides_growth
+  "SLO met at C=Cmax.1=6, decided by SLO gate itl p95 .the closest to its threshold.: measured [0-9.]+ ms, threshold below 14.0 ms.*capacity grew beyond the claimed Cmax=5"
+  OFF)
 # Pins a digest the simulator does not have: every test of the row fails before any load.
 capq_suite_selftest(wrong_identity wrong_identity "identity mismatch" ON)

@@ -11,6 +11,7 @@
 #include "capq/cli/args.h"
 #include "capq/cli/commands.h"
 #include "capq/model/row_loader.h"
+#include "capq/protocol/deciding_gate.h"
 #include "capq/protocol/trial.h"
 #include "capq/sim/server.h"
 
@@ -97,8 +98,11 @@ void PrintTrialSummary(const Row& row, const TrialOptions& o, const TrialReport&
         static_cast<long long>(v.correctness.totals.unique_output_hashes));
   }
   for (const auto& r : v.reasons) std::printf("  - %s\n", r.c_str());
-  std::printf("  verdict: %s (exit %d)\n  evidence: %s\n", TrialOutcomeName(v.outcome),
-              v.ExitCode(), rep.dir.c_str());
+  // A latency verdict names the gate that decided it: the worst that missed, else the closest.
+  std::string by = DecidingGateText(v);
+  if (!by.empty()) by = ", decided by " + by;
+  std::printf("  verdict: %s (exit %d)%s\n  evidence: %s\n", TrialOutcomeName(v.outcome),
+              v.ExitCode(), by.c_str(), rep.dir.c_str());
 }
 
 int RunTrial(const Args& args) {

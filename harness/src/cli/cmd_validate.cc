@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "capq/cli/commands.h"
+#include "capq/protocol/deciding_gate.h"
 #include "capq/protocol/trial.h"
 
 namespace capq::cli {
@@ -27,7 +28,9 @@ int RunValidate(const Args& args) {
   }
   for (const auto& pr : r.problems) std::printf("  problem: %s\n", pr.c_str());
   for (const auto& why : r.verdict.reasons) std::printf("  - %s\n", why.c_str());
-  std::printf("  re-derived verdict: %s\n", TrialOutcomeName(r.verdict.outcome));
+  std::string by = DecidingGateText(r.verdict);
+  if (!by.empty()) by = ", decided by " + by;
+  std::printf("  re-derived verdict: %s%s\n", TrialOutcomeName(r.verdict.outcome), by.c_str());
   // 4: the evidence itself does not hold (tampered, missing or disagreeing files).
   if (!r.checksums_ok || !r.problems.empty()) return 4;
   return r.verdict.ExitCode();

@@ -8,6 +8,7 @@
 
 #include "capq/clock.h"
 #include "capq/hash.h"
+#include "capq/protocol/deciding_gate.h"
 #include "capq/protocol/locate.h"
 
 namespace capq {
@@ -18,25 +19,6 @@ std::string Fmt(const char* fmt, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, fmt, v);
   return buf;
-}
-
-std::string Seconds(double ms) { return std::isfinite(ms) ? Fmt("%.2f", ms / 1000.0) : "n/a"; }
-
-// "p95" for TTFT gates, "itl p95" / "e2e p99" otherwise.
-std::string GateLabel(const RowInfo& row) {
-  if (row.slo.empty()) return "p95";
-  const SloGate& g = row.slo.front();
-  std::string p = "p" + Fmt("%g", g.percentile);
-  return g.metric == SloMetric::kTtft ? p : std::string(SloMetricName(g.metric)) + " " + p;
-}
-
-std::string JoinGating(const std::vector<const TrialSummary*>& ts) {
-  std::string out;
-  for (const auto* t : ts) {
-    if (!out.empty()) out += "/";
-    out += Seconds(t->GatingMs());
-  }
-  return out;
 }
 
 int CountPasses(const std::vector<const TrialSummary*>& ts) {
@@ -53,12 +35,24 @@ std::string SideWord(const std::vector<const TrialSummary*>& ts) {
   return std::to_string(pass) + "/" + std::to_string(ts.size()) + " pass";
 }
 
-std::string FirstFailedGate(const TrialSummary& t) {
-  if (!t.failed_gates.empty()) {
-    std::string g = t.failed_gates.front();
-    return g.substr(0, g.find(':'));
+// The correctness gates a trial failed, each named once: "nonempty_deltas, unique_outputs".
+std::string FailedGateNames(const TrialSummary& t) {
+  std::string gates;
+  std::vector<std::string> names;
+  for (const auto& g : t.failed_gates) {
+    std::string name = g.substr(0, g.find(':'));
+    if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+    if (!gates.empty()) gates += ", ";
+    gates += name;
+    names.push_back(std::move(name));
   }
-  return "unnamed gate";
+  return gates.empty() ? "unnamed gate" : gates;
+}
+
+// The SLO gate that decided a trial against its bound: "itl p95 55.1 ms >= 50.0 ms".
+std::string DecidedBy(const TrialSummary& t) {
+  std::string by = DecidingGateText(t.slo);
+  return by.empty() ? "no SLO gate measured" : by;
 }
 
 ProbeVerdict ToProbeVerdict(const std::string& outcome) {
@@ -156,16 +150,7 @@ class Run {
   bool StopOn(const TrialSummary& t) {
     if (t.outcome == "correctness_fail") {
       q_.status = QualifyStatus::kCorrectnessFail;
-      std::string gates;
-      std::vector<std::string> names;
-      for (const auto& g : t.failed_gates) {
-        std::string name = g.substr(0, g.find(':'));
-        if (std::find(names.begin(), names.end(), name) != names.end()) continue;
-        if (!gates.empty()) gates += ", ";
-        gates += name;
-        names.push_back(std::move(name));
-      }
-      q_.failed_gate = gates.empty() ? FirstFailedGate(t) : gates;
+      q_.failed_gate = FailedGateNames(t);
       q_.message = "correctness gate " + q_.failed_gate +
                    " failed at C=" + std::to_string(t.concurrency) + " (" + t.phase + " trial " +
                    std::to_string(t.trial) + "): " + Reasons(t) +
@@ -186,8 +171,11 @@ class Run {
     return false;
   }
 
-  std::string Brief(const TrialSummary& t) const {
-    return t.outcome + " " + GateLabel(q_.row) + " " + Seconds(t.GatingMs()) + " s";
+  // "slo_fail itl p95 55.1 ms >= 50.0 ms": the outcome and the gate that decided it.
+  static std::string Brief(const TrialSummary& t) {
+    if (t.outcome == "correctness_fail") return t.outcome + " (" + FailedGateNames(t) + ")";
+    if (t.outcome != "pass" && t.outcome != "slo_fail") return t.outcome;
+    return t.outcome + " " + DecidedBy(t);
   }
 
   void Execute() {
@@ -247,8 +235,8 @@ class Run {
     switch (loc.state()) {
       case Locator::State::kFailsAtOne:
         q_.status = QualifyStatus::kFailsAtOne;
-        q_.message = "C=1 misses the SLO (" + GateLabel(q_.row) + " " + Seconds(base.GatingMs()) +
-                     " s): no concurrency meets it on this row";
+        q_.message =
+            "C=1 misses the SLO (" + DecidedBy(base) + "): no concurrency meets it on this row";
         return;
       case Locator::State::kNoFailUpToCap:
         q_.status = QualifyStatus::kNoFailUpToCap;
@@ -421,18 +409,16 @@ RowQualification Qualify(const Row& row, const TrialRunner& runner, const Qualif
   return Run(row, runner, options).Go();
 }
 
+std::string SideText(const std::string& label, const std::vector<const TrialSummary*>& trials) {
+  return label + " " + SideFigures(trials) + " " + SideWord(trials);
+}
+
 std::string SummaryLine(const RowQualification& q) {
   const std::string& id = q.row.id;
-  std::string label = GateLabel(q.row);
   auto sides = [&](int c) {
-    auto low = q.Trials("confirm", c);
+    std::string s = SideText("C=" + std::to_string(c), q.Trials("confirm", c));
     auto high = q.Trials("confirm", c + 1);
-    std::string s =
-        "C=" + std::to_string(c) + " " + label + " " + JoinGating(low) + " s " + SideWord(low);
-    if (!high.empty()) {
-      s += ", C=" + std::to_string(c + 1) + " " + JoinGating(high) + " s " +
-           (CountPasses(high) == 0 ? std::string("fail") : SideWord(high));
-    }
+    if (!high.empty()) s += ", " + SideText("C=" + std::to_string(c + 1), high);
     return s;
   };
   switch (q.status) {
@@ -488,20 +474,48 @@ Row RowWithQualification(const Row& row, const RowQualification& q, const std::s
   out.provenance.qualified_on = today;
   // The server URL is a deployment detail and never belongs in a row (row-schema.md).
   out.provenance.source = "capq qualify";
-  std::string label = GateLabel(q.row);
-  double below = q.row.slo.empty() ? NAN : q.row.slo.front().below_ms;
+  // Per side, one clause per gate that decided its trials, with the spread against that gate's
+  // bound: "C=7 itl p95 52.0-55.1 ms over 3 trials (+4.0% to +10.2% of the 50.0 ms SLO)".
   auto margin = [&](int cc) {
     auto ts = q.Trials("confirm", cc);
     if (ts.empty()) return std::string();
-    double lo = INFINITY, hi = -INFINITY;
-    for (const auto* t : ts) {
-      lo = std::min(lo, t->GatingMs());
-      hi = std::max(hi, t->GatingMs());
+    SideGates side = DecideSide(ts);
+    std::vector<SloCheck> gates;
+    for (size_t k = 0; k < ts.size(); ++k) {
+      int i = side.per_trial[k];
+      if (i < 0) continue;
+      const SloCheck& g = ts[k]->slo[i];
+      bool seen = false;
+      for (const auto& s : gates) seen = seen || SameGate(s, g);
+      if (!seen) gates.push_back(g);
     }
-    return "C=" + std::to_string(cc) + " " + label + " " + Seconds(lo) + "-" + Seconds(hi) +
-           " s over " + std::to_string(ts.size()) + " trials (" +
-           Fmt("%+.1f", 100.0 * (lo - below) / below) + "% to " +
-           Fmt("%+.1f", 100.0 * (hi - below) / below) + "% of the " + Seconds(below) + " s SLO)";
+    std::string out;
+    for (const SloCheck& g : gates) {
+      double lo = INFINITY, hi = -INFINITY;
+      int n = 0;
+      for (size_t k = 0; k < ts.size(); ++k) {
+        int i = side.per_trial[k];
+        if (i < 0 || !SameGate(ts[k]->slo[i], g)) continue;
+        double v = ts[k]->slo[i].measured_ms;
+        ++n;
+        if (!std::isfinite(v)) continue;
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+      const std::string unit = GateUnitFor(g.below_ms).name;
+      if (!std::isfinite(lo)) {
+        out += (out.empty() ? "" : ", ") + GateName(g) + " not measured in " + std::to_string(n) +
+               (n == 1 ? " trial" : " trials");
+        continue;
+      }
+      out += (out.empty() ? "" : ", ") + GateName(g) + " " + GateFigure(g, lo) + "-" +
+             GateFigure(g, hi) + " " + unit + " over " + std::to_string(n) +
+             (n == 1 ? " trial (" : " trials (") +
+             Fmt("%+.1f", 100.0 * (lo - g.below_ms) / g.below_ms) + "% to " +
+             Fmt("%+.1f", 100.0 * (hi - g.below_ms) / g.below_ms) + "% of the " +
+             GateFigure(g, g.below_ms) + " " + unit + " SLO)";
+    }
+    return "C=" + std::to_string(cc) + " " + (out.empty() ? "no SLO gate measured" : out);
   };
   std::string notes = q.status == QualifyStatus::kProven ? "proven boundary. " : q.message + ". ";
   notes += "Margins: " + margin(c);

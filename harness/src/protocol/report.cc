@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 
+#include "capq/protocol/deciding_gate.h"
+#include "capq/protocol/qualify.h"
 #include "report_svg.h"
 
 namespace capq {
@@ -94,36 +97,42 @@ details { margin: 8px 0; font-size: 12px; }
 code { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; }
 )css";
 
-// Durations in the unit that reads best for a row: seconds when the SLO is a second or more.
-struct Unit {
-  double div = 1000;
-  std::string name = "s";
-  int decimals = 2;
-};
-
-Unit UnitFor(double below_ms) {
-  if (std::isfinite(below_ms) && below_ms < 1000) return Unit{1, "ms", 1};
-  return Unit{};
-}
+// Durations in the unit that reads best for a bound: seconds when it is a second or more.
+using Unit = GateUnit;
+Unit UnitFor(double below_ms) { return GateUnitFor(below_ms); }
 
 double Slo(const RowInfo& r) { return r.slo.empty() ? NAN : r.slo.front().below_ms; }
+
+// The row's TTFT gate, the one the TTFT figures draw as their SLO line; nullptr when it has none.
+const SloGate* TtftGate(const RowInfo& r) {
+  for (const auto& g : r.slo) {
+    if (g.metric == SloMetric::kTtft) return &g;
+  }
+  return nullptr;
+}
+
+// The unit of the TTFT figures and columns: the TTFT gate's, else the first gate's.
+Unit TtftUnit(const RowInfo& r) { return UnitFor(TtftGate(r) ? TtftGate(r)->below_ms : Slo(r)); }
+
+// A row's number as written (12.3 stays 12.3, 99.9 stays 99.9): "%g".
+std::string G(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// "p95 ttft < 2500 ms": one gate as the row states it.
+std::string GateSpec(const SloGate& g) {
+  return "p" + G(g.percentile) + " " + SloMetricName(g.metric) + " < " + G(g.below_ms) + " ms";
+}
 
 std::string SloText(const RowInfo& r) {
   std::string out;
   for (const auto& g : r.slo) {
     if (!out.empty()) out += " and ";
-    out += std::string("p") + F(g.percentile, 0) + " " + SloMetricName(g.metric) + " < " +
-           F(g.below_ms, 0) + " ms";
+    out += GateSpec(g);
   }
   return out.empty() ? "none" : out;
-}
-
-std::string GateName(const RowInfo& r) {
-  if (r.slo.empty()) return "p95 TTFT";
-  return "p" + F(r.slo.front().percentile, 0) + " " +
-         (r.slo.front().metric == SloMetric::kTtft
-              ? std::string("TTFT")
-              : std::string(SloMetricName(r.slo.front().metric)));
 }
 
 std::string Shape(const RowInfo& r) {
@@ -148,7 +157,28 @@ std::string VerdictWord(const TrialSummary& t) {
   return t.outcome;
 }
 
-double GatingMs(const TrialSummary& t) { return t.GatingMs(); }
+// The gate that decided a trial against its bound ("itl p95 55.1 ms >= 50.0 ms"); for a broken
+// stream the correctness gate; empty when neither.
+std::string DecidedBy(const TrialSummary& t) {
+  if (t.outcome == "correctness_fail" && !t.failed_gates.empty()) {
+    const std::string& g = t.failed_gates.front();
+    return "correctness gate " + g.substr(0, g.find(':'));
+  }
+  return DecidingGateText(t.slo);
+}
+
+// "fail (itl p95 55.1 ms >= 50.0 ms)": a trial's verdict with the gate that decided it.
+std::string VerdictTip(const TrialSummary& t) {
+  std::string by = DecidedBy(t);
+  return VerdictWord(t) + (by.empty() ? "" : " (" + by + ")");
+}
+
+// The gate that decided a side, for captions: "itl p95", or "several gates" when its trials
+// failed on different ones.
+std::string SideGateName(const std::vector<const TrialSummary*>& ts) {
+  SideGates s = DecideSide(ts);
+  return s.gate ? GateName(*s.gate) : std::string("several gates");
+}
 
 std::string Range(double lo, double hi, int decimals) {
   if (!std::isfinite(lo)) return "n/a";
@@ -167,15 +197,6 @@ std::string RangeOf(const std::vector<const TrialSummary*>& ts, Fn fn, int decim
     hi = std::max(hi, v / div);
   }
   return Range(lo, hi, decimals);
-}
-
-std::string Join(const std::vector<const TrialSummary*>& ts, const Unit& u) {
-  std::string out;
-  for (const auto* t : ts) {
-    if (!out.empty()) out += ", ";
-    out += F(GatingMs(*t) / u.div, u.decimals);
-  }
-  return out + " " + u.name;
 }
 
 std::string Int(int64_t v) {
@@ -222,14 +243,15 @@ std::vector<const TrialSummary*> WithMetrics(const RowQualification& q) {
 // Figure: p95 TTFT (with p50 and p99) against C, every trial a point, the verdict per C on top.
 std::string FigTtft(const RowQualification& q) {
   const RowInfo& r = q.row;
-  Unit u = UnitFor(Slo(r));
+  Unit u = TtftUnit(r);
+  const SloGate* gate = TtftGate(r);
   auto ts = WithMetrics(q);
   int max_c = 1;
-  double max_y = Slo(r);
+  double max_y = gate ? gate->below_ms : NAN;
   for (const auto* t : ts) {
     max_c = std::max(max_c, t->concurrency);
-    for (double v : {t->ttft_ms.p99, t->ttft_ms.p95, GatingMs(*t)}) {
-      if (std::isfinite(v)) max_y = std::max(max_y, v);
+    for (double v : {t->ttft_ms.p99, t->ttft_ms.p95}) {
+      if (std::isfinite(v)) max_y = std::isfinite(max_y) ? std::max(max_y, v) : v;
     }
   }
   Axis x = NiceAxis(0, max_c + 1, std::min(max_c + 1, 12), "concurrency C", true);
@@ -237,7 +259,9 @@ std::string FigTtft(const RowQualification& q) {
       NiceAxis(0, (std::isfinite(max_y) ? max_y : 1) * 1.08 / u.div, 6, "TTFT (" + u.name + ")");
   Plot p(596, 360, x, y);
   p.top = 34;
-  p.HLine(Slo(r) / u.div, "slo", "SLO: " + SloText(r));
+  if (gate) {
+    p.HLine(gate->below_ms / u.div, "slo", "SLO: " + GateSpec(*gate));
+  }
   std::map<int, std::vector<const TrialSummary*>> by_c;
   for (const auto* t : ts) by_c[t->concurrency].push_back(t);
   for (const auto& [c, list] : by_c) {
@@ -253,7 +277,7 @@ std::string FigTtft(const RowQualification& q) {
                what + ": p99 " + F(t.ttft_ms.p99 / u.div, u.decimals) + " " + u.name);
       p.Circle(xc, t.ttft_ms.p95 / u.div, 4.5, "pt " + VerdictClass(t) + " " + t.phase,
                what + ": p95 " + F(t.ttft_ms.p95 / u.div, u.decimals) + " " + u.name + ", " +
-                   VerdictWord(t));
+                   VerdictTip(t));
     }
     std::string cls =
         pass == static_cast<int>(list.size()) ? "pass" : (pass == 0 ? "fail" : "mixed");
@@ -269,10 +293,16 @@ std::string FigTtft(const RowQualification& q) {
       "pass</span><span><i class=\"sw\" style=\"background:var(--fail)\"></i>confirm fail</span>"
       "<span><i class=\"sw\" style=\"border:2px solid var(--probe)\"></i>baseline / probe "
       "(navigation)</span><span>▲ p99 &nbsp;– p50</span><span>✓ ✗ verdict per C</span></div>\n";
-  html += "<figcaption><b>" + Esc(GateName(r)) + " against C</b> for every trial of " + Esc(r.id) +
-          " (" + std::to_string(ts.size()) +
-          " points). Circles are p95, triangles p99, dashes p50; the dashed line is the SLO. "
-          "Medians stay flat while the tail decides the boundary.</figcaption>\n</figure>\n";
+  html += "<figcaption><b>TTFT percentiles against C</b> for every trial of " + Esc(r.id) + " (" +
+          std::to_string(ts.size()) + " points). Circles are p95, triangles p99, dashes p50; " +
+          (gate ? "the dashed line is the TTFT gate. " : "the row has no TTFT gate. ") +
+          "Medians stay flat while the tail decides the boundary." +
+          (r.slo.size() > 1
+               ? " The colour is the trial's verdict over every gate (SLO: " + Esc(SloText(r)) +
+                     "); each point's title names the gate that "
+                     "decided it."
+               : "") +
+          "</figcaption>\n</figure>\n";
   return html;
 }
 
@@ -311,8 +341,10 @@ std::string FigThroughput(const RowQualification& q) {
       caption = " At the boundary C=" + std::to_string(*b) + " emitted " + F(a.first, 1) + "–" +
                 F(a.second, 1) + " tok/s and C=" + std::to_string(*b + 1) + " " + F(c.first, 1) +
                 "–" + F(c.second, 1) + " tok/s: the ranges " +
-                (overlap ? "<b>overlap</b>" : "do not overlap") + ", while " + Esc(GateName(r)) +
-                " gives the pass/fail decision.";
+                (overlap ? "<b>overlap</b>" : "do not overlap") +
+                ", while the SLO gives the pass/fail decision (C=" + std::to_string(*b) + " on " +
+                Esc(SideGateName(q.Trials("confirm", *b))) + ", C=" + std::to_string(*b + 1) +
+                " on " + Esc(SideGateName(q.Trials("confirm", *b + 1))) + ").";
     }
   }
   std::map<int, std::vector<const TrialSummary*>> by_c;
@@ -323,7 +355,7 @@ std::string FigThroughput(const RowQualification& q) {
       double xc = c + Jitter(static_cast<int>(i), static_cast<int>(list.size()));
       p.Circle(xc, t.output_tok_s, 4.5, "pt " + VerdictClass(t) + " " + t.phase,
                t.phase + " C=" + std::to_string(c) + " trial " + std::to_string(t.trial) + ": " +
-                   F(t.output_tok_s, 1) + " tok/s, " + VerdictWord(t));
+                   F(t.output_tok_s, 1) + " tok/s, " + VerdictTip(t));
     }
   }
   std::string html = "<figure id=\"" + Id("fig-throughput", r.id) + "\">\n";
@@ -373,7 +405,9 @@ std::string FigArrivalPanel(const RowQualification& q, int c, const Unit& u, dou
   Axis y = NiceAxis(0, y_max * 1.08 / u.div, 6, "TTFT (" + u.name + ")");
   Plot p(560, 320, x, y);
   p.Band(0.5, c + 0.5, "burst", "burst: first " + std::to_string(c));
-  p.HLine(Slo(q.row) / u.div, "slo", "SLO", "start");
+  if (const SloGate* gate = TtftGate(q.row)) {
+    p.HLine(gate->below_ms / u.div, "slo", "TTFT SLO", "start");
+  }
   std::vector<double> full, steady;
   int k = 0;
   for (const auto* t : ts) {
@@ -409,8 +443,8 @@ std::string FigArrivalPanel(const RowQualification& q, int c, const Unit& u, dou
 std::string FigArrival(const RowQualification& q) {
   auto b = Boundary(q);
   if (!b) return "";
-  Unit u = UnitFor(Slo(q.row));
-  double y_max = Slo(q.row);
+  Unit u = TtftUnit(q.row);
+  double y_max = TtftGate(q.row) ? TtftGate(q.row)->below_ms : 0;
   int requests = 0;
   for (int c : {*b, *b + 1}) {
     for (const auto* t : q.Trials("confirm", c)) {
@@ -438,7 +472,8 @@ std::string FigArrival(const RowQualification& q) {
   // Per-trial burst share.
   html += "<table id=\"" + Id("tbl-arrival", q.row.id) +
           "\"><tr><th>C</th><th>trial</th><th>requests</th><th>full p95</th><th>steady p95 "
-          "(after first C)</th><th>slowest 5% in opening burst</th><th>verdict</th></tr>\n";
+          "(after first C)</th><th>slowest 5% in opening burst</th><th>verdict</th><th "
+          "class=\"l\">decided by</th></tr>\n";
   for (int c : {*b, *b + 1}) {
     for (const auto* t : q.Trials("confirm", c)) {
       ArrivalStats s = ArrivalOf(*t);
@@ -447,7 +482,8 @@ std::string FigArrival(const RowQualification& q) {
               F(s.p95_full / u.div, u.decimals) + " " + u.name + "</td><td>" +
               F(s.p95_steady / u.div, u.decimals) + " " + u.name + "</td><td>" +
               std::to_string(s.tail_in_burst) + " of " + std::to_string(s.tail) +
-              "</td><td class=\"" + VerdictClass(*t) + "\">" + VerdictWord(*t) + "</td></tr>\n";
+              "</td><td class=\"" + VerdictClass(*t) + "\">" + VerdictWord(*t) +
+              "</td><td class=\"l\">" + Esc(DecidedBy(*t)) + "</td></tr>\n";
     }
   }
   html += "</table>\n</figure>\n";
@@ -475,7 +511,7 @@ std::string FigTimeline(const RowQualification& q) {
     p.Rect(t.start_offset_s, l - 0.32, t.start_offset_s + std::max(t.wall_s, end * 0.002), l + 0.32,
            "bar " + t.phase + " " + VerdictClass(t),
            t.phase + " C=" + std::to_string(t.concurrency) + " trial " + std::to_string(t.trial) +
-               ": " + VerdictWord(t) + ", " + F(t.wall_s, 1) + " s");
+               ": " + VerdictTip(t) + ", " + F(t.wall_s, 1) + " s");
     if (t.wall_s > end * 0.035) {
       p.Text(t.start_offset_s + t.wall_s / 2, l - 0.12, "C=" + std::to_string(t.concurrency),
              "bar-text");
@@ -505,33 +541,55 @@ std::string FigBoundary(const CapacityData& d) {
   for (const auto& q : d.rows) {
     auto b = Boundary(q);
     if (!b) continue;
-    Unit u = UnitFor(Slo(q.row));
     auto low = q.Trials("confirm", *b);
     auto high = q.Trials("confirm", *b + 1);
-    double y_max = Slo(q.row);
-    for (const auto* t : low) y_max = std::max(y_max, GatingMs(*t));
-    for (const auto* t : high) y_max = std::max(y_max, GatingMs(*t));
+    SideGates gl = DecideSide(low), gh = DecideSide(high);
+    // One gate decided both sides: its values against its bound. Otherwise each trial's deciding
+    // gate as a share of its own bound, so that the line at 100% is every gate's bound.
+    const SloCheck* one =
+        gl.gate && (high.empty() || (gh.gate && SameGate(*gl.gate, *gh.gate))) ? gl.gate : nullptr;
+    Unit u = one ? UnitFor(one->below_ms) : Unit{};
+    auto value = [&](const SloCheck& g) {
+      return one ? g.measured_ms / u.div : 100.0 * GateRatio(g);
+    };
+    double y_max = one ? one->below_ms / u.div : 100.0;
+    for (const auto& [list, side] : {std::make_pair(&low, &gl), std::make_pair(&high, &gh)}) {
+      for (size_t k = 0; k < list->size(); ++k) {
+        int i = side->per_trial[k];
+        if (i < 0) continue;
+        double v = value((*list)[k]->slo[i]);
+        if (std::isfinite(v)) y_max = std::max(y_max, v);
+      }
+    }
+    auto tick = [](int c, const SideGates& s) {
+      return "C=" + std::to_string(c) + " " + (s.gate ? GateName(*s.gate) : "(mixed)");
+    };
     Axis x;
     x.min = -0.6;
     x.max = 1.6;
     x.ticks = {0, 1};
-    x.tick_labels = {"C=" + std::to_string(*b), "C=" + std::to_string(*b + 1)};
+    x.tick_labels = {tick(*b, gl), tick(*b + 1, gh)};
     x.label = Shape(q.row) + " tokens";
-    Axis y = NiceAxis(0, (std::isfinite(y_max) ? y_max : 1) * 1.1 / u.div, 5,
-                      GateName(q.row) + " (" + u.name + ")");
+    Axis y = NiceAxis(0, y_max * 1.1, 5,
+                      one ? GateName(*one) + " (" + u.name + ")" : "deciding gate, % of its bound");
     Plot p(300, 320, x, y);
-    p.HLine(Slo(q.row) / u.div, "slo", "SLO");
-    int side = 0;
-    for (const auto& list : {low, high}) {
-      for (size_t i = 0; i < list.size(); ++i) {
-        const TrialSummary& t = *list[i];
-        p.Circle(side + Jitter(static_cast<int>(i), static_cast<int>(list.size()), 0.16),
-                 GatingMs(t) / u.div, 5, "pt " + VerdictClass(t) + " confirm",
+    p.HLine(one ? one->below_ms / u.div : 100.0, "slo", one ? "SLO" : "bound");
+    int side_x = 0;
+    for (const auto& [list, side] : {std::make_pair(&low, &gl), std::make_pair(&high, &gh)}) {
+      for (size_t k = 0; k < list->size(); ++k) {
+        const TrialSummary& t = *(*list)[k];
+        int i = side->per_trial[k];
+        if (i < 0) continue;
+        const SloCheck& g = t.slo[i];
+        p.Circle(side_x + Jitter(static_cast<int>(k), static_cast<int>(list->size()), 0.16),
+                 value(g), 5, "pt " + VerdictClass(t) + " confirm",
                  "C=" + std::to_string(t.concurrency) + " trial " + std::to_string(t.trial) + ": " +
-                     F(GatingMs(t) / u.div, u.decimals) + " " + u.name + ", " + VerdictWord(t));
+                     GateVerdictText(g) +
+                     (one ? "" : " (" + F(100.0 * GateRatio(g), 0) + "% of the bound)") + ", " +
+                     VerdictWord(t));
         ++points;
       }
-      ++side;
+      ++side_x;
     }
     p.TextPx(p.left, 16, q.row.id + (q.status == QualifyStatus::kLowered ? " (noisy)" : ""),
              "panel-title", "start");
@@ -542,7 +600,9 @@ std::string FigBoundary(const CapacityData& d) {
          "</div>\n<figcaption><b>Figure 2 — the boundary of every row</b> (" +
          std::to_string(points) +
          " confirmation trials): independent cold-cache trials at Cmax (left) and Cmax+1 "
-         "(right).</figcaption>\n</figure>\n";
+         "(right), each at the value of the gate that decided its side, named under the side. "
+         "When different gates decided, every point is its gate's value as a share of that "
+         "gate's bound.</figcaption>\n</figure>\n";
 }
 
 // Figure 3: the capacity surface across rows.
@@ -602,14 +662,14 @@ std::string CachedCell(const TrialSummary& t) {
 }
 
 std::string TblBoundary(const RowQualification& q) {
-  Unit u = UnitFor(Slo(q.row));
+  Unit u = TtftUnit(q.row);
   std::string html = "<table id=\"" + Id("tbl-boundary", q.row.id) +
                      "\"><tr><th>concurrency</th><th>trial</th><th>seed</th><th "
                      "class=\"l\">corpus</th><th>cached max / allowed</th><th>TTFT p50 (" +
                      u.name +
                      ")</th><th>TTFT p95</th><th>TTFT p99</th><th>steady p95</th><th>ITL "
                      "p50 (ms)</th><th>ITL p95 (ms)</th><th>output tok/s</th><th>req/s</th><th "
-                     "class=\"l\">verdict</th></tr>\n";
+                     "class=\"l\">verdict</th><th class=\"l\">decided by</th></tr>\n";
   std::vector<const TrialSummary*> ts;
   for (const auto& t : q.trials) {
     if (t.phase == "confirm") ts.push_back(&t);
@@ -626,24 +686,26 @@ std::string TblBoundary(const RowQualification& q) {
             F(t->ttft_p95_steady_ms / u.div, u.decimals + 1) + "</td><td>" + F(t->itl_ms.p50, 3) +
             "</td><td>" + F(t->itl_ms.p95, 3) + "</td><td>" + F(t->output_tok_s, 1) + "</td><td>" +
             F(t->request_per_s, 3) + "</td><td class=\"l " + VerdictClass(*t) + "\">" +
-            Esc(verdict) + "</td></tr>\n";
+            Esc(verdict) + "</td><td class=\"l\">" + Esc(DecidedBy(*t)) + "</td></tr>\n";
   }
   return html + "</table>\n";
 }
 
 std::string TblLocate(const RowQualification& q) {
-  Unit u = UnitFor(Slo(q.row));
+  Unit u = TtftUnit(q.row);
   std::string html = "<table id=\"" + Id("tbl-locate", q.row.id) +
                      "\"><tr><th>phase</th><th>C</th><th>TTFT p50 (" + u.name +
                      ")</th><th>TTFT p95</th><th>TTFT p99</th><th>output tok/s</th><th "
-                     "class=\"l\">verdict</th><th class=\"l\">chosen by</th><th "
+                     "class=\"l\">verdict</th><th class=\"l\">decided by</th><th "
+                     "class=\"l\">chosen by</th><th "
                      "class=\"l\">corpus</th><th>cached max / allowed</th></tr>\n";
   for (const auto& t : q.trials) {
     if (t.phase == "confirm") continue;
     html += "<tr><td class=\"l\">" + t.phase + "</td><td>" + std::to_string(t.concurrency) +
             "</td>" + TrialRowCells(t, u) + "<td>" + F(t.output_tok_s, 1) + "</td><td class=\"l " +
-            VerdictClass(t) + "\">" + VerdictWord(t) + "</td><td class=\"l\">" + Esc(t.move) +
-            "</td><td class=\"l\">" + Esc(t.corpus) + "</td><td>" + CachedCell(t) + "</td></tr>\n";
+            VerdictClass(t) + "\">" + VerdictWord(t) + "</td><td class=\"l\">" + Esc(DecidedBy(t)) +
+            "</td><td class=\"l\">" + Esc(t.move) + "</td><td class=\"l\">" + Esc(t.corpus) +
+            "</td><td>" + CachedCell(t) + "</td></tr>\n";
   }
   return html + "</table>\n";
 }
@@ -739,12 +801,11 @@ std::string TblCorrectness(const CapacityData& d) {
 std::string TblRows(const CapacityData& d) {
   std::string html =
       "<table id=\"tbl-rows\"><tr><th class=\"l\">row</th><th>shape (in / out)</th><th>server "
-      "prompt range</th><th>maximum passing C</th><th class=\"l\">passing gate "
-      "values</th><th>first "
-      "failing C</th><th class=\"l\">failing gate values</th><th class=\"l\">result</th></tr>\n";
+      "prompt range</th><th>maximum passing C</th><th class=\"l\">deciding gate, passing "
+      "trials</th><th>first failing C</th><th class=\"l\">deciding gate, failing "
+      "trials</th><th class=\"l\">result</th></tr>\n";
   for (const auto& q : d.rows) {
     auto b = Boundary(q);
-    Unit u = UnitFor(Slo(q.row));
     int64_t pmin = 0, pmax = 0;
     for (const auto& t : q.trials) {
       if (t.phase != "confirm" || t.prompt_tokens_max == 0) continue;
@@ -755,8 +816,8 @@ std::string TblRows(const CapacityData& d) {
             (pmax ? Int(pmin) + " to " + Int(pmax) : "n/a") + "</td>";
     if (b) {
       html += "<td>" + std::to_string(*b) + "</td><td class=\"l\">" +
-              Join(q.Trials("confirm", *b), u) + "</td><td>" + std::to_string(*b + 1) +
-              "</td><td class=\"l\">" + Join(q.Trials("confirm", *b + 1), u) + "</td>";
+              Esc(SideFigures(q.Trials("confirm", *b))) + "</td><td>" + std::to_string(*b + 1) +
+              "</td><td class=\"l\">" + Esc(SideFigures(q.Trials("confirm", *b + 1))) + "</td>";
     } else {
       html += "<td>n/a</td><td></td><td>n/a</td><td></td>";
     }
@@ -827,7 +888,7 @@ std::string RowSection(const RowQualification& q) {
   std::string html = "<section id=\"" + Id("row", r.id) + "\">\n<h2>" + Esc(r.id) +
                      (r.title.empty() ? "" : " — " + Esc(r.title)) + "</h2>\n";
   html +=
-      "<div class=\"summary " + StatusClass(q.status) + "\">" + Esc(q.summary_line) + "</div>\n";
+      "<div class=\"summary " + StatusClass(q.status) + "\">" + Esc(SummaryLine(q)) + "</div>\n";
   html += "<p>" + Esc(q.message) + "</p>\n";
   html += "<p class=\"meta\">engine " + Esc(r.engine) +
           (r.image.empty() ? "" : " · image " + Esc(r.image)) +
@@ -891,13 +952,17 @@ std::string RenderReportHtml(const CapacityData& d) {
           Esc(d.generated_utc) +
           (d.command.empty() ? "" : " · <code>" + Esc(d.command) + "</code>") + "</p>\n";
   html +=
-      "<p>Cmax is the largest concurrency whose independent cold-cache trials all keep the "
-      "gating percentile strictly below the SLO with every correctness gate passing, while "
-      "every trial at Cmax+1 misses it. Probes only navigate; the confirmations carry the "
+      "<p>Cmax is the largest concurrency whose independent cold-cache trials all keep every "
+      "SLO gate's percentile strictly below its bound with every correctness gate passing, "
+      "while every trial at Cmax+1 misses at least one. Every figure names its gate: a side "
+      "that passed is decided by the gate that came closest to its bound, a side that failed "
+      "by the gate that failed. Probes only navigate; the confirmations carry the "
       "claim.</p>\n";
+  // Summary lines are derived again from the trials, so that data written before the lines named
+  // their deciding gates reads like new data; for new data they equal the stored summary_line.
   for (const auto& q : d.rows) {
     html +=
-        "<div class=\"summary " + StatusClass(q.status) + "\">" + Esc(q.summary_line) + "</div>\n";
+        "<div class=\"summary " + StatusClass(q.status) + "\">" + Esc(SummaryLine(q)) + "</div>\n";
   }
   html += TblOverview(d);
   html += "<h2>Boundaries</h2>\n";

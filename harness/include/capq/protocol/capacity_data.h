@@ -74,7 +74,8 @@ struct TrialSummary {
   bool passed() const { return outcome == "pass"; }
   // measured / below_ms of the gate nearest to failing (largest ratio); NaN when unknown.
   double GateRatio() const;
-  // The first SLO gate's measured value (the one the summary line prints), NaN when absent.
+  // The first SLO gate's measured value, NaN when absent. Which gate decided a verdict is
+  // DecidingGate() / DecideSide() (capq/protocol/deciding_gate.h).
   double GatingMs() const;
 };
 
@@ -139,7 +140,7 @@ struct RowQualification {
   std::optional<int> operating_point;  // proven: == cmax; lowered: the lower point that passed
   std::string message;                 // in words, why the result is what it is
   std::string failed_gate;             // correctness failures: the gate(s) named
-  std::string summary_line;            // "row: Cmax = 4 — C=4 p95 ... pass, C=5 ... fail"
+  std::string summary_line;            // "row: Cmax = 4 — C=4 ttft p95 ... pass, C=5 ... fail"
   int max_concurrency = 0;
   int probes = 0;
   int probe_budget = 0;               // ceil(log2 Cmax) + 2 when a Cmax was found

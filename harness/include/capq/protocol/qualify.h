@@ -60,13 +60,23 @@ uint64_t TrialSeed(const Row& row, const std::string& phase, int concurrency, in
 
 RowQualification Qualify(const Row& row, const TrialRunner& runner, const QualifyOptions& options);
 
-// "sim_ref: Cmax = 4 — C=4 p95 1.71/1.72/1.70 s pass, C=5 2.41/2.40/2.43 s fail"
+// One side of the boundary as the summary line writes it: the side's label, the figures of the
+// gate that decided it (capq/protocol/deciding_gate.h) and its verdict:
+//   "C=6 ttft p95 1.65/1.65/1.65 s pass"
+//   "C=7 itl p95 52.0/55.1/51.0 ms fail"
+//   "C=7 itl p95 52.0 ms / ttft p95 2.41 s / itl p95 55.1 ms fail"  (failed on different gates)
+//   "C=5 ttft p95 2.38/2.52/2.61 s 1/3 pass"
+// `label` names the operating point ("C=6"); every summary line builds its sides here.
+std::string SideText(const std::string& label, const std::vector<const TrialSummary*>& trials);
+
+// "sim_ref: Cmax = 4 — C=4 ttft p95 1.71/1.72/1.70 s pass, C=5 itl p95 52.0/55.1/51.0 ms fail"
 std::string SummaryLine(const RowQualification& q);
 // "baseline 1 trial 2.1 s, locate 4 probes 9.8 s, confirm 6 trials 15.2 s; 11 trials, 27.1 s"
 std::string CostLine(const RowQualification& q);
 
 // The row with the new expectation: expect.cmax, provenance (qualified_on = `today`, source,
-// notes with the p95 margins on both sides). REQUIRES: q.status is kProven or kLowered.
+// notes with the margins of the deciding gates on both sides). REQUIRES: q.status is kProven or
+// kLowered.
 Row RowWithQualification(const Row& row, const RowQualification& q, const std::string& today,
                          const std::string& capacity_data_path);
 

@@ -1,0 +1,124 @@
+#include "capq/protocol/deciding_gate.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace capq {
+namespace {
+
+SloCheck Ttft(double measured_ms, double below_ms = 2500) {
+  return SloCheck{"ttft", 95, below_ms, measured_ms, measured_ms < below_ms};
+}
+SloCheck Itl(double measured_ms, double below_ms = 50) {
+  return SloCheck{"itl", 95, below_ms, measured_ms, measured_ms < below_ms};
+}
+
+TrialSummary Trial(std::vector<SloCheck> slo) {
+  TrialSummary t;
+  t.slo = std::move(slo);
+  bool pass = true;
+  for (const auto& g : t.slo) pass = pass && g.passed;
+  t.latency_pass = pass;
+  t.correctness_pass = true;
+  t.outcome = pass ? "pass" : "slo_fail";
+  return t;
+}
+
+std::vector<const TrialSummary*> Side(const std::vector<TrialSummary>& ts) {
+  std::vector<const TrialSummary*> out;
+  for (const auto& t : ts) out.push_back(&t);
+  return out;
+}
+
+TEST(DecidingGateTest, AFailedGateDecidesEvenWhenAPassingOneIsCloserInAbsoluteTerms) {
+  // TTFT 2.4 s of 2.5 s (0.96) passes; ITL 52 ms of 50 ms fails: ITL decided the miss.
+  std::vector<SloCheck> c = {Ttft(2400), Itl(52)};
+  EXPECT_EQ(DecidingGate(c), 1);
+  EXPECT_EQ(DecidingGateText(c), "itl p95 52.0 ms >= 50.0 ms");
+}
+
+TEST(DecidingGateTest, TheWorstOfSeveralFailedGatesDecides) {
+  std::vector<SloCheck> c = {Ttft(3000), Itl(51)};  // 1.20 against 1.02
+  EXPECT_EQ(DecidingGate(c), 0);
+  // Nothing measured is not below any bound: it is the worst miss.
+  c.push_back(SloCheck{"e2e", 99, 60000, NAN, false});
+  EXPECT_EQ(DecidingGate(c), 2);
+  EXPECT_EQ(GateVerdictText(c[2]), "e2e p99 not measured");
+}
+
+TEST(DecidingGateTest, APassIsDecidedByTheGateNearestItsBound) {
+  EXPECT_EQ(DecidingGate({Ttft(1650), Itl(30)}), 0);  // 0.66 against 0.60
+  EXPECT_EQ(DecidingGate({Ttft(1650), Itl(48)}), 1);  // 0.66 against 0.96
+  EXPECT_EQ(DecidingGate({}), -1);
+  EXPECT_EQ(DecidingGateText(std::vector<SloCheck>{}), "");
+}
+
+TEST(DecidingGateTest, UnitsFollowTheBound) {
+  EXPECT_EQ(GateValueText(Ttft(1654.7)), "ttft p95 1.65 s");
+  EXPECT_EQ(GateValueText(Itl(52.34)), "itl p95 52.3 ms");
+  EXPECT_EQ(GateValueText(Ttft(412.34, 500)), "ttft p95 412.3 ms");
+  EXPECT_EQ(GateValueText(Itl(NAN)), "itl p95 n/a");
+  EXPECT_EQ(GateVerdictText(Ttft(1650)), "ttft p95 1.65 s < 2.50 s");
+  EXPECT_EQ(GateVerdictText(Itl(55)), "itl p95 55.0 ms >= 50.0 ms");
+  // Equal is a miss, and it reads as one.
+  EXPECT_EQ(GateVerdictText(Itl(50)), "itl p95 50.0 ms >= 50.0 ms");
+  // Figures that would print alike get the decimals that tell them apart.
+  EXPECT_EQ(GateVerdictText(Itl(49.97)), "itl p95 49.97 ms < 50.00 ms");
+  EXPECT_EQ(GateVerdictText(Ttft(2500.4)), "ttft p95 2.5004 s >= 2.5000 s");
+  EXPECT_EQ(GateName(SloCheck{"itl", 99.9, 80, 1, true}), "itl p99.9");
+}
+
+TEST(DecidingGateTest, AnAllPassSideIsDecidedByTheGateNearestItsBoundInAnyTrial) {
+  // Trial 2's ITL (0.90) is nearer its bound than any TTFT (at most 0.70).
+  std::vector<TrialSummary> ts = {Trial({Ttft(1700), Itl(30)}), Trial({Ttft(1750), Itl(45)}),
+                                  Trial({Ttft(1650), Itl(31)})};
+  SideGates s = DecideSide(Side(ts));
+  ASSERT_NE(s.gate, nullptr);
+  EXPECT_EQ(s.gate->metric, "itl");
+  EXPECT_TRUE(s.uniform);
+  EXPECT_EQ(s.per_trial, (std::vector<int>{1, 1, 1}));
+  EXPECT_EQ(SideFigures(Side(ts)), "itl p95 30.0/45.0/31.0 ms");
+}
+
+TEST(DecidingGateTest, AFailingSideIsDecidedByTheGateItsTrialsFailedOn) {
+  // Every TTFT passes (1.93 s of 2.5 s) and every ITL fails: the side is ITL's, not TTFT's.
+  std::vector<TrialSummary> ts = {Trial({Ttft(1925), Itl(52)}), Trial({Ttft(1925), Itl(55)}),
+                                  Trial({Ttft(1925), Itl(51)})};
+  EXPECT_EQ(SideFigures(Side(ts)), "itl p95 52.0/55.0/51.0 ms");
+  // A trial of a noisy side that passed is shown at the gate the others failed on.
+  ts[1] = Trial({Ttft(1925), Itl(45)});
+  EXPECT_EQ(SideFigures(Side(ts)), "itl p95 52.0/45.0/51.0 ms");
+}
+
+TEST(DecidingGateTest, TrialsThatFailedOnDifferentGatesAreShownEachWithItsGate) {
+  std::vector<TrialSummary> ts = {Trial({Ttft(1925), Itl(52)}), Trial({Ttft(2610), Itl(30)}),
+                                  Trial({Ttft(1925), Itl(55)})};
+  SideGates s = DecideSide(Side(ts));
+  EXPECT_FALSE(s.uniform);
+  EXPECT_EQ(s.gate, nullptr);
+  EXPECT_EQ(s.per_trial, (std::vector<int>{1, 0, 1}));
+  EXPECT_EQ(SideFigures(Side(ts)), "itl p95 52.0 ms / ttft p95 2.61 s / itl p95 55.0 ms");
+  EXPECT_EQ(SideFigures({}), "");
+}
+
+TEST(DecidingGateTest, AVerdictNamesItsGateOnlyWhenLatencyDecidedIt) {
+  TrialVerdict v;
+  SloGateResult ttft{SloGate{SloMetric::kTtft, 95, 2500}, 1925, true};
+  SloGateResult itl{SloGate{SloMetric::kItl, 95, 50}, 55, false};
+  v.slo = {ttft, itl};
+  v.outcome = TrialOutcome::kSloFail;
+  EXPECT_EQ(DecidingGateText(v), "itl p95 55.0 ms >= 50.0 ms");
+  v.outcome = TrialOutcome::kCorrectnessFail;  // the correctness gate decided, not the SLO
+  EXPECT_EQ(DecidingGateText(v), "");
+  std::vector<SloCheck> c = SloChecksOf(v.slo);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[1].metric, "itl");
+  EXPECT_EQ(c[1].below_ms, 50);
+  EXPECT_FALSE(c[1].passed);
+}
+
+}  // namespace
+}  // namespace capq
