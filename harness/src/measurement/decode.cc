@@ -363,4 +363,13 @@ nlohmann::json RequestResultToJson(const RequestResult& r) {
   return j;
 }
 
+void CountFromIntendedSend(RequestResult* r) {
+  const MonoNs lag = r->scheduling_lag_ns;
+  if (r->start_ns == 0 || lag == 0) return;
+  r->start_ns -= lag;
+  for (std::optional<int64_t>* d : {&r->ttft_ns, &r->ttfb_ns, &r->first_event_ns, &r->e2e_ns}) {
+    if (*d) **d += lag;
+  }
+}
+
 }  // namespace capq

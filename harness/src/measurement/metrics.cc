@@ -64,13 +64,19 @@ Distribution Summarize(const std::vector<double>& values, PercentileMethod m) {
 
 TrialMetrics ComputeMetrics(const std::vector<RequestResult>& measured, int concurrency,
                             double time_scale, PercentileMethod m) {
+  std::vector<const RequestResult*> all;
+  all.reserve(measured.size());
+  for (const RequestResult& r : measured) all.push_back(&r);
+  return ComputeMetrics(all, concurrency, time_scale, m);
+}
+
+TrialMetrics ComputeMetrics(const std::vector<const RequestResult*>& measured, int concurrency,
+                            double time_scale, PercentileMethod m) {
   TrialMetrics t;
   t.time_scale = time_scale;
   t.method = m;
   t.requests = measured.size();
-  std::vector<const RequestResult*> order;
-  order.reserve(measured.size());
-  for (const RequestResult& r : measured) order.push_back(&r);
+  std::vector<const RequestResult*> order = measured;
   // Send order; never-sent requests (start 0) go last, in their index order.
   std::stable_sort(order.begin(), order.end(), [](const RequestResult* a, const RequestResult* b) {
     const bool sa = a->start_ns != 0, sb = b->start_ns != 0;

@@ -57,6 +57,11 @@ struct RequestResult {
   MonoNs scheduling_lag_ns = 0;  // actual - intended send
 };
 
+// Open loop: every latency of `r` counted from when it should have been sent, not when it was
+// (coordinated omission, as wrk2 corrects it): start_ns moves back by scheduling_lag_ns and TTFB,
+// first event, TTFT and E2E grow by it. scheduling_lag_ns stays, so the lateness stays visible.
+void CountFromIntendedSend(RequestResult* r);
+
 // Decodes one stream event by event, so that nothing needs a stream's events held together:
 // construct it with the send time, Feed() each event as it arrives, Finish() with the finished
 // record (whose `events` it does not read). Thread safety: none; one decoder per stream.

@@ -1,0 +1,170 @@
+#include "capq/measurement/stability.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "capq/measurement/metrics.h"
+
+namespace capq {
+namespace {
+
+MonoNs IntendedNs(const RequestResult& r) { return r.start_ns - r.scheduling_lag_ns; }
+
+// last <= first * factor + slack
+ThirdsCheck Compare(std::string name, double first, double last, double factor, double slack) {
+  ThirdsCheck c;
+  c.name = std::move(name);
+  c.known = std::isfinite(first) && std::isfinite(last);
+  c.first = first;
+  c.last = last;
+  c.bound = first * factor + slack;
+  c.passed = c.known && last <= c.bound;
+  return c;
+}
+
+double MeanServerWaiting(const std::vector<ServerLoadSample>& s, MonoNs t0, MonoNs t1) {
+  double sum = 0;
+  int n = 0;
+  for (const ServerLoadSample& x : s) {
+    if (x.t_ns < t0 || x.t_ns >= t1 || x.waiting < 0) continue;
+    sum += x.waiting;
+    ++n;
+  }
+  return n > 0 ? sum / n : NAN;
+}
+
+std::vector<const RequestResult*> IntendedIn(const std::vector<const RequestResult*>& rs, MonoNs t0,
+                                             MonoNs t1) {
+  std::vector<const RequestResult*> out;
+  for (const RequestResult* r : rs) {
+    const MonoNs t = IntendedNs(*r);
+    if (r->start_ns != 0 && t >= t0 && t < t1) out.push_back(r);
+  }
+  return out;
+}
+
+std::string Fig(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3g", v);
+  return b;
+}
+
+std::string Describe(const char* gate, const ThirdsCheck& c, const char* rule) {
+  return std::string(gate) + ": " + c.name + " last third " + Fig(c.last) + " > " + Fig(c.bound) +
+         " (first third " + Fig(c.first) + rule + ")";
+}
+
+}  // namespace
+
+double MeanInFlight(const std::vector<const RequestResult*>& requests, MonoNs t0, MonoNs t1) {
+  if (t1 <= t0) return NAN;
+  double covered = 0;
+  for (const RequestResult* r : requests) {
+    if (r->start_ns == 0) continue;
+    const MonoNs end = r->end_ns > 0 ? r->end_ns : t1;
+    const MonoNs a = std::max(r->start_ns, t0), b = std::min(end, t1);
+    if (b > a) covered += static_cast<double>(b - a);
+  }
+  return covered / static_cast<double>(t1 - t0);
+}
+
+StabilityVerdict JudgeStability(const StabilityInputs& in) {
+  StabilityVerdict v;
+  const MonoNs span = in.interval_end_ns - in.interval_start_ns;
+  const MonoNs first_end = in.interval_start_ns + span / 3;
+  const MonoNs last_start = in.interval_end_ns - span / 3;
+  const double growth = 1 + in.rule.queue_growth_pct / 100;
+
+  v.client_in_flight = Compare("client in-flight",
+                               MeanInFlight(in.scheduled, in.interval_start_ns, first_end),
+                               MeanInFlight(in.scheduled, last_start, in.interval_end_ns), growth,
+                               in.rule.queue_slack);
+  v.server_queue = Compare("server queue", MeanServerWaiting(in.server, in.interval_start_ns, first_end),
+                           MeanServerWaiting(in.server, last_start, in.interval_end_ns), growth,
+                           in.rule.queue_slack);
+
+  const auto first = IntendedIn(in.measured, in.interval_start_ns, first_end);
+  const auto last = IntendedIn(in.measured, last_start, in.interval_end_ns);
+  const TrialMetrics mf = ComputeMetrics(first, 0, in.time_scale, in.method);
+  const TrialMetrics ml = ComputeMetrics(last, 0, in.time_scale, in.method);
+  for (const SloGate& g : in.slo) {
+    char name[48];
+    std::snprintf(name, sizeof name, "%s p%g", SloMetricName(g.metric), g.percentile);
+    v.latency.push_back(
+        Compare(name, SloValueMs(mf, g), SloValueMs(ml, g), in.rule.latency_drift_factor, 0));
+  }
+
+  std::vector<double> lateness;
+  for (const RequestResult* r : in.scheduled) {
+    if (r->start_ns != 0) lateness.push_back(static_cast<double>(r->scheduling_lag_ns) / 1e6);
+  }
+  v.send_lateness_p50_ms = Percentile(lateness, 50, PercentileMethod::kLinear);
+  v.send_lateness_p99_ms = Percentile(lateness, 99, PercentileMethod::kLinear);
+  v.send_lateness_max_ms = lateness.empty() ? NAN : *std::max_element(lateness.begin(), lateness.end());
+  v.send_lateness_bound_ms = in.rule.max_send_lateness_ms;
+  v.schedule_held = std::isfinite(v.send_lateness_p99_ms) &&
+                    v.send_lateness_p99_ms < in.rule.max_send_lateness_ms;
+  return v;
+}
+
+// A gauge the server does not report cannot fail; the client's count always decides too.
+bool StabilityVerdict::queue_bounded() const {
+  return client_in_flight.passed && (!server_queue.known || server_queue.passed);
+}
+
+// A third with nothing measured is not stationary: NaN never passes.
+bool StabilityVerdict::stationary() const {
+  return std::all_of(latency.begin(), latency.end(),
+                     [](const ThirdsCheck& c) { return c.passed; });
+}
+
+std::vector<std::string> StabilityVerdict::Failures() const {
+  std::vector<std::string> out;
+  if (!schedule_held) {
+    out.push_back("schedule_held: the client fell behind: send lateness p99 " +
+                  Fig(send_lateness_p99_ms) + " ms is not below " + Fig(send_lateness_bound_ms) +
+                  " ms (max " + Fig(send_lateness_max_ms) + " ms)");
+  }
+  if (!client_in_flight.passed) {
+    out.push_back(Describe("queue_bounded", client_in_flight, " x growth + slack"));
+  }
+  if (server_queue.known && !server_queue.passed) {
+    out.push_back(Describe("queue_bounded", server_queue, " x growth + slack"));
+  }
+  for (const ThirdsCheck& c : latency) {
+    if (c.passed) continue;
+    if (!c.known) {
+      out.push_back("stationary: " + c.name + " has no value in the first or last third");
+    } else {
+      out.push_back(Describe("stationary", c, " x drift factor"));
+    }
+  }
+  return out;
+}
+
+nlohmann::json StabilityToJson(const StabilityVerdict& v) {
+  auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); };
+  auto check = [&](const ThirdsCheck& c) {
+    return nlohmann::json{{"name", c.name},   {"known", c.known},         {"first", num(c.first)},
+                          {"last", num(c.last)}, {"bound", num(c.bound)}, {"passed", c.passed}};
+  };
+  nlohmann::json lat = nlohmann::json::array();
+  for (const ThirdsCheck& c : v.latency) lat.push_back(check(c));
+  return nlohmann::json{
+      {"queue_bounded", v.queue_bounded()},
+      {"stationary", v.stationary()},
+      {"schedule_held", v.schedule_held},
+      {"client_in_flight", check(v.client_in_flight)},
+      {"server_queue", check(v.server_queue)},
+      {"latency", std::move(lat)},
+      {"send_lateness_ms",
+       {{"p50", num(v.send_lateness_p50_ms)},
+        {"p99", num(v.send_lateness_p99_ms)},
+        {"max", num(v.send_lateness_max_ms)},
+        {"bound", num(v.send_lateness_bound_ms)}}},
+      {"failures", v.Failures()},
+  };
+}
+
+}  // namespace capq
