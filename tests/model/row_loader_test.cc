@@ -705,5 +705,22 @@ TEST(RateRows, EachThirdMustHoldTwoSamplesBeyondEveryGatedPercentile) {
   EXPECT_EQ(MeasuredRequestsAtOneStep(row), 63);
 }
 
+TEST(RateRows, TheSimRateRowLoadsWithoutAClaim) {
+  Result<Row> r = LoadRow(kSource + "/rows/sim/sim_small_rate.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->open_loop());
+  EXPECT_EQ(r->workload.arrival_kind, ArrivalKind::kPoisson);
+  EXPECT_FALSE(r->expect.rmax_rps.has_value());
+  EXPECT_FALSE(r->expect.cmax.has_value());
+  Result<Row> reference = LoadRow(kSource + "/rows/sim/sim_small_reference.yaml");
+  ASSERT_TRUE(reference.ok()) << reference.status().ToString();
+  EXPECT_EQ(r->identity.sim_profile, reference->identity.sim_profile);
+  EXPECT_EQ(r->identity.image, reference->identity.image);
+  EXPECT_EQ(r->identity.time_scale, reference->identity.time_scale);
+  ASSERT_EQ(r->slo.size(), reference->slo.size());
+  EXPECT_EQ(r->slo[0].below_ms, reference->slo[0].below_ms);
+  EXPECT_EQ(r->slo[0].percentile, reference->slo[0].percentile);
+}
+
 }  // namespace
 }  // namespace capq
