@@ -2,8 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <set>
+#include <string>
+#include <vector>
+
+#include "capq/model/arrival.h"
 
 namespace capq {
 namespace {
@@ -148,6 +153,232 @@ TEST(MakeTrialPlan, NoTwoPromptsOfATrialStartWithTheSameServerToken) {
   Result<TrialPlan> too_many = MakeTrialPlan(row, in);
   ASSERT_FALSE(too_many.ok());
   EXPECT_NE(too_many.status().message().find("a first token of their own"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace capq
+
+namespace capq {
+namespace {
+
+// TestRow's shape, open loop: Poisson at 0.5 requests/s per level, 60 s measured after a 10 s ramp.
+Row RateRow() {
+  Row row;
+  row.id = "rate_plan_row";
+  row.identity.engine = Engine::kSim;
+  row.identity.served_model_name = "Model-X";
+  row.workload.input_tokens = 40;
+  row.workload.output_tokens = 16;
+  row.workload.arrival = "poisson";
+  row.workload.arrival_kind = ArrivalKind::kPoisson;
+  row.workload.open_loop.rate_step_rps = 0.5;
+  row.workload.open_loop.cv = 1;
+  row.workload.open_loop.duration_s = 60;
+  row.workload.open_loop.ramp_s = 10;
+  row.warmup = {4, 1};
+  row.trials.seeds = {101, 202, 303};
+  return row;
+}
+
+TEST(RatePlan, RampFirstThenMeasuredWithParallelOffsets) {
+  const Row row = RateRow();
+  Result<TrialPlan> plan = MakeTrialPlan(row, Inputs(4, 1));  // level 4: 2 requests/s
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->arrival, "poisson");
+  EXPECT_TRUE(plan->open_loop());
+  EXPECT_EQ(plan->concurrency, 4);
+  EXPECT_EQ(plan->rate_rps, 2.0);
+  EXPECT_EQ(plan->arrival_cv, 1.0);
+  EXPECT_EQ(plan->schedule_seed, ScheduleSeed(101, "confirm", 4));
+  EXPECT_NE(plan->schedule_seed, plan->corpus_seed);
+  EXPECT_EQ(plan->warmup.size(), 4u);
+  EXPECT_EQ(plan->warmup_concurrency, 1);
+
+  const size_t n = plan->measured.size();
+  ASSERT_EQ(plan->send_offsets_ns.size(), n);
+  EXPECT_TRUE(std::is_sorted(plan->send_offsets_ns.begin(), plan->send_offsets_ns.end()));
+  // About 20 ramp requests (10 s at 2/s) and 120 measured (60 s at 2/s).
+  EXPECT_GT(plan->ramp_requests, 5);
+  EXPECT_LT(plan->ramp_requests, 40);
+  EXPECT_EQ(plan->expected_measured, static_cast<int>(n) - plan->ramp_requests);
+  EXPECT_GT(plan->expected_measured, 80);
+  EXPECT_LT(plan->expected_measured, 170);
+  EXPECT_EQ(plan->measured_start_ns, 10'000'000'000);
+  EXPECT_EQ(plan->measured_end_ns, 70'000'000'000);
+
+  std::set<std::string> ids;
+  for (size_t i = 0; i < n; ++i) {
+    const PlanRequest& r = plan->measured[i];
+    const bool ramp = static_cast<int>(i) < plan->ramp_requests;
+    SCOPED_TRACE(r.id);
+    EXPECT_EQ(r.ramp, ramp);
+    EXPECT_FALSE(r.warmup);
+    EXPECT_EQ(r.index, static_cast<int>(i));
+    EXPECT_EQ(r.id, ramp ? "r" + std::to_string(i) : "m" + std::to_string(i - plan->ramp_requests));
+    EXPECT_TRUE(ids.insert(r.id).second);
+    if (ramp) {
+      EXPECT_LT(plan->send_offsets_ns[i], plan->measured_start_ns);
+    } else {
+      EXPECT_GE(plan->send_offsets_ns[i], plan->measured_start_ns);
+      EXPECT_LT(plan->send_offsets_ns[i], plan->measured_end_ns);
+    }
+  }
+  // The schedule is the row's at this rate and seed, cut at the end of the measured interval.
+  EXPECT_EQ(plan->send_offsets_ns,
+            ArrivalOffsetsForDurationNs(ArrivalKind::kPoisson, 2.0, 1, 70, plan->schedule_seed));
+
+  // Every prompt is unique, and the ramp's and the measured ones are disjoint from the warm-ups.
+  std::set<std::string> warm, sent;
+  for (const auto& r : plan->warmup) warm.insert(r.prompt.sha256);
+  for (const auto& r : plan->measured) {
+    EXPECT_TRUE(sent.insert(r.prompt.sha256).second);
+    EXPECT_EQ(warm.count(r.prompt.sha256), 0u);
+    EXPECT_EQ(nlohmann::json::parse(r.body)["messages"][0]["content"], r.prompt.text);
+  }
+}
+
+TEST(RatePlan, ARequestsRowMeasuresExactlyThatManyAfterTheRamp) {
+  Row row = RateRow();
+  row.workload.open_loop.duration_s.reset();
+  row.workload.open_loop.requests = 150;
+  Result<TrialPlan> plan = MakeTrialPlan(row, Inputs(6, 2));  // 3 requests/s
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->rate_rps, 3.0);
+  EXPECT_EQ(plan->expected_measured, 150);
+  EXPECT_EQ(static_cast<int>(plan->measured.size()), plan->ramp_requests + 150);
+  EXPECT_EQ(plan->send_offsets_ns.size(), plan->measured.size());
+  const int64_t ramp_ns = 10'000'000'000;
+  const auto& at = plan->send_offsets_ns;
+  const int before =
+      static_cast<int>(std::count_if(at.begin(), at.end(), [&](int64_t v) { return v < ramp_ns; }));
+  EXPECT_EQ(before, plan->ramp_requests);  // the ramp is every request scheduled before ramp_s
+  EXPECT_GT(plan->ramp_requests, 10);
+  EXPECT_EQ(plan->measured.back().id, "m149");
+  EXPECT_EQ(plan->measured_start_ns, ramp_ns);
+  EXPECT_EQ(plan->measured_end_ns, at.back() + 1);
+
+  // No ramp: the first scheduled request is measured.
+  row.workload.open_loop.ramp_s = 0;
+  Result<TrialPlan> bare = MakeTrialPlan(row, Inputs(6, 2));
+  ASSERT_TRUE(bare.ok()) << bare.status().ToString();
+  EXPECT_EQ(bare->ramp_requests, 0);
+  EXPECT_EQ(bare->measured.size(), 150u);
+  EXPECT_EQ(bare->measured.front().id, "m0");
+  EXPECT_FALSE(bare->measured.front().ramp);
+}
+
+TEST(RatePlan, ConstantArrivalIsEvenlySpacedFromZero) {
+  Row row = RateRow();
+  row.workload.arrival = "constant";
+  row.workload.arrival_kind = ArrivalKind::kConstant;
+  row.workload.open_loop.cv = 0;
+  row.workload.open_loop.duration_s = 30;
+  row.workload.open_loop.ramp_s = 5;
+  Result<TrialPlan> plan = MakeTrialPlan(row, Inputs(2, 1));  // 1 request/s
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->ramp_requests, 5);       // 0, 1, 2, 3, 4 s
+  EXPECT_EQ(plan->expected_measured, 30);  // 5 .. 34 s
+  EXPECT_EQ(plan->send_offsets_ns.front(), 0);
+  EXPECT_EQ(plan->send_offsets_ns[5], 5'000'000'000);
+  EXPECT_EQ(plan->send_offsets_ns.back(), 34'000'000'000);
+}
+
+TEST(RatePlan, SchedulesDifferAcrossTrialsLevelsAndPhasesButRepeatExactly) {
+  const Row row = RateRow();
+  auto offsets = [&](int level, int trial, const std::string& phase) {
+    Result<TrialPlan> p = MakeTrialPlan(row, Inputs(level, trial, phase));
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    return p.ok() ? p->send_offsets_ns : std::vector<int64_t>{};
+  };
+  const auto base = offsets(4, 1, "confirm");
+  EXPECT_EQ(base, offsets(4, 1, "confirm"));
+  EXPECT_NE(base, offsets(4, 2, "confirm"));
+  EXPECT_NE(base, offsets(4, 1, "probe"));
+  // At another level the schedule is not merely rescaled: its seed differs too.
+  const auto other = offsets(8, 1, "confirm");
+  ASSERT_GE(other.size(), 2u);
+  EXPECT_NE(other[0] * 2, base[0]);
+}
+
+TEST(RatePlan, AScheduleTooLargeForOneTrialIsRefused) {
+  Row row = RateRow();
+  row.workload.open_loop.duration_s = 3600;
+  Result<TrialPlan> plan = MakeTrialPlan(row, Inputs(1000, 1));  // 500/s for an hour
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("more than 1000000"), std::string::npos)
+      << plan.status().message();
+}
+
+TEST(RatePlan, JsonRoundTripKeepsTheSchedule) {
+  const Row row = RateRow();
+  Result<TrialPlan> plan = MakeTrialPlan(row, Inputs(4, 3, "probe"));
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const nlohmann::json j = PlanToJson(*plan);
+  EXPECT_EQ(j["schema"], kPlanSchema);
+  EXPECT_EQ(j["arrival"]["kind"], "poisson");
+  EXPECT_EQ(j["measured"][0]["ramp"], true);
+  EXPECT_EQ(j["measured"][0]["send_offset_ns"], plan->send_offsets_ns[0]);
+  Result<TrialPlan> back = PlanFromJson(nlohmann::json::parse(j.dump()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->arrival, plan->arrival);
+  EXPECT_EQ(back->rate_rps, plan->rate_rps);
+  EXPECT_EQ(back->arrival_cv, plan->arrival_cv);
+  EXPECT_EQ(back->schedule_seed, plan->schedule_seed);
+  EXPECT_EQ(back->ramp_requests, plan->ramp_requests);
+  EXPECT_EQ(back->expected_measured, plan->expected_measured);
+  EXPECT_EQ(back->measured_start_ns, plan->measured_start_ns);
+  EXPECT_EQ(back->measured_end_ns, plan->measured_end_ns);
+  EXPECT_EQ(back->send_offsets_ns, plan->send_offsets_ns);
+  ASSERT_EQ(back->measured.size(), plan->measured.size());
+  for (size_t i = 0; i < plan->measured.size(); ++i) {
+    EXPECT_EQ(back->measured[i].id, plan->measured[i].id);
+    EXPECT_EQ(back->measured[i].ramp, plan->measured[i].ramp);
+    EXPECT_EQ(back->measured[i].index, plan->measured[i].index);
+    EXPECT_EQ(back->measured[i].body, plan->measured[i].body);
+  }
+  EXPECT_EQ(PlanToJson(*back), j);
+
+  // A plan whose ramp is out of place or whose schedule runs backwards is refused.
+  nlohmann::json moved = j;
+  moved["measured"][0]["ramp"] = false;
+  EXPECT_FALSE(PlanFromJson(moved).ok());
+  nlohmann::json backwards = j;
+  backwards["measured"][2]["send_offset_ns"] = -1;
+  EXPECT_FALSE(PlanFromJson(backwards).ok());
+  nlohmann::json missing = j;
+  missing["measured"][1].erase("send_offset_ns");
+  EXPECT_FALSE(PlanFromJson(missing).ok());
+}
+
+TEST(RatePlan, ClosedLoopPlansAreUnchanged) {
+  const Row row = TestRow();
+  Result<TrialPlan> plan = MakeTrialPlan(row, Inputs(20, 1));
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->arrival, "closed_loop");
+  EXPECT_FALSE(plan->open_loop());
+  EXPECT_TRUE(plan->send_offsets_ns.empty());
+  EXPECT_EQ(plan->ramp_requests, 0);
+  EXPECT_EQ(plan->rate_rps, 0);
+  EXPECT_EQ(plan->schedule_seed, 0u);
+  EXPECT_EQ(plan->expected_measured, 80);
+  for (const auto& r : plan->measured) EXPECT_FALSE(r.ramp);
+  // plan.json has exactly the keys it always had, and such a file loads as closed loop.
+  const nlohmann::json j = PlanToJson(*plan);
+  std::set<std::string> keys;
+  for (const auto& [k, v] : j.items()) keys.insert(k);
+  EXPECT_EQ(keys,
+            (std::set<std::string>{"schema", "row_id", "engine", "concurrency", "trial", "seed",
+                                   "phase", "corpus", "calibration", "calibration_note",
+                                   "warmup_concurrency", "expected_measured", "first_token_check",
+                                   "skipped_leads", "warmup", "measured"}));
+  std::set<std::string> request_keys;
+  for (const auto& [k, v] : j["measured"][0].items()) request_keys.insert(k);
+  EXPECT_EQ(request_keys, (std::set<std::string>{"id", "index", "max_tokens", "prompt", "body"}));
+  Result<TrialPlan> back = PlanFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->arrival, "closed_loop");
+  EXPECT_TRUE(back->send_offsets_ns.empty());
+  EXPECT_EQ(PlanToJson(*back), j);
 }
 
 }  // namespace

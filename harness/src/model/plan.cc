@@ -5,6 +5,7 @@
 #include <map>
 
 #include "capq/hash.h"
+#include "capq/model/arrival.h"
 
 namespace capq {
 namespace {
@@ -36,6 +37,55 @@ nlohmann::json RequestToJson(const PlanRequest& r) {
           {"max_tokens", r.max_tokens},
           {"prompt", PromptToJson(r.prompt)},
           {"body", r.body}};
+}
+
+// The schedule of an open-loop plan: plan->send_offsets_ns (ramp first), ramp_requests, the
+// measured interval and expected_measured.
+Status ScheduleOpenLoop(const Row& row, TrialPlan* plan) {
+  const OpenLoop& o = row.workload.open_loop;
+  const ArrivalKind kind = row.workload.arrival_kind;
+  const double rate = plan->rate_rps;
+  if (!(rate > 0) || !std::isfinite(rate)) {
+    return Status::InvalidArgument("row " + row.id + " has no rate at level " +
+                                   std::to_string(plan->concurrency) +
+                                   " (rate_step_rps must be > 0)");
+  }
+  if (o.duration_s.has_value() == o.requests.has_value()) {
+    return Status::InvalidArgument("row " + row.id +
+                                   ": an open-loop interval needs exactly one of duration_s and "
+                                   "requests");
+  }
+  const double expected = rate * o.ramp_s + (o.duration_s ? rate * *o.duration_s : *o.requests);
+  if (expected > static_cast<double>(kMaxScheduledRequests)) {
+    return Status::InvalidArgument(
+        "row " + row.id + " at " + std::to_string(rate) + " requests/s would schedule about " +
+        std::to_string(static_cast<int64_t>(expected)) + " requests, more than " +
+        std::to_string(kMaxScheduledRequests) + " in one trial");
+  }
+  const uint64_t seed = plan->schedule_seed;
+  const int64_t ramp_ns = std::llround(o.ramp_s * 1e9);
+  std::vector<int64_t> offsets;
+  if (o.duration_s) {
+    offsets =
+        ArrivalOffsetsForDurationNs(kind, rate, plan->arrival_cv, o.ramp_s + *o.duration_s, seed);
+  } else {
+    const size_t ramp_n =
+        o.ramp_s > 0
+            ? ArrivalOffsetsForDurationNs(kind, rate, plan->arrival_cv, o.ramp_s, seed).size()
+            : 0;
+    offsets = ArrivalOffsetsNs(kind, rate, plan->arrival_cv,
+                               static_cast<int64_t>(ramp_n) + *o.requests, seed);
+  }
+  const int64_t ramp_n =
+      std::lower_bound(offsets.begin(), offsets.end(), ramp_ns) - offsets.begin();
+  plan->ramp_requests = static_cast<int>(ramp_n);
+  plan->expected_measured = static_cast<int>(offsets.size()) - plan->ramp_requests;
+  plan->measured_start_ns = ramp_ns;
+  plan->measured_end_ns = o.duration_s      ? std::llround((o.ramp_s + *o.duration_s) * 1e9)
+                          : offsets.empty() ? ramp_ns
+                                            : std::max(ramp_ns, offsets.back() + 1);
+  plan->send_offsets_ns = std::move(offsets);
+  return Status::Ok();
 }
 
 // The generator indices of a trial's `n` prompts: 0, 1, 2, ... skipping any whose lead word starts
@@ -106,6 +156,12 @@ uint64_t CorpusSeed(uint64_t seed, const std::string& phase, int concurrency) {
   return SplitMix64(x ^ static_cast<uint64_t>(concurrency));
 }
 
+uint64_t ScheduleSeed(uint64_t seed, const std::string& phase, int level) {
+  uint64_t x = SplitMix64(seed ^ 0x7363686564756c65ULL);  // "schedule"
+  x = SplitMix64(x ^ Fnv1a64(phase));
+  return SplitMix64(x ^ static_cast<uint64_t>(level));
+}
+
 Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in) {
   if (in.concurrency < 1) return Status::InvalidArgument("concurrency must be at least 1");
   Result<uint64_t> seed = TrialSeed(row, in.trial_index, in.seed);
@@ -121,7 +177,15 @@ Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in) {
   plan.corpus_id =
       plan.phase + "/c" + std::to_string(plan.concurrency) + "/s" + std::to_string(plan.seed);
   plan.warmup_concurrency = std::max(1, row.warmup.concurrency);
-  plan.expected_measured = row.measured.RequestsAt(in.concurrency);
+  plan.arrival = ArrivalKindName(row.workload.arrival_kind);
+  if (row.open_loop()) {
+    plan.rate_rps = RateAtLevel(row, in.concurrency);
+    plan.arrival_cv = row.workload.open_loop.cv;
+    plan.schedule_seed = ScheduleSeed(plan.seed, plan.phase, plan.concurrency);
+    if (Status s = ScheduleOpenLoop(row, &plan); !s.ok()) return s;
+  } else {
+    plan.expected_measured = row.measured.RequestsAt(in.concurrency);
+  }
   if (in.counter) {
     plan.calibration = "tokenize";
     plan.calibration_note =
@@ -134,7 +198,8 @@ Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in) {
   }
 
   const int warm_n = std::max(0, row.warmup.requests);
-  const int meas_n = plan.expected_measured;
+  const int ramp_n = plan.ramp_requests;
+  const int meas_n = ramp_n + plan.expected_measured;  // ramp requests are sent, so prompted
   std::vector<int64_t> in_len(warm_n + meas_n), out_len(warm_n + meas_n);
   for (int i = 0; i < warm_n + meas_n; ++i) {
     in_len[i] = DrawLength(row.workload.input_tokens, row.workload.input_stddev_tokens, plan.seed,
@@ -142,8 +207,8 @@ Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in) {
     out_len[i] = DrawLength(row.workload.output_tokens, row.workload.output_stddev_tokens,
                             plan.seed, 0x6f7574, i);
   }
-  // One generator: warm-ups take its first prompts, measurement the next ones, so the sets are
-  // disjoint by construction and every lead word is distinct.
+  // One generator: warm-ups take its first prompts, measurement (ramp first) the next ones, so the
+  // sets are disjoint by construction and every lead word is distinct.
   PromptGenerator gen(plan.corpus_seed);
   Result<std::vector<int>> indices = PickLeads(gen, warm_n + meas_n, in.first_token, &plan);
   if (!indices.ok()) return indices.status();
@@ -153,7 +218,10 @@ Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in) {
     PlanRequest r;
     r.warmup = i < warm_n;
     r.index = r.warmup ? i : i - warm_n;
-    r.id = (r.warmup ? "w" : "m") + std::to_string(r.index);
+    r.ramp = !r.warmup && r.index < ramp_n;
+    r.id = r.warmup ? "w" + std::to_string(r.index)
+           : r.ramp ? "r" + std::to_string(r.index)
+                    : "m" + std::to_string(r.index - ramp_n);
     r.prompt = std::move((*prompts)[i]);
     r.max_tokens = out_len[i];
     r.body = ChatRequestBody(row, r.prompt.text, r.max_tokens, plan.seed);
@@ -177,23 +245,40 @@ void RewordRequest(const Row& row, const TrialPlan& plan, int64_t words, int64_t
 nlohmann::json PlanToJson(const TrialPlan& plan) {
   nlohmann::json warm = nlohmann::json::array(), meas = nlohmann::json::array();
   for (const auto& r : plan.warmup) warm.push_back(RequestToJson(r));
-  for (const auto& r : plan.measured) meas.push_back(RequestToJson(r));
-  return {{"schema", kPlanSchema},
-          {"row_id", plan.row_id},
-          {"engine", plan.engine},
-          {"concurrency", plan.concurrency},
-          {"trial", plan.trial_index},
-          {"seed", plan.seed},
-          {"phase", plan.phase},
-          {"corpus", {{"id", plan.corpus_id}, {"generator_seed", plan.corpus_seed}}},
-          {"calibration", plan.calibration},
-          {"calibration_note", plan.calibration_note},
-          {"warmup_concurrency", plan.warmup_concurrency},
-          {"expected_measured", plan.expected_measured},
-          {"first_token_check", plan.first_token_check},
-          {"skipped_leads", plan.skipped_leads},
-          {"warmup", warm},
-          {"measured", meas}};
+  for (size_t i = 0; i < plan.measured.size(); ++i) {
+    nlohmann::json e = RequestToJson(plan.measured[i]);
+    if (plan.open_loop()) {
+      e["ramp"] = plan.measured[i].ramp;
+      if (i < plan.send_offsets_ns.size()) e["send_offset_ns"] = plan.send_offsets_ns[i];
+    }
+    meas.push_back(std::move(e));
+  }
+  nlohmann::json j = {{"schema", kPlanSchema},
+                      {"row_id", plan.row_id},
+                      {"engine", plan.engine},
+                      {"concurrency", plan.concurrency},
+                      {"trial", plan.trial_index},
+                      {"seed", plan.seed},
+                      {"phase", plan.phase},
+                      {"corpus", {{"id", plan.corpus_id}, {"generator_seed", plan.corpus_seed}}},
+                      {"calibration", plan.calibration},
+                      {"calibration_note", plan.calibration_note},
+                      {"warmup_concurrency", plan.warmup_concurrency},
+                      {"expected_measured", plan.expected_measured},
+                      {"first_token_check", plan.first_token_check},
+                      {"skipped_leads", plan.skipped_leads},
+                      {"warmup", warm},
+                      {"measured", meas}};
+  if (plan.open_loop()) {
+    j["arrival"] = {{"kind", plan.arrival},
+                    {"rate_rps", plan.rate_rps},
+                    {"cv", plan.arrival_cv},
+                    {"schedule_seed", plan.schedule_seed},
+                    {"ramp_requests", plan.ramp_requests},
+                    {"measured_start_ns", plan.measured_start_ns},
+                    {"measured_end_ns", plan.measured_end_ns}};
+  }
+  return j;
 }
 
 Result<TrialPlan> PlanFromJson(const nlohmann::json& j) {
@@ -216,10 +301,28 @@ Result<TrialPlan> PlanFromJson(const nlohmann::json& j) {
     plan.expected_measured = j.at("expected_measured").get<int>();
     plan.first_token_check = j.value("first_token_check", "");
     plan.skipped_leads = j.value("skipped_leads", std::vector<std::string>{});
+    if (j.contains("arrival")) {
+      const auto& a = j.at("arrival");
+      plan.arrival = a.at("kind").get<std::string>();
+      if (plan.arrival != "constant" && plan.arrival != "poisson" && plan.arrival != "gamma") {
+        return Status::InvalidArgument("plan.json: arrival.kind '" + plan.arrival +
+                                       "' is not an open-loop kind");
+      }
+      plan.rate_rps = a.at("rate_rps").get<double>();
+      plan.arrival_cv = a.at("cv").get<double>();
+      plan.schedule_seed = a.at("schedule_seed").get<uint64_t>();
+      plan.ramp_requests = a.at("ramp_requests").get<int>();
+      plan.measured_start_ns = a.at("measured_start_ns").get<int64_t>();
+      plan.measured_end_ns = a.at("measured_end_ns").get<int64_t>();
+    }
     for (const char* key : {"warmup", "measured"}) {
       for (const auto& e : j.at(key)) {
         PlanRequest r;
         r.warmup = std::string(key) == "warmup";
+        if (!r.warmup && plan.open_loop()) {
+          r.ramp = e.at("ramp").get<bool>();
+          plan.send_offsets_ns.push_back(e.at("send_offset_ns").get<int64_t>());
+        }
         r.id = e.at("id").get<std::string>();
         r.index = e.at("index").get<int>();
         r.max_tokens = e.at("max_tokens").get<int64_t>();
@@ -233,6 +336,25 @@ Result<TrialPlan> PlanFromJson(const nlohmann::json& j) {
         r.prompt.message_tokens = p.at("message_tokens").get<int64_t>();
         r.prompt.calibrated = p.value("calibrated", false);
         (r.warmup ? plan.warmup : plan.measured).push_back(std::move(r));
+      }
+    }
+    if (plan.open_loop()) {
+      // The ramp comes first and the schedule never runs backwards, as MakeTrialPlan made them.
+      const int n = static_cast<int>(plan.measured.size());
+      if (plan.ramp_requests < 0 || plan.ramp_requests > n) {
+        return Status::InvalidArgument("plan.json: arrival.ramp_requests " +
+                                       std::to_string(plan.ramp_requests) + " of " +
+                                       std::to_string(n) + " measured entries");
+      }
+      for (int i = 0; i < n; ++i) {
+        if (plan.measured[i].ramp != (i < plan.ramp_requests)) {
+          return Status::InvalidArgument("plan.json: measured entry " + plan.measured[i].id +
+                                         " is out of place: the ramp requests come first");
+        }
+        if (i > 0 && plan.send_offsets_ns[i] < plan.send_offsets_ns[i - 1]) {
+          return Status::InvalidArgument("plan.json: send_offset_ns of " + plan.measured[i].id +
+                                         " is before the previous request's");
+        }
       }
     }
     return plan;

@@ -29,6 +29,11 @@ constexpr int64_t kMaxTokens = 100'000'000;
 constexpr int64_t kMaxRequests = 1'000'000;
 constexpr int64_t kMaxConcurrency = 100'000;
 constexpr int64_t kMaxTrials = 1000;
+// An open-loop row's bounds: a rate step of 100,000 requests/s is far beyond any server; a gamma cv
+// of 10 (shape 0.01) is already a train of near-simultaneous bursts.
+constexpr double kMaxRateStepRps = 100'000;
+constexpr double kMaxCv = 10;
+constexpr double kMaxDurationS = 7 * 86400.0;
 
 // A scalar as it may appear in a message: bounded and printable.
 std::string Shown(const std::string& s) {
@@ -199,14 +204,22 @@ class RowParser {
   bool ParseServerExpect(const Entry& e, const Identity& id,
                          std::map<std::string, std::string>* out);
   bool ParseWorkload(const Entry& e, Workload* w, YAML::Mark* ignore_eos_at);
+  bool ParseArrival(const Entry& e, Workload* w);
   bool ParseCache(const Entry& e, CachePolicy* c);
   bool ParseWarmup(const Entry& e, Warmup* w);
-  bool ParseMeasured(const Entry& e, Measured* m, YAML::Mark* min_requests_at);
+  // Where the sample size of the measured interval is declared: the key a too-small sample is
+  // reported at (min_requests, duration_s or requests).
+  struct SampleAt {
+    YAML::Mark mark;
+    std::string path;
+  };
+  bool ParseMeasured(const Entry& e, Workload* w, Measured* m, SampleAt* sample_at);
+  bool ParseStability(const Entry& e, Stability* s);
   bool ParseSlo(const Entry& e, std::vector<SloGate>* slo);
   bool ParseCorrectness(const Entry& e, Correctness* c);
   bool ParseGate(const Entry& e, const std::string& path, Gate* gate, std::string* finish_value);
   bool ParseTrials(const Entry& e, const std::string& row_id, Trials* t);
-  bool ParseExpect(const Entry& e, Expect* x);
+  bool ParseExpect(const Entry& e, const Workload& w, Expect* x);
   bool ParseProvenance(const Entry& e, Provenance* p);
 
   std::string file_;
@@ -378,8 +391,8 @@ bool RowParser::Parse(const std::string& text, Row* row) {
     MapView top;
     if (!OpenMap(doc, doc.Mark(), "", "a capq/row/v1 row", &top)) return false;
     if (!CheckKeys(top, {"schema", "id", "title", "identity", "workload", "cache", "warmup",
-                         "measured", "slo", "percentile_method", "correctness", "trials",
-                         "request_timeout_s", "expect", "provenance"})) {
+                         "measured", "stability", "slo", "percentile_method", "correctness",
+                         "trials", "request_timeout_s", "expect", "provenance"})) {
       return false;
     }
     const Entry* e = nullptr;
@@ -410,9 +423,23 @@ bool RowParser::Parse(const std::string& text, Row* row) {
     if (!ParseCache(*e, &row->cache)) return false;
     if (!Required(top, "warmup", "requests, concurrency", &e)) return false;
     if (!ParseWarmup(*e, &row->warmup)) return false;
-    YAML::Mark min_requests_at;
-    if (!Required(top, "measured", "min_requests, per_concurrency", &e)) return false;
-    if (!ParseMeasured(*e, &row->measured, &min_requests_at)) return false;
+    SampleAt sample_at;
+    const bool open_loop = row->open_loop();
+    if (!Required(
+            top, "measured",
+            open_loop ? "duration_s or requests, and ramp_s" : "min_requests, per_concurrency",
+            &e)) {
+      return false;
+    }
+    if (!ParseMeasured(*e, &row->workload, &row->measured, &sample_at)) return false;
+    if ((e = top.Find("stability"))) {
+      if (!open_loop) {
+        return Fail(e->key_mark, "stability",
+                    "stability gates (a bounded queue, stationary latency, a schedule kept) are "
+                    "for open-loop rows; a closed_loop row has no arrival schedule");
+      }
+      if (!ParseStability(*e, &row->stability)) return false;
+    }
     if (!Required(top, "slo", "a list of {metric, percentile, below_ms}", &e)) return false;
     if (!ParseSlo(*e, &row->slo)) return false;
     if ((e = top.Find("percentile_method"))) {
@@ -429,18 +456,45 @@ bool RowParser::Parse(const std::string& text, Row* row) {
                    &row->request_timeout_s)) {
       return false;
     }
-    if ((e = top.Find("expect")) && !ParseExpect(*e, &row->expect)) return false;
+    if ((e = top.Find("expect")) && !ParseExpect(*e, row->workload, &row->expect)) return false;
     if ((e = top.Find("provenance")) && !ParseProvenance(*e, &row->provenance)) return false;
 
     // Cross-field rules, reported where the fix belongs.
-    for (size_t i = 0; i < row->slo.size(); ++i) {
+    for (size_t i = 0; i < row->slo.size() && !open_loop; ++i) {
       int need = MinRequestsForPercentile(row->slo[i].percentile);
       if (row->measured.min_requests < need) {
         std::ostringstream msg;
         msg << "slo[" << i << "] gates p" << row->slo[i].percentile << ", which needs at least "
             << need << " measured requests (ceil(100 / (100 - p)), so that one request lies above"
             << " the percentile); got " << row->measured.min_requests;
-        return Fail(min_requests_at, "measured.min_requests", msg.str());
+        return Fail(sample_at.mark, sample_at.path, msg.str());
+      }
+    }
+    // An open-loop trial compares the first and last thirds of its interval, so each third must
+    // hold a sample of its own for every gated percentile, at the lowest rate a trial can run.
+    for (size_t i = 0; i < row->slo.size() && open_loop; ++i) {
+      const OpenLoop& o = row->workload.open_loop;
+      const double p = row->slo[i].percentile;
+      const int64_t per_third = MinRequestsPerThirdForPercentile(p);
+      const int64_t have = MeasuredRequestsAtOneStep(*row);
+      if (have < 3 * per_third) {
+        std::ostringstream msg;
+        msg << "slo[" << i << "] gates p" << Num(p)
+            << "; the stability gates compare the thirds of the measured interval, so each third"
+            << " needs at least " << per_third << " requests (ceil(200 / (100 - p)): two beyond"
+            << " the percentile), i.e. at least " << 3 * per_third
+            << " measured requests at the lowest rate, one step (" << Num(o.rate_step_rps)
+            << " requests/s); ";
+        if (o.duration_s) {
+          const double need_s = static_cast<double>(3 * per_third) / o.rate_step_rps;
+          msg << "duration_s " << Num(*o.duration_s) << " holds floor(" << Num(*o.duration_s)
+              << " s * " << Num(o.rate_step_rps) << " requests/s) = " << have
+              << "; expected duration_s >= " << Num(std::ceil(need_s - 1e-9 * need_s))
+              << " or a larger rate_step_rps";
+        } else {
+          msg << "got requests: " << have;
+        }
+        return Fail(sample_at.mark, sample_at.path, msg.str());
       }
     }
     if (!row->workload.sampling.ignore_eos) {
@@ -671,20 +725,90 @@ bool RowParser::ParseWorkload(const Entry& entry, Workload* w, YAML::Mark* ignor
     w->sampling.top_p = top_p;
   }
 
-  if (!Required(m, "arrival", "{kind: closed_loop}", &e)) return false;
-  MapView a;
-  if (!OpenMap(*e, "workload.arrival", "the arrival model", &a)) return false;
-  if (!Required(a, "kind", "closed_loop", &e)) return false;
-  if (e->value.IsScalar() && e->value.Scalar() == "open_loop") {
-    return Fail(ValueMark(*e), "workload.arrival.kind",
-                "open_loop arrival is not implemented yet; expected closed_loop (a fixed number of "
-                "concurrent sessions)");
+  if (!Required(m, "arrival", "{kind: closed_loop} or an open-loop kind with rate_step_rps", &e)) {
+    return false;
   }
-  if (!GetEnum(*e, "workload.arrival.kind", {"closed_loop"}, &w->arrival)) return false;
-  if (!CheckKeys(a, {"kind"})) return false;
+  if (!ParseArrival(*e, w)) return false;
   if ((e = m.Find("prompt_corpus")) &&
       !GetEnum(*e, "workload.prompt_corpus", {"synthetic"}, &w->prompt_corpus)) {
     return false;
+  }
+  return true;
+}
+
+bool RowParser::ParseArrival(const Entry& entry, Workload* w) {
+  MapView a;
+  if (!OpenMap(entry, "workload.arrival", "the arrival model", &a)) return false;
+  const Entry* e = nullptr;
+  if (!Required(a, "kind", "closed_loop, constant, poisson or gamma", &e)) return false;
+  if (e->value.IsScalar() && e->value.Scalar() == "open_loop") {
+    return Fail(ValueMark(*e), "workload.arrival.kind",
+                "open_loop is not a kind: an open-loop row names the distribution of its "
+                "inter-arrival gaps; expected one of: constant, poisson, gamma (or closed_loop "
+                "for a fixed number of concurrent sessions)");
+  }
+  if (!GetEnum(*e, "workload.arrival.kind", {"closed_loop", "constant", "poisson", "gamma"},
+               &w->arrival)) {
+    return false;
+  }
+  if (!CheckKeys(a, {"kind", "rate_step_rps", "cv"})) return false;
+  w->arrival_kind = w->arrival == "closed_loop" ? ArrivalKind::kClosedLoop
+                    : w->arrival == "constant"  ? ArrivalKind::kConstant
+                    : w->arrival == "poisson"   ? ArrivalKind::kPoisson
+                                                : ArrivalKind::kGamma;
+  const Entry* cv = a.Find("cv");
+  if (w->arrival_kind == ArrivalKind::kClosedLoop) {
+    if ((e = a.Find("rate_step_rps"))) {
+      return Fail(e->key_mark, "workload.arrival.rate_step_rps",
+                  "rate_step_rps is for open-loop arrival (constant, poisson, gamma); a "
+                  "closed_loop row's load level is its concurrency, not a rate");
+    }
+    if (cv) {
+      return Fail(cv->key_mark, "workload.arrival.cv",
+                  "cv (the coefficient of variation of inter-arrival gaps) is declared only for "
+                  "kind: gamma; a closed_loop row has no arrival schedule");
+    }
+    return true;
+  }
+  OpenLoop& o = w->open_loop;
+  if (!Required(a, "rate_step_rps",
+                "the resolution of a rate claim in requests/s, > 0: a trial's rate is a whole "
+                "number of steps",
+                &e)) {
+    return false;
+  }
+  if (!GetNumber(*e, "workload.arrival.rate_step_rps",
+                 "a rate step in requests/s > 0 (the resolution of the rate claim)", Positive,
+                 &o.rate_step_rps)) {
+    return false;
+  }
+  if (o.rate_step_rps > kMaxRateStepRps) {
+    return Fail(ValueMark(*e), "workload.arrival.rate_step_rps",
+                "expected a rate step of at most " + Num(kMaxRateStepRps) + " requests/s, got " +
+                    Num(o.rate_step_rps));
+  }
+  if (w->arrival_kind == ArrivalKind::kGamma) {
+    if (!Required(a, "cv",
+                  "the coefficient of variation of the inter-arrival gaps, > 0 (1 is Poisson, "
+                  "above 1 burstier)",
+                  &cv)) {
+      return false;
+    }
+    if (!GetNumber(
+            *cv, "workload.arrival.cv",
+            "a coefficient of variation in (0, " + Num(kMaxCv) +
+                "] (the gaps' standard deviation over their mean)",
+            [](double v) { return v > 0 && v <= kMaxCv; }, &o.cv)) {
+      return false;
+    }
+  } else {
+    if (cv) {
+      return Fail(cv->key_mark, "workload.arrival.cv",
+                  "cv is declared only for kind: gamma; " + w->arrival + " gaps have cv " +
+                      (w->arrival_kind == ArrivalKind::kConstant ? "0" : "1") +
+                      " by definition (use kind: gamma to choose one)");
+    }
+    o.cv = w->arrival_kind == ArrivalKind::kConstant ? 0 : 1;
   }
   return true;
 }
@@ -721,14 +845,91 @@ bool RowParser::ParseWarmup(const Entry& entry, Warmup* w) {
   return true;
 }
 
-bool RowParser::ParseMeasured(const Entry& entry, Measured* out, YAML::Mark* min_requests_at) {
+bool RowParser::ParseMeasured(const Entry& entry, Workload* w, Measured* out, SampleAt* sample_at) {
   MapView m;
   if (!OpenMap(entry, "measured", "the measured sample size", &m)) return false;
-  if (!CheckKeys(m, {"min_requests", "per_concurrency"})) return false;
+  if (!CheckKeys(m, {"min_requests", "per_concurrency", "duration_s", "requests", "ramp_s"})) {
+    return false;
+  }
   const Entry* e = nullptr;
   int64_t v = 0;
+  const std::string kind = w->arrival;
+  if (w->arrival_kind != ArrivalKind::kClosedLoop) {
+    for (const char* k : {"min_requests", "per_concurrency"}) {
+      if ((e = m.Find(k))) {
+        return Fail(e->key_mark, std::string("measured.") + k,
+                    std::string(k) + " is a closed-loop field (requests = max(min_requests, " +
+                        "per_concurrency * C)); an open-loop (" + kind +
+                        ") row measures duration_s or requests after ramp_s");
+      }
+    }
+    OpenLoop& o = w->open_loop;
+    const Entry* duration = m.Find("duration_s");
+    const Entry* requests = m.Find("requests");
+    if (duration && requests) {
+      const Entry* second = duration->key_mark.line > requests->key_mark.line ||
+                                    (duration->key_mark.line == requests->key_mark.line &&
+                                     duration->key_mark.column > requests->key_mark.column)
+                                ? duration
+                                : requests;
+      return Fail(second->key_mark, "measured." + second->key,
+                  "expected exactly one of duration_s (seconds of schedule) or requests (a "
+                  "count) in an open-loop measured interval; got both");
+    }
+    if (!duration && !requests) {
+      return Fail(m.missing_at, "measured",
+                  "expected exactly one of duration_s (seconds of schedule) or requests (a "
+                  "count) in an open-loop measured interval; got neither");
+    }
+    if (duration) {
+      sample_at->mark = ValueMark(*duration);
+      sample_at->path = "measured.duration_s";
+      double d = 0;
+      if (!GetNumber(*duration, "measured.duration_s",
+                     "a number of (virtual) seconds > 0: the sustained measured interval", Positive,
+                     &d)) {
+        return false;
+      }
+      if (d > kMaxDurationS) {
+        return Fail(ValueMark(*duration), "measured.duration_s",
+                    "expected at most " + Num(kMaxDurationS) + " s (a week), got " + Num(d));
+      }
+      o.duration_s = d;
+    } else {
+      sample_at->mark = ValueMark(*requests);
+      sample_at->path = "measured.requests";
+      if (!GetInt(*requests, "measured.requests", 1, kMaxRequests, &v)) return false;
+      o.requests = static_cast<int>(v);
+    }
+    if (!Required(m, "ramp_s",
+                  "seconds of schedule sent before the measured interval and excluded from the "
+                  "metrics like warm-ups, >= 0",
+                  &e)) {
+      return false;
+    }
+    if (!GetNumber(*e, "measured.ramp_s",
+                   "a number of (virtual) seconds >= 0 (requests scheduled before it are sent "
+                   "but not measured)",
+                   NonNegative, &o.ramp_s)) {
+      return false;
+    }
+    if (o.ramp_s > kMaxDurationS) {
+      return Fail(ValueMark(*e), "measured.ramp_s",
+                  "expected at most " + Num(kMaxDurationS) + " s (a week), got " + Num(o.ramp_s));
+    }
+    return true;
+  }
+  for (const char* k : {"duration_s", "requests", "ramp_s"}) {
+    if ((e = m.Find(k))) {
+      return Fail(e->key_mark, std::string("measured.") + k,
+                  std::string(k) +
+                      " is an open-loop field (constant, poisson, gamma arrival); a closed_loop "
+                      "row measures max(min_requests, per_concurrency * C) requests");
+    }
+  }
   if (!Required(m, "min_requests", "an integer >= 1", &e)) return false;
-  *min_requests_at = ValueMark(*e);
+  sample_at->mark = ValueMark(*e);
+  sample_at->path = "measured.min_requests";
   if (!GetInt(*e, "measured.min_requests", 1, kMaxRequests, &v)) return false;
   out->min_requests = static_cast<int>(v);
   if (!Required(m, "per_concurrency",
@@ -737,6 +938,44 @@ bool RowParser::ParseMeasured(const Entry& entry, Measured* out, YAML::Mark* min
   }
   if (!GetInt(*e, "measured.per_concurrency", 0, 1000, &v)) return false;
   out->per_concurrency = static_cast<int>(v);
+  return true;
+}
+
+bool RowParser::ParseStability(const Entry& entry, Stability* out) {
+  MapView m;
+  if (!OpenMap(entry, "stability", "the stability gates of an open-loop trial", &m)) return false;
+  if (!CheckKeys(
+          m, {"queue_growth_pct", "queue_slack", "latency_drift_factor", "max_send_lateness_ms"})) {
+    return false;
+  }
+  const Entry* e = nullptr;
+  if ((e = m.Find("queue_growth_pct")) &&
+      !GetNumber(*e, "stability.queue_growth_pct",
+                 "a percentage >= 0 (how far the last third's mean queue depth may exceed the "
+                 "first third's)",
+                 NonNegative, &out->queue_growth_pct)) {
+    return false;
+  }
+  if ((e = m.Find("queue_slack")) &&
+      !GetNumber(*e, "stability.queue_slack",
+                 "a number of requests >= 0 (added to the queue bound, so that a near-empty "
+                 "queue is not growth)",
+                 NonNegative, &out->queue_slack)) {
+    return false;
+  }
+  if ((e = m.Find("latency_drift_factor")) &&
+      !GetNumber(
+          *e, "stability.latency_drift_factor",
+          "a factor >= 1 (the last third's gated percentile over the first third's)",
+          [](double v) { return v >= 1; }, &out->latency_drift_factor)) {
+    return false;
+  }
+  if ((e = m.Find("max_send_lateness_ms")) &&
+      !GetNumber(*e, "stability.max_send_lateness_ms",
+                 "a number of ms > 0 (the p99 send lateness beyond which the client fell behind)",
+                 Positive, &out->max_send_lateness_ms)) {
+    return false;
+  }
   return true;
 }
 
@@ -947,15 +1186,51 @@ bool RowParser::ParseTrials(const Entry& entry, const std::string& row_id, Trial
   return true;
 }
 
-bool RowParser::ParseExpect(const Entry& entry, Expect* x) {
+bool RowParser::ParseExpect(const Entry& entry, const Workload& w, Expect* x) {
   MapView m;
   if (!OpenMap(entry, "expect", "the row's expectation", &m)) return false;
-  if (!CheckKeys(m, {"cmax", "baseline"})) return false;
+  if (!CheckKeys(m, {"cmax", "rmax_rps", "baseline"})) return false;
   const Entry* e = nullptr;
+  const bool open_loop = w.arrival_kind != ArrivalKind::kClosedLoop;
   if ((e = m.Find("cmax"))) {
+    if (open_loop) {
+      return Fail(e->key_mark, "expect.cmax",
+                  "cmax is a closed-loop claim (a concurrency); an open-loop (" + w.arrival +
+                      ") row claims a rate: expect.rmax_rps");
+    }
     int64_t cmax = 0;
     if (!GetInt(*e, "expect.cmax", 1, kMaxConcurrency, &cmax)) return false;
     x->cmax = static_cast<int>(cmax);
+  }
+  if ((e = m.Find("rmax_rps"))) {
+    if (!open_loop) {
+      return Fail(e->key_mark, "expect.rmax_rps",
+                  "rmax_rps is an open-loop claim (a rate); a closed_loop row claims a "
+                  "concurrency: expect.cmax");
+    }
+    const double step = w.open_loop.rate_step_rps;
+    double rmax = 0;
+    if (!GetNumber(*e, "expect.rmax_rps",
+                   "a rate in requests/s > 0, a multiple of rate_step_rps (" + Num(step) + ")",
+                   Positive, &rmax)) {
+      return false;
+    }
+    const double steps = std::round(rmax / step);
+    if (steps < 1 || std::fabs(rmax - steps * step) > 1e-9 * rmax ||
+        steps > static_cast<double>(kMaxConcurrency)) {
+      const double below = std::floor(rmax / step) * step;
+      std::string msg = "expected a positive multiple of workload.arrival.rate_step_rps (" +
+                        Num(step) + " requests/s, the claim's resolution), got " + Num(rmax);
+      if (steps > static_cast<double>(kMaxConcurrency)) {
+        msg += " (more than " + std::to_string(kMaxConcurrency) + " steps)";
+      } else if (below > 0) {
+        msg += " (between " + Num(below) + " and " + Num(below + step) + ")";
+      } else {
+        msg += " (below one step)";
+      }
+      return Fail(ValueMark(*e), "expect.rmax_rps", msg);
+    }
+    x->rmax_rps = rmax;
   }
   if ((e = m.Find("baseline"))) {
     MapView b;
@@ -1167,6 +1442,23 @@ int MinRequestsForPercentile(double percentile) {
   return need > 1e9 ? 1000000000 : static_cast<int>(need);
 }
 
+int MinRequestsPerThirdForPercentile(double percentile) {
+  if (!(percentile > 0 && percentile < 100)) return 0;
+  double need = std::ceil(200.0 / (100.0 - percentile) - 1e-9);
+  return need > 1e9 ? 1000000000 : static_cast<int>(need);
+}
+
+int64_t MeasuredRequestsAtOneStep(const Row& row) {
+  const OpenLoop& o = row.workload.open_loop;
+  if (!row.open_loop()) return 0;
+  if (o.requests) return *o.requests;
+  if (!o.duration_s) return 0;
+  // The relative epsilon absorbs binary rounding: 90 s * 0.7 requests/s is 62.99999999999999.
+  const double x = *o.duration_s * o.rate_step_rps;
+  const double n = std::floor(x + 1e-9 * std::max(1.0, x));
+  return n > 1e15 ? int64_t{1'000'000'000'000'000} : static_cast<int64_t>(n);
+}
+
 bool ParseRow(const std::string& text, const std::string& pseudo_path, Row* row, RowError* error) {
   RowError scratch;
   return ParseRowImpl(text, pseudo_path, row, error ? error : &scratch, nullptr, nullptr);
@@ -1292,7 +1584,12 @@ std::string RowToYaml(const Row& r) {
     << ", ignore_eos: " << (w.sampling.ignore_eos ? "true" : "false");
   if (w.sampling.top_p) o << ", top_p: " << Num(*w.sampling.top_p);
   o << "}\n";
-  o << "  arrival: {kind: " << w.arrival << "}\n";
+  o << "  arrival: {kind: " << ArrivalKindName(w.arrival_kind);
+  if (r.open_loop()) {
+    o << ", rate_step_rps: " << Num(w.open_loop.rate_step_rps);
+    if (w.arrival_kind == ArrivalKind::kGamma) o << ", cv: " << Num(w.open_loop.cv);
+  }
+  o << "}\n";
   o << "  prompt_corpus: " << w.prompt_corpus << "\n";
   o << "cache:\n";
   o << "  prefix_cache: " << (r.cache.prefix_cache ? "enabled" : "disabled") << "\n";
@@ -1300,8 +1597,22 @@ std::string RowToYaml(const Row& r) {
   o << "  verify_cold: " << (r.cache.verify_cold ? "true" : "false") << "\n";
   o << "warmup: {requests: " << r.warmup.requests << ", concurrency: " << r.warmup.concurrency
     << "}\n";
-  o << "measured: {min_requests: " << r.measured.min_requests
-    << ", per_concurrency: " << r.measured.per_concurrency << "}\n";
+  if (r.open_loop()) {
+    const OpenLoop& ol = w.open_loop;
+    o << "measured: {";
+    if (ol.duration_s) o << "duration_s: " << Num(*ol.duration_s) << ", ";
+    if (ol.requests) o << "requests: " << *ol.requests << ", ";
+    o << "ramp_s: " << Num(ol.ramp_s) << "}\n";
+    const Stability& st = r.stability;
+    o << "stability:\n";
+    o << "  queue_growth_pct: " << Num(st.queue_growth_pct) << "\n";
+    o << "  queue_slack: " << Num(st.queue_slack) << "\n";
+    o << "  latency_drift_factor: " << Num(st.latency_drift_factor) << "\n";
+    o << "  max_send_lateness_ms: " << Num(st.max_send_lateness_ms) << "\n";
+  } else {
+    o << "measured: {min_requests: " << r.measured.min_requests
+      << ", per_concurrency: " << r.measured.per_concurrency << "}\n";
+  }
   o << "slo:\n";
   for (const auto& g : r.slo) {
     o << "  - {metric: " << SloMetricName(g.metric) << ", percentile: " << Num(g.percentile)
@@ -1337,9 +1648,10 @@ std::string RowToYaml(const Row& r) {
   for (size_t i = 0; i < r.trials.seeds.size(); ++i) o << (i ? ", " : "") << r.trials.seeds[i];
   o << "]\n";
   o << "request_timeout_s: " << Num(r.request_timeout_s) << "\n";
-  if (r.expect.cmax || r.expect.baseline) {
+  if (r.expect.cmax || r.expect.rmax_rps || r.expect.baseline) {
     o << "expect:\n";
     if (r.expect.cmax) o << "  cmax: " << *r.expect.cmax << "\n";
+    if (r.expect.rmax_rps) o << "  rmax_rps: " << Num(*r.expect.rmax_rps) << "\n";
     if (r.expect.baseline) {
       const Baseline& b = *r.expect.baseline;
       o << "  baseline:\n";

@@ -4,6 +4,12 @@
 // ranges, so the sets are disjoint and no two prompts share a first token) -> request bodies that
 // carry every sampling parameter explicitly. Pure: the only outside input is the optional
 // TokenCounter (the server's tokenizer), passed in by the caller.
+//
+// For an open-loop row the level L (in the place of C) stands for the rate L * rate_step_rps, and
+// the plan adds the schedule (arrival.h): `measured` holds the ramp requests first ("r0", "r1",
+// ...: sent on schedule, excluded from the metrics like warm-ups) and then the measured ones ("m0",
+// ...), with send_offsets_ns[i] the intended send time of measured[i]. Warm-ups are unchanged:
+// row.warmup at warmup.concurrency, before the schedule starts.
 #pragma once
 
 #include <cstdint>
@@ -22,9 +28,12 @@ namespace capq {
 inline constexpr const char* kPlanSchema = "capq/plan/v1";
 
 struct PlanRequest {
-  std::string id;  // "w0".."w7" (warm-up), "m0".."m63" (measured)
+  std::string id;  // "w0".."w7" (warm-up), "r0".. (open-loop ramp), "m0".."m63" (measured)
   bool warmup = false;
-  int index = 0;  // position in its phase's list
+  bool ramp = false;  // open loop: sent on schedule before the measured interval, not measured
+  // Position in its phase's list (warmup or measured; in `measured` the ramp requests come first,
+  // so "m0" of a plan with 3 ramp requests has index 3 and its offset is send_offsets_ns[3]).
+  int index = 0;
   Prompt prompt;
   int64_t max_tokens = 0;  // completion tokens asked for (== the row's output unless stddev)
   std::string body;        // the JSON request body, exactly as sent (no key: keys go in headers)
@@ -51,12 +60,31 @@ struct TrialPlan {
   std::string calibration;
   std::string calibration_note;
   int warmup_concurrency = 1;
-  int expected_measured = 0;  // row.measured.RequestsAt(C)
+  // row.measured.RequestsAt(C); for an open-loop row the measured requests after the ramp.
+  int expected_measured = 0;
   // Lead words skipped because their first token was already taken ("Money: token 3094, as
   // Moment"), and how the first tokens were checked; empty when no check was possible.
   std::vector<std::string> skipped_leads;
   std::string first_token_check;
   std::vector<PlanRequest> warmup, measured;
+
+  // The arrival model: ArrivalKindName of the row's kind. Everything below is for open-loop plans
+  // only (zero or empty for closed_loop).
+  std::string arrival = "closed_loop";
+  double rate_rps = 0;         // RateAtLevel(row, concurrency)
+  double arrival_cv = 0;       // the gaps' coefficient of variation (constant 0, poisson 1)
+  uint64_t schedule_seed = 0;  // ScheduleSeed(seed, phase, concurrency)
+  int ramp_requests = 0;       // the first ramp_requests entries of `measured`
+  // Intended send offsets in the server's (virtual) ns from the schedule's start, parallel to
+  // `measured` (ramp included), non-decreasing.
+  std::vector<int64_t> send_offsets_ns;
+  // The measured interval of the schedule, [measured_start_ns, measured_end_ns): from ramp_s to
+  // ramp_s + duration_s for a duration row; for a requests row it ends 1 ns after the last
+  // measured offset.
+  int64_t measured_start_ns = 0;
+  int64_t measured_end_ns = 0;
+
+  bool open_loop() const { return arrival != "closed_loop"; }
 };
 
 // The server's token id that starts a prompt beginning with `lead_word`, tokenized as the server
@@ -65,7 +93,8 @@ struct TrialPlan {
 using FirstTokenFn = std::function<Result<int64_t>(const std::string& lead_word)>;
 
 struct PlanInputs {
-  int concurrency = 1;
+  int concurrency =
+      1;  // the load level: C for a closed-loop row, rate / rate_step_rps for a rate row
   int trial_index = 1;           // 1-based
   std::optional<uint64_t> seed;  // overrides row.trials.seeds[trial_index - 1]
   std::string phase = "confirm";
@@ -84,6 +113,13 @@ Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in);
 // The generator seed of the corpus of a trial with `seed` in `phase` at `concurrency`.
 uint64_t CorpusSeed(uint64_t seed, const std::string& phase, int concurrency);
 
+// The seed of an open-loop trial's arrival schedule: like CorpusSeed a function of (seed, phase,
+// level), but a different stream, so that the schedule and the prompts are drawn independently.
+uint64_t ScheduleSeed(uint64_t seed, const std::string& phase, int level);
+
+// The most requests one open-loop plan may schedule (ramp and measured together).
+inline constexpr int64_t kMaxScheduledRequests = 1'000'000;
+
 // Rebuilds one request's prompt with `words` words (same generator index, so it stays unique and
 // disjoint) and its body; message_tokens = `estimated_tokens`, calibrated = false. Used to
 // calibrate from the server's usage.prompt_tokens when it has no tokenize endpoint.
@@ -95,7 +131,10 @@ void RewordRequest(const Row& row, const TrialPlan& plan, int64_t words, int64_t
 std::string ChatRequestBody(const Row& row, const std::string& prompt, int64_t max_tokens,
                             uint64_t seed);
 
-// plan.json (schema capq/plan/v1). Prompts are written in full with their SHA-256.
+// plan.json (schema capq/plan/v1). Prompts are written in full with their SHA-256. An open-loop
+// plan adds an "arrival" object (kind, rate_rps, cv, schedule_seed, ramp_requests,
+// measured_start_ns, measured_end_ns) and, on each measured entry, "ramp" and "send_offset_ns"; a
+// closed-loop plan is written exactly as before, and a plan without "arrival" loads as closed loop.
 nlohmann::json PlanToJson(const TrialPlan& plan);
 Result<TrialPlan> PlanFromJson(const nlohmann::json& j);
 

@@ -20,6 +20,13 @@ const char* PercentileMethodName(PercentileMethod m);  // "linear", "nearest_ran
 enum class SloMetric { kTtft, kItl, kE2e };
 const char* SloMetricName(SloMetric m);  // "ttft", "itl", "e2e"
 
+// How requests arrive. Closed loop: a fixed number of sessions, each sending its next request when
+// the previous one ends (the load level is the concurrency C). Open loop: requests are sent on a
+// seeded schedule at a rate, whether or not earlier ones have finished (the load level L stands for
+// the rate L * rate_step_rps), with constant, exponential (Poisson) or gamma-distributed gaps.
+enum class ArrivalKind { kClosedLoop, kConstant, kPoisson, kGamma };
+const char* ArrivalKindName(ArrivalKind k);  // "closed_loop", "constant", "poisson", "gamma"
+
 struct Identity {
   Engine engine = Engine::kSim;
   std::string image;  // "repo@sha256:<64 hex>" for real engines; empty for sim
@@ -46,13 +53,44 @@ struct Sampling {
   std::optional<double> top_p;
 };
 
+// The open-loop part of a workload (rows whose arrival kind is not closed_loop). The measured
+// interval is declared under `measured:` in the file; it lives here because it is a property of the
+// schedule.
+struct OpenLoop {
+  double rate_step_rps = 0;  // the resolution of a rate claim; a trial's rate is level * step
+  double cv = 1;  // inter-arrival coefficient of variation (constant 0, poisson 1, gamma declared)
+  // The measured interval after the ramp, in the server's (virtual) seconds or as a request count:
+  // exactly one of these two is set.
+  std::optional<double> duration_s;
+  std::optional<int> requests;
+  // Requests scheduled in the first ramp_s (virtual) seconds are sent but excluded from the
+  // metrics, like warm-ups.
+  double ramp_s = 0;
+};
+
+// The stability gates of an open-loop trial (open-loop rows only; these are the defaults). The
+// measured interval is cut into thirds; "first" and "last" below are its first and last third.
+struct Stability {
+  // The queue is bounded: the last third's mean depth <= the first third's * (1 + pct / 100) +
+  // queue_slack (requests).
+  double queue_growth_pct = 25;
+  double queue_slack = 2;
+  // Latency is stationary: each gated percentile over the last third <= factor * the first's.
+  double latency_drift_factor = 1.5;
+  // The schedule held: the p99 of send lateness (actual - intended send time) stays below this,
+  // else the trial could not run (the client fell behind); it is never a pass.
+  double max_send_lateness_ms = 2;
+};
+
 struct Workload {
   int64_t input_tokens = 0;
   int64_t input_stddev_tokens = 0;
   int64_t output_tokens = 0;
   int64_t output_stddev_tokens = 0;
   Sampling sampling;
-  std::string arrival = "closed_loop";  // only closed_loop is implemented
+  std::string arrival = "closed_loop";  // ArrivalKindName(arrival_kind), kept in sync by the loader
+  ArrivalKind arrival_kind = ArrivalKind::kClosedLoop;
+  OpenLoop open_loop;  // filled for open-loop kinds only
   std::string prompt_corpus = "synthetic";
 };
 
@@ -67,6 +105,8 @@ struct Warmup {
   int concurrency = 1;
 };
 
+// The measured sample of a closed-loop row (an open-loop row declares its interval in
+// Workload::open_loop instead and leaves these at their defaults).
 struct Measured {
   int min_requests = 64;
   int per_concurrency = 4;
@@ -129,7 +169,10 @@ struct Baseline {
 };
 
 struct Expect {
-  std::optional<int> cmax;  // C = cmax passes every trial, cmax + 1 fails every trial
+  std::optional<int> cmax;  // C = cmax passes every trial, cmax + 1 fails every trial (closed loop)
+  // Open loop: the rate rmax_rps passes every trial, rmax_rps + rate_step_rps fails every trial; a
+  // positive multiple of workload.open_loop.rate_step_rps.
+  std::optional<double> rmax_rps;
   std::optional<Baseline> baseline;
 };
 
@@ -150,6 +193,7 @@ struct Row {
   CachePolicy cache;
   Warmup warmup;
   Measured measured;
+  Stability stability;  // open-loop rows only
   std::vector<SloGate> slo;
   PercentileMethod percentile_method = PercentileMethod::kLinear;
   Correctness correctness;
@@ -157,6 +201,15 @@ struct Row {
   double request_timeout_s = 21600;  // per request, in the server's (virtual) seconds
   Expect expect;
   Provenance provenance;
+
+  bool open_loop() const { return workload.arrival_kind != ArrivalKind::kClosedLoop; }
 };
+
+// A load level is an int: the concurrency C of a closed-loop row, or the rate in steps of an
+// open-loop row. RateAtLevel is level * rate_step_rps (0 for a closed-loop row).
+double RateAtLevel(const Row& row, int level);
+// The level of `rate_rps` on an open-loop row: rate / rate_step_rps rounded to the nearest integer
+// (0 for a closed-loop row). LevelAtRate(row, RateAtLevel(row, l)) == l.
+int LevelAtRate(const Row& row, double rate_rps);
 
 }  // namespace capq

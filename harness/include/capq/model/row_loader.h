@@ -11,11 +11,21 @@
 // p99.9: 1000). It is checked against measured.min_requests, the smallest sample of any
 // concurrency.
 //
+// Open-loop rows (arrival kind constant, poisson or gamma) name a rate resolution
+// (arrival.rate_step_rps), a measured interval (exactly one of measured.duration_s and
+// measured.requests, plus measured.ramp_s) and optionally their stability gates; closed-loop fields
+// (measured.min_requests, per_concurrency, expect.cmax) are refused on them and open-loop fields on
+// closed-loop rows. Their stability gates compare the first and last thirds of the interval, so the
+// sample rule is per third: at the lowest rate (one step), each third must hold at least
+// ceil(200 / (100 - p)) requests (two beyond the percentile: p95 40, so 120 in the interval). An
+// open-loop claim, expect.rmax_rps, is a positive multiple of rate_step_rps.
+//
 // Defaults (filled by the loader; RowToYaml prints them): title = "", input/output_stddev_tokens =
 // 0, prompt_corpus = synthetic, cache.verify_cold = true, warmup.concurrency = 1, percentile_method
 // = linear, every correctness gate on (finish_reason = length), trials.quiet_period_s = 15,
 // trials.seeds = DeriveTrialSeed(id, i), expect.baseline.tolerance_pct = 15, request_timeout_s =
-// 21600. Everything else a row needs is required.
+// 21600, stability = {queue_growth_pct: 25, queue_slack: 2, latency_drift_factor: 1.5,
+// max_send_lateness_ms: 2}. Everything else a row needs is required (ramp_s too: it may be 0).
 #pragma once
 
 #include <cstdint>
@@ -77,5 +87,13 @@ uint64_t DeriveTrialSeed(const std::string& row_id, int trial_index);
 // ceil(100 / (100 - percentile)): the smallest sample with at least one request above the
 // percentile.
 int MinRequestsForPercentile(double percentile);
+
+// ceil(200 / (100 - percentile)): the smallest third of an open-loop interval with two requests
+// above the percentile (p95: 40).
+int MinRequestsPerThirdForPercentile(double percentile);
+
+// The measured requests of an open-loop row at its lowest rate (one step): floor(duration_s *
+// rate_step_rps) for a duration, else the declared count; 0 for a closed-loop row.
+int64_t MeasuredRequestsAtOneStep(const Row& row);
 
 }  // namespace capq
