@@ -26,7 +26,7 @@ RequestResult Req(double at, double ttft_s, double e2e_s, double lag_ms = 0) {
   return r;
 }
 
-struct Run {
+struct Trace {
   std::vector<RequestResult> all;
   std::vector<ServerLoadSample> server;
   StabilityVerdict Judge(Stability rule = {}) const {
@@ -43,15 +43,15 @@ struct Run {
 };
 
 // One request a second, each 1 s long: a steady single stream.
-Run Steady() {
-  Run run;
+Trace Steady() {
+  Trace run;
   for (int i = 0; i < 30; ++i) run.all.push_back(Req(i, 0.2, 1.0));
   return run;
 }
 
 // Arrivals faster than service: each request waits longer than the one before.
-Run Growing() {
-  Run run;
+Trace Growing() {
+  Trace run;
   for (int i = 0; i < 30; ++i) run.all.push_back(Req(i, 0.2 + 0.5 * i, 1.0 + 0.5 * i));
   return run;
 }
@@ -82,7 +82,7 @@ TEST(JudgeStability, AGrowingQueueAndDriftingLatencyFailWithTheirNumbers) {
 }
 
 TEST(JudgeStability, TheServerQueueGaugeCanFailABoundedClientCount) {
-  Run run = Steady();
+  Trace run = Steady();
   for (int i = 0; i < 30; ++i) run.server.push_back({i * kS + 1, 1, i < 10 ? 0.0 : 8.0});
   const StabilityVerdict v = run.Judge();
   EXPECT_TRUE(v.client_in_flight.passed);
@@ -95,8 +95,9 @@ TEST(JudgeStability, TheServerQueueGaugeCanFailABoundedClientCount) {
 }
 
 TEST(JudgeStability, ALateClientDidNotHoldTheSchedule) {
-  Run run = Steady();
-  for (size_t i = 0; i < run.all.size(); i += 10) run.all[i] = Req(static_cast<double>(i), 0.2, 1.0, 5);
+  Trace run = Steady();
+  for (size_t i = 0; i < run.all.size(); i += 10)
+    run.all[i] = Req(static_cast<double>(i), 0.2, 1.0, 5);
   Stability rule;
   rule.max_send_lateness_ms = 2;
   const StabilityVerdict v = run.Judge(rule);
@@ -109,7 +110,7 @@ TEST(JudgeStability, ALateClientDidNotHoldTheSchedule) {
 }
 
 TEST(JudgeStability, AnEmptyThirdIsNotStationary) {
-  Run run;
+  Trace run;
   for (int i = 0; i < 10; ++i) run.all.push_back(Req(i, 0.2, 1.0));  // the first third only
   const StabilityVerdict v = run.Judge();
   EXPECT_FALSE(v.stationary());

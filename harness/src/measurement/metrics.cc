@@ -67,11 +67,11 @@ TrialMetrics ComputeMetrics(const std::vector<RequestResult>& measured, int conc
   std::vector<const RequestResult*> all;
   all.reserve(measured.size());
   for (const RequestResult& r : measured) all.push_back(&r);
-  return ComputeMetrics(all, concurrency, time_scale, m);
+  return ComputeMetricsOf(all, concurrency, time_scale, m);
 }
 
-TrialMetrics ComputeMetrics(const std::vector<const RequestResult*>& measured, int concurrency,
-                            double time_scale, PercentileMethod m) {
+TrialMetrics ComputeMetricsOf(const std::vector<const RequestResult*>& measured, int concurrency,
+                              double time_scale, PercentileMethod m) {
   TrialMetrics t;
   t.time_scale = time_scale;
   t.method = m;

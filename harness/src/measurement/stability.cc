@@ -76,18 +76,17 @@ StabilityVerdict JudgeStability(const StabilityInputs& in) {
   const MonoNs last_start = in.interval_end_ns - span / 3;
   const double growth = 1 + in.rule.queue_growth_pct / 100;
 
-  v.client_in_flight = Compare("client in-flight",
-                               MeanInFlight(in.scheduled, in.interval_start_ns, first_end),
-                               MeanInFlight(in.scheduled, last_start, in.interval_end_ns), growth,
-                               in.rule.queue_slack);
-  v.server_queue = Compare("server queue", MeanServerWaiting(in.server, in.interval_start_ns, first_end),
-                           MeanServerWaiting(in.server, last_start, in.interval_end_ns), growth,
-                           in.rule.queue_slack);
+  v.client_in_flight = Compare(
+      "client in-flight", MeanInFlight(in.scheduled, in.interval_start_ns, first_end),
+      MeanInFlight(in.scheduled, last_start, in.interval_end_ns), growth, in.rule.queue_slack);
+  v.server_queue = Compare(
+      "server queue", MeanServerWaiting(in.server, in.interval_start_ns, first_end),
+      MeanServerWaiting(in.server, last_start, in.interval_end_ns), growth, in.rule.queue_slack);
 
   const auto first = IntendedIn(in.measured, in.interval_start_ns, first_end);
   const auto last = IntendedIn(in.measured, last_start, in.interval_end_ns);
-  const TrialMetrics mf = ComputeMetrics(first, 0, in.time_scale, in.method);
-  const TrialMetrics ml = ComputeMetrics(last, 0, in.time_scale, in.method);
+  const TrialMetrics mf = ComputeMetricsOf(first, 0, in.time_scale, in.method);
+  const TrialMetrics ml = ComputeMetricsOf(last, 0, in.time_scale, in.method);
   for (const SloGate& g : in.slo) {
     char name[48];
     std::snprintf(name, sizeof name, "%s p%g", SloMetricName(g.metric), g.percentile);
@@ -101,7 +100,8 @@ StabilityVerdict JudgeStability(const StabilityInputs& in) {
   }
   v.send_lateness_p50_ms = Percentile(lateness, 50, PercentileMethod::kLinear);
   v.send_lateness_p99_ms = Percentile(lateness, 99, PercentileMethod::kLinear);
-  v.send_lateness_max_ms = lateness.empty() ? NAN : *std::max_element(lateness.begin(), lateness.end());
+  v.send_lateness_max_ms =
+      lateness.empty() ? NAN : *std::max_element(lateness.begin(), lateness.end());
   v.send_lateness_bound_ms = in.rule.max_send_lateness_ms;
   v.schedule_held = std::isfinite(v.send_lateness_p99_ms) &&
                     v.send_lateness_p99_ms < in.rule.max_send_lateness_ms;
@@ -115,8 +115,7 @@ bool StabilityVerdict::queue_bounded() const {
 
 // A third with nothing measured is not stationary: NaN never passes.
 bool StabilityVerdict::stationary() const {
-  return std::all_of(latency.begin(), latency.end(),
-                     [](const ThirdsCheck& c) { return c.passed; });
+  return std::all_of(latency.begin(), latency.end(), [](const ThirdsCheck& c) { return c.passed; });
 }
 
 std::vector<std::string> StabilityVerdict::Failures() const {
@@ -146,7 +145,7 @@ std::vector<std::string> StabilityVerdict::Failures() const {
 nlohmann::json StabilityToJson(const StabilityVerdict& v) {
   auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); };
   auto check = [&](const ThirdsCheck& c) {
-    return nlohmann::json{{"name", c.name},   {"known", c.known},         {"first", num(c.first)},
+    return nlohmann::json{{"name", c.name},      {"known", c.known},      {"first", num(c.first)},
                           {"last", num(c.last)}, {"bound", num(c.bound)}, {"passed", c.passed}};
   };
   nlohmann::json lat = nlohmann::json::array();

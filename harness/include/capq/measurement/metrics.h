@@ -48,8 +48,8 @@ struct TrialMetrics {
 // out of the TTFT distribution; the validator fails such trials separately.
 TrialMetrics ComputeMetrics(const std::vector<RequestResult>& measured, int concurrency,
                             double time_scale, PercentileMethod m);
-TrialMetrics ComputeMetrics(const std::vector<const RequestResult*>& measured, int concurrency,
-                            double time_scale, PercentileMethod m);
+TrialMetrics ComputeMetricsOf(const std::vector<const RequestResult*>& measured, int concurrency,
+                              double time_scale, PercentileMethod m);
 
 // The measured value an SLO gate compares: the gate's percentile of ttft / itl / e2e, in ms, with
 // the metrics' method. NaN when there are no values (a gate must treat NaN as failed).

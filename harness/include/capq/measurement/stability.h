@@ -36,7 +36,7 @@ struct ServerLoadSample {
 
 // One check of a third against the first.
 struct ThirdsCheck {
-  std::string name;  // "client_in_flight", "server_queue", "ttft p95"
+  std::string name;    // "client_in_flight", "server_queue", "ttft p95"
   bool known = false;  // false: nothing to compare (e.g. the server reports no queue gauge)
   double first = 0, last = 0, bound = 0;
   bool passed = false;
