@@ -46,7 +46,7 @@ std::vector<const RequestResult*> IntendedIn(const std::vector<const RequestResu
 
 std::string Fig(double v) {
   char b[32];
-  std::snprintf(b, sizeof b, "%.3g", v);
+  std::snprintf(b, sizeof b, "%.4g", v);
   return b;
 }
 

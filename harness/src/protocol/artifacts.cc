@@ -228,6 +228,7 @@ nlohmann::json VerdictToJson(const TrialVerdict& v, const VerdictContext& ctx) {
                       {"started_utc", ctx.started_utc},
                       {"complete", ctx.complete}};
   if (ctx.insecure_tls) j["insecure_tls"] = true;
+  if (v.stability) j["stability"] = StabilityToJson(*v.stability);
   if (const auto& b = v.stopped_at) {
     j["fail_fast"] = {{"gate", b->gate},
                       {"request", b->request_id},

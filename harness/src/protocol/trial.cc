@@ -59,6 +59,10 @@ class MetricsSampler {
       if (text.ok()) {
         line["values"] = ParsePrometheus(*text);
         if (auto cached = (*t)->ParseCachedTokens(*text)) line["cached_tokens_total"] = *cached;
+        // Under the engine's own names (its adapter): the queue an open-loop trial is judged on.
+        const ServerLoad load = (*t)->ParseLoad(*text);
+        if (load.running) line["running"] = *load.running;
+        if (load.waiting) line["waiting"] = *load.waiting;
       } else {
         line["error"] = text.status().message();
       }
@@ -230,10 +234,25 @@ TrialReport CouldNotRun(TrialState& s, const std::string& why, bool interrupted 
   return Finish(s);
 }
 
-std::string LoadLine(const LoadProgress& p, int concurrency) {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "%s C=%d: %d/%d done, %d in flight, %d failed",
-                p.phase == Phase::kWarmup ? "warm-up" : "measured", concurrency, p.completed,
+// An open-loop trial's pool and in-flight cap (PlannedSpec).
+constexpr int kOpenLoopPoolConnections = 256;
+constexpr int kOpenLoopMaxInFlight = 4096;
+
+// "C=6" or "R=1.25 rps": the load a plan offers.
+std::string LoadLabelOf(const TrialPlan& plan) {
+  char buf[64];
+  if (plan.open_loop()) {
+    std::snprintf(buf, sizeof buf, "R=%g rps", plan.rate_rps);
+  } else {
+    std::snprintf(buf, sizeof buf, "C=%d", plan.concurrency);
+  }
+  return buf;
+}
+
+std::string LoadLine(const LoadProgress& p, const std::string& label) {
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "%s %s: %d/%d done, %d in flight, %d failed",
+                p.phase == Phase::kWarmup ? "warm-up" : "measured", label.c_str(), p.completed,
                 p.total, p.in_flight, p.failed);
   return buf;
 }
@@ -592,9 +611,23 @@ LoadSpec PlannedSpec(const Trial& t, const LoadSpec& connection, size_t skip_war
   }
   spec.warmup_concurrency = plan.warmup_concurrency;
   spec.concurrency = opt.concurrency;
+  if (plan.open_loop()) {
+    // The schedule in wall time; the connection pool sized for a busy server's queue, and a cap
+    // far above any bounded queue that keeps a runaway one inside the file-descriptor limit (a
+    // held-back release shows as lateness, and the trial as one that could not run).
+    std::vector<MonoNs> offsets;
+    offsets.reserve(plan.send_offsets_ns.size());
+    for (int64_t v : plan.send_offsets_ns) {
+      offsets.push_back(static_cast<MonoNs>(static_cast<double>(v) / t.scale));
+    }
+    spec.measured_arrivals = [offsets = std::move(offsets)] { return ScheduledArrivals(offsets); };
+    spec.concurrency = kOpenLoopPoolConnections;
+    spec.max_in_flight = kOpenLoopMaxInFlight;
+  }
+  const std::string label = LoadLabelOf(plan);
   if (opt.on_progress) {
-    spec.on_progress = [&opt](const LoadProgress& p) {
-      opt.on_progress(LoadLine(p, opt.concurrency));
+    spec.on_progress = [&opt, label](const LoadProgress& p) {
+      opt.on_progress(LoadLine(p, label));
     };
   }
   return spec;
@@ -673,7 +706,8 @@ PhaseEnd Load(Trial& t) {
     return CouldNotRun(s, "the raw evidence could not be opened: " + st.message());
   }
   s.server_metrics.push_back(Snapshot(*t.target, "before", t.t0, &t.before_text));
-  MetricsSampler sampler(s.row->identity, t.topts, 250);
+  // Open loop: the server's queue is a gate (stability.h), sampled often enough for each third.
+  MetricsSampler sampler(s.row->identity, t.topts, s.plan->open_loop() ? 100 : 250);
   sampler.Start(t.t0);
   s.fail_fast = FailFastRulesFor(*s.row, t.effective.identity.served_model_name);
   const LoadSpec connection = ConnectionSpec(t);
@@ -797,7 +831,14 @@ void Judge(Trial& t) {
   s.identity["cold_prefix"]["server_cached_window_requests"] = t.ev.server_cached_window_requests;
   ValidationInput vin = internal::MakeValidationInput(row, *s.plan, t.s.warm, t.s.meas, cold, t.ev);
   CorrectnessReport correctness = Validate(vin);
-  s.metrics = ComputeMetrics(t.s.meas, s.opt->concurrency, t.scale, row.percentile_method);
+  internal::LatencyJudgement lat = internal::JudgeLatency(
+      row, *s.plan, &t.s.meas, internal::ServerLoadSamples(s.server_metrics), t.scale);
+  s.metrics = std::move(lat.metrics);
+  if (lat.actual_send) {
+    s.metrics_extra["latency_origin"] =
+        "intended send: every latency counts from when the schedule meant the request to leave";
+    s.metrics_extra["counted_from_actual_send"] = MetricsToJson(*lat.actual_send);
+  }
   s.metrics_extra["time_conversion"] = t.scale == 1.0 ? "none: durations are wall time"
                                                       : "every duration is wall time x " +
                                                             std::to_string(t.scale) +
@@ -807,7 +848,7 @@ void Judge(Trial& t) {
   s.metrics_extra["cold_prefix_tokens_allowed"] = cold.allowed_tokens;
   // Wall seconds the load generator waited for its recorder (loadgen.h): reads that much late.
   s.metrics_extra["recorder_wait_s"] = NsToS(s.load->recorder_wait_ns);
-  s.verdict = Decide(row, *s.metrics, correctness, StopOf(s));
+  s.verdict = Decide(row, *s.metrics, correctness, StopOf(s), lat.stability);
 }
 
 // An interrupted load or a server that went away: no verdict can be green, the records stay.

@@ -102,7 +102,9 @@ ValidationInput MakeValidationInput(const Row& row, const TrialPlan& plan,
     in.measured_prompt_hashes.push_back(r.prompt.sha256);
     in.expected_completion_tokens[r.id] = r.max_tokens;
   }
-  in.expected_measured = plan.expected_measured;
+  // Open loop: every scheduled stream is proven correct, the ramp's too.
+  in.expected_measured =
+      plan.open_loop() ? static_cast<int>(plan.measured.size()) : plan.expected_measured;
   in.cold_prefix_tokens_allowed = cold.allowed_tokens;
   in.cold_counter_available = cold.counter_available || ev.server_cached_tokens_total.has_value();
   in.server_cached_tokens_total = ev.server_cached_tokens_total;
@@ -148,6 +150,72 @@ Evidence EvidenceFromJson(const nlohmann::json& identity, const nlohmann::json& 
   e.served_model_name = identity.value("served_model_name", "");
   if (recount.is_object()) e.recount = recount;
   return e;
+}
+
+namespace {
+
+MonoNs IntendedNs(const RequestResult& r) { return r.start_ns - r.scheduling_lag_ns; }
+
+// The wall moment the schedule started, from any sent stream: its intended send less its offset.
+MonoNs ScheduleStartNs(const TrialPlan& plan, const std::vector<RequestResult>& meas,
+                       double time_scale) {
+  for (const RequestResult& r : meas) {
+    const size_t i = static_cast<size_t>(r.index);
+    if (r.start_ns == 0 || i >= plan.send_offsets_ns.size()) continue;
+    return IntendedNs(r) -
+           static_cast<MonoNs>(static_cast<double>(plan.send_offsets_ns[i]) / time_scale);
+  }
+  return 0;
+}
+
+}  // namespace
+
+LatencyJudgement JudgeLatency(const Row& row, const TrialPlan& plan,
+                              std::vector<RequestResult>* meas,
+                              const std::vector<ServerLoadSample>& server, double time_scale) {
+  LatencyJudgement j;
+  const PercentileMethod m = row.percentile_method;
+  if (!plan.open_loop()) {
+    j.metrics = ComputeMetrics(*meas, plan.concurrency, time_scale, m);
+    return j;
+  }
+  std::vector<const RequestResult*> scheduled, measured;
+  for (const RequestResult& r : *meas) {
+    scheduled.push_back(&r);
+    if (r.index >= plan.ramp_requests) measured.push_back(&r);
+  }
+  j.actual_send = ComputeMetricsOf(measured, 0, time_scale, m);
+  const MonoNs start = ScheduleStartNs(plan, *meas, time_scale);
+  for (RequestResult& r : *meas) CountFromIntendedSend(&r);
+  j.metrics = ComputeMetricsOf(measured, 0, time_scale, m);
+  StabilityInputs in;
+  in.scheduled = scheduled;
+  in.measured = measured;
+  in.server = server;
+  const auto wall = [&](int64_t virtual_ns) {
+    return start + static_cast<MonoNs>(static_cast<double>(virtual_ns) / time_scale);
+  };
+  in.interval_start_ns = wall(plan.measured_start_ns);
+  in.interval_end_ns = wall(plan.measured_end_ns);
+  in.rule = row.stability;
+  in.slo = row.slo;
+  in.method = m;
+  in.time_scale = time_scale;
+  j.stability = JudgeStability(in);
+  return j;
+}
+
+std::vector<ServerLoadSample> ServerLoadSamples(const std::vector<nlohmann::json>& lines) {
+  std::vector<ServerLoadSample> out;
+  for (const nlohmann::json& l : lines) {
+    if (!l.is_object() || l.value("kind", "") != "sample" || !l.contains("t_ns")) continue;
+    ServerLoadSample s;
+    s.t_ns = l["t_ns"].get<MonoNs>();
+    if (l.contains("running") && l["running"].is_number()) s.running = l["running"].get<double>();
+    if (l.contains("waiting") && l["waiting"].is_number()) s.waiting = l["waiting"].get<double>();
+    out.push_back(s);
+  }
+  return out;
 }
 
 }  // namespace capq::internal

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "capq/measurement/decode.h"
+#include "capq/measurement/metrics.h"
+#include "capq/measurement/stability.h"
 #include "capq/measurement/validator.h"
 #include "capq/model/plan.h"
 #include "capq/model/row.h"
@@ -56,5 +58,21 @@ ValidationInput MakeValidationInput(const Row& row, const TrialPlan& plan,
                                     std::vector<RequestResult> warmup,
                                     std::vector<RequestResult> measured, const ColdPrefix& cold,
                                     const Evidence& evidence);
+
+// The latency side of a trial. Closed loop: the metrics of the measured streams. Open loop (issue
+// 13): `meas` holds every scheduled stream, ramp first as planned; the metrics cover the measured
+// ones after the ramp, every latency counted from the intended send (each stream of `meas` is
+// rebased in place, CountFromIntendedSend), the same counted from the actual send beside them, and
+// the stability gates judged over the measured interval.
+struct LatencyJudgement {
+  TrialMetrics metrics;
+  std::optional<TrialMetrics> actual_send;
+  std::optional<StabilityVerdict> stability;
+};
+LatencyJudgement JudgeLatency(const Row& row, const TrialPlan& plan,
+                              std::vector<RequestResult>* meas,
+                              const std::vector<ServerLoadSample>& server, double time_scale);
+// The server's load gauges from server_metrics.jsonl's sample lines ("waiting", "running").
+std::vector<ServerLoadSample> ServerLoadSamples(const std::vector<nlohmann::json>& lines);
 
 }  // namespace capq::internal

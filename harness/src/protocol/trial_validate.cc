@@ -32,6 +32,32 @@ Result<nlohmann::json> ReadJson(const std::string& path) {
   }
 }
 
+// server_metrics.jsonl's lines, or none when the trial kept no samples; a line that is not JSON
+// is a problem of the directory, named with its line number.
+std::vector<nlohmann::json> ReadServerMetrics(const std::string& dir,
+                                              std::vector<std::string>* problems) {
+  std::vector<nlohmann::json> lines;
+  std::error_code ec;
+  const std::string path = dir + "/server_metrics.jsonl";
+  if (!std::filesystem::exists(path, ec)) return lines;
+  Result<std::string> text = ReadWholeFile(path);
+  if (!text.ok()) {
+    problems->push_back(text.status().message());
+    return lines;
+  }
+  std::istringstream in(*text);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.empty()) continue;
+    try {
+      lines.push_back(nlohmann::json::parse(line));
+    } catch (const nlohmann::json::exception& e) {
+      problems->push_back(path + ":" + std::to_string(n) + ": not JSON (" + e.what() + ")");
+    }
+  }
+  return lines;
+}
+
 // The raw evidence file of a trial directory: raw.jsonl.zst or raw.jsonl; "" = neither.
 std::string RawEvidenceName(const std::string& dir) {
   std::error_code ec;
@@ -179,10 +205,11 @@ Result<ValidateReport> ValidateTrialDir(const std::string& dir) {
       internal::EstimateColdPrefix(*plan, warm, meas, evidence.template_prefix_tokens);
   ValidationInput vin = internal::MakeValidationInput(*row, *plan, warm, meas, cold, evidence);
   CorrectnessReport correctness = Validate(vin);
-  TrialMetrics metrics =
-      ComputeMetrics(meas, plan->concurrency, row->identity.time_scale, row->percentile_method);
+  internal::LatencyJudgement lat = internal::JudgeLatency(
+      *row, *plan, &meas, internal::ServerLoadSamples(ReadServerMetrics(dir, &rep.problems)),
+      row->identity.time_scale);
   std::optional<StreamBreak> stop = DeriveStop(*row, fail_fast, records, &rep.problems);
-  TrialVerdict derived = Decide(*row, metrics, correctness, stop);
+  TrialVerdict derived = Decide(*row, lat.metrics, correctness, stop, lat.stability);
 
   const TrialVerdict& was = stored->verdict;
   for (size_t i = 0; i < derived.slo.size() && i < was.slo.size(); ++i) {

@@ -63,7 +63,8 @@ std::string Pct(double p) {
 }  // namespace
 
 TrialVerdict Decide(const Row& row, const TrialMetrics& m, const CorrectnessReport& c,
-                    const std::optional<StreamBreak>& stopped_at) {
+                    const std::optional<StreamBreak>& stopped_at,
+                    const std::optional<StabilityVerdict>& stability) {
   TrialVerdict v;
   v.correctness = c;
   v.stopped_at = stopped_at;
@@ -90,6 +91,11 @@ TrialVerdict Decide(const Row& row, const TrialMetrics& m, const CorrectnessRepo
     v.slo.push_back(g);
   }
   if (stopped_at) v.latency_pass = false;  // a cut-short sample is no SLO pass
+  v.stability = stability;
+  if (stability) {
+    for (std::string& f : stability->Failures()) v.reasons.push_back(std::move(f));
+    if (!stability->queue_bounded() || !stability->stationary()) v.latency_pass = false;
+  }
   v.correctness_pass = c.passed() && !stopped_at;
   if (c.gates.empty()) v.reasons.push_back("no correctness gate was evaluated");
   for (const GateResult& g : c.gates) {
@@ -97,6 +103,10 @@ TrialVerdict Decide(const Row& row, const TrialMetrics& m, const CorrectnessRepo
   }
   if (!v.correctness_pass) {
     v.outcome = TrialOutcome::kCorrectnessFail;
+  } else if (stability && !stability->schedule_held) {
+    // The server was not offered the load the row declares: no verdict on it either way.
+    v.latency_pass = false;
+    v.outcome = TrialOutcome::kCouldNotRun;
   } else if (!v.latency_pass) {
     v.outcome = TrialOutcome::kSloFail;
   } else {

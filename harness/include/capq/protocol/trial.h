@@ -21,6 +21,7 @@
 #include "capq/measurement/evidence_log.h"
 #include "capq/measurement/fail_fast.h"
 #include "capq/measurement/metrics.h"
+#include "capq/measurement/stability.h"
 #include "capq/measurement/validator.h"
 #include "capq/model/row.h"
 #include "capq/status.h"
@@ -72,6 +73,10 @@ struct TrialVerdict {
   std::vector<std::string> reasons;  // in words: "p95 ttft 10674.2 ms is not below 10000 ms"
   // Fail fast stopped the load at this stream; reasons[0] says so.
   std::optional<StreamBreak> stopped_at;
+  // Open loop: the stability gates (stability.h). A queue that grew or a latency that drifted
+  // fails latency like an SLO gate; a client that fell behind its schedule makes the trial one
+  // that could not run.
+  std::optional<StabilityVerdict> stability;
   // 0 pass, 1 SLO fail, 2 correctness fail, 3 could not run, 130 interrupted.
   int ExitCode() const;
 };
@@ -92,7 +97,8 @@ TrialReport RunTrial(const Row& row, const TrialOptions& options);
 // fast ended the load there, which is a correctness failure named first; latency over the
 // requests that ran before it cannot pass.
 TrialVerdict Decide(const Row& row, const TrialMetrics& m, const CorrectnessReport& c,
-                    const std::optional<StreamBreak>& stopped_at = std::nullopt);
+                    const std::optional<StreamBreak>& stopped_at = std::nullopt,
+                    const std::optional<StabilityVerdict>& stability = std::nullopt);
 
 // capq validate: re-derive metrics and gates from raw records alone (raw.jsonl + plan.json +
 // row.yaml); check SHA256SUMS. `complete` is false for a directory an interrupted or failed trial
