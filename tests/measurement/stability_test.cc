@@ -79,6 +79,10 @@ TEST(JudgeStability, AGrowingQueueAndDriftingLatencyFailWithTheirNumbers) {
   ASSERT_EQ(failures.size(), 2u);
   EXPECT_THAT(failures[0], HasSubstr("queue_bounded: client in-flight last third"));
   EXPECT_THAT(failures[1], HasSubstr("stationary: ttft p95 last third"));
+  // The picture: no server samples, so 60 even steps of the client's count, rising.
+  ASSERT_EQ(v.series.size(), 60u);
+  EXPECT_LT(v.series.front().in_flight, v.series.back().in_flight);
+  EXPECT_EQ(v.series.front().server_waiting, -1);
 }
 
 TEST(JudgeStability, TheServerQueueGaugeCanFailABoundedClientCount) {
@@ -92,6 +96,9 @@ TEST(JudgeStability, TheServerQueueGaugeCanFailABoundedClientCount) {
   EXPECT_DOUBLE_EQ(v.server_queue.bound, 2);  // 0 x 1.25 + 2
   EXPECT_FALSE(v.queue_bounded());
   EXPECT_THAT(v.Failures()[0], HasSubstr("server queue last third 8 > 2"));
+  ASSERT_EQ(v.series.size(), 30u);  // one point a server sample
+  EXPECT_EQ(v.series.back().server_waiting, 8);
+  EXPECT_EQ(v.series.back().in_flight, 1);
 }
 
 TEST(JudgeStability, ALateClientDidNotHoldTheSchedule) {

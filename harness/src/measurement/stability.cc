@@ -44,6 +44,22 @@ std::vector<const RequestResult*> IntendedIn(const std::vector<const RequestResu
   return out;
 }
 
+std::vector<StabilityVerdict::Point> Series(const StabilityInputs& in) {
+  std::vector<StabilityVerdict::Point> out;
+  const auto add = [&](MonoNs t, double waiting) {
+    out.push_back({static_cast<double>(t - in.interval_start_ns) / 1e9,
+                   static_cast<double>(InFlightAt(in.scheduled, t)), waiting});
+  };
+  for (const ServerLoadSample& s : in.server) {
+    if (s.t_ns >= in.interval_start_ns && s.t_ns < in.interval_end_ns) add(s.t_ns, s.waiting);
+  }
+  if (out.empty() && in.interval_end_ns > in.interval_start_ns) {
+    const MonoNs step = (in.interval_end_ns - in.interval_start_ns) / 60;
+    for (int i = 0; i < 60; ++i) add(in.interval_start_ns + i * step, -1);
+  }
+  return out;
+}
+
 std::string Fig(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%.4g", v);
@@ -56,6 +72,14 @@ std::string Describe(const char* gate, const ThirdsCheck& c, const char* rule) {
 }
 
 }  // namespace
+
+int InFlightAt(const std::vector<const RequestResult*>& requests, MonoNs t) {
+  int n = 0;
+  for (const RequestResult* r : requests) {
+    n += r->start_ns != 0 && r->start_ns <= t && (r->end_ns == 0 || t < r->end_ns) ? 1 : 0;
+  }
+  return n;
+}
 
 double MeanInFlight(const std::vector<const RequestResult*>& requests, MonoNs t0, MonoNs t1) {
   if (t1 <= t0) return NAN;
@@ -105,6 +129,7 @@ StabilityVerdict JudgeStability(const StabilityInputs& in) {
   v.send_lateness_bound_ms = in.rule.max_send_lateness_ms;
   v.schedule_held = std::isfinite(v.send_lateness_p99_ms) &&
                     v.send_lateness_p99_ms < in.rule.max_send_lateness_ms;
+  v.series = Series(in);
   return v;
 }
 
@@ -150,6 +175,12 @@ nlohmann::json StabilityToJson(const StabilityVerdict& v) {
   };
   nlohmann::json lat = nlohmann::json::array();
   for (const ThirdsCheck& c : v.latency) lat.push_back(check(c));
+  // [t_s, in_flight, server_waiting or null], compact: one short array a sample.
+  nlohmann::json series = nlohmann::json::array();
+  for (const auto& p : v.series) {
+    series.push_back({p.t_s, p.in_flight,
+                      p.server_waiting >= 0 ? nlohmann::json(p.server_waiting) : nlohmann::json()});
+  }
   return nlohmann::json{
       {"queue_bounded", v.queue_bounded()},
       {"stationary", v.stationary()},
@@ -163,6 +194,7 @@ nlohmann::json StabilityToJson(const StabilityVerdict& v) {
         {"max", num(v.send_lateness_max_ms)},
         {"bound", num(v.send_lateness_bound_ms)}}},
       {"failures", v.Failures()},
+      {"series", std::move(series)},
   };
 }
 

@@ -60,6 +60,13 @@ struct StabilityVerdict {
   double send_lateness_p50_ms = 0, send_lateness_p99_ms = 0, send_lateness_max_ms = 0;
   double send_lateness_bound_ms = 0;
   bool schedule_held = false;
+  // The queue over the measured interval, for the report's picture of bounded versus ever-growing:
+  // at each server sample (or 60 even steps when there are none), seconds since the interval
+  // start (wall), the client's in-flight count then, and the server's queue gauge (-1: none).
+  struct Point {
+    double t_s = 0, in_flight = 0, server_waiting = -1;
+  };
+  std::vector<Point> series;
   bool queue_bounded() const;
   bool stationary() const;
   // "queue_bounded: client in-flight last third 14.2 > 5.9 (first third 3.1 x 1.25 + 2)", one per
@@ -69,6 +76,8 @@ struct StabilityVerdict {
 
 StabilityVerdict JudgeStability(const StabilityInputs& in);
 
+// The client's in-flight count at `t`: sent at or before it and not yet ended.
+int InFlightAt(const std::vector<const RequestResult*>& requests, MonoNs t);
 // The client's in-flight count over [t0, t1): time-weighted mean, from the send and end stamps.
 double MeanInFlight(const std::vector<const RequestResult*>& requests, MonoNs t0, MonoNs t1);
 
