@@ -123,6 +123,11 @@ const std::string* DecidingStabilityFailure(const TrialSummary& t) {
 
 std::string StabilityGateName(const std::string& failure) { return Parse(failure).gate; }
 
+double StabilityRatio(const std::string& failure) {
+  StabilityParts p = Parse(failure);
+  return std::isfinite(p.last) && p.bound > 0 ? p.last / p.bound : NAN;
+}
+
 std::string StabilityBrief(const std::string& failure, const std::vector<SloCheck>& slo) {
   std::string figures = StabilityFigures(failure, slo);
   std::string key = StabilityKey(failure);

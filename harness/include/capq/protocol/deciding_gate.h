@@ -70,6 +70,9 @@ std::string StabilityGateName(const std::string& failure);
 // gate), "schedule_held send lateness p99 3.1 ms"; the gate name alone when the text has no
 // figures.
 std::string StabilityBrief(const std::string& failure, const std::vector<SloCheck>& slo = {});
+// A stability failure's last third as a share of its bound (14.2 / 5.9 = 2.41); NaN when the text
+// has no such figures.
+double StabilityRatio(const std::string& failure);
 // The gate that decided a trial against its bound: the SLO gate (GateVerdictText) or the stability
 // failure that decided it; empty when there is neither.
 std::string DecidingGateText(const TrialSummary& t);
