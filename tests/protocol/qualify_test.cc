@@ -952,6 +952,33 @@ TEST_F(QualifyEndToEndTest, CommandWritesDataReportAndUpdatesTheRow) {
   fs::remove_all(root);
 }
 
+// --from-closed-loop is checked before any trial: another identity, or a closed-loop row, is
+// refused with the reason and exit 3, and nothing is written.
+TEST_F(QualifyEndToEndTest, FromClosedLoopRefusesAnotherIdentityBeforeAnyTrial) {
+  fs::path root = E2eDir("from_closed");
+  const std::string rate = std::string(CAPQ_SOURCE_DIR) + "/rows/sim/sim_small_rate.yaml";
+  const std::string b70 =
+      std::string(CAPQ_SOURCE_DIR) + "/tests/data/capacity/seed_like/capacity-data.json";
+  int rc = RunCapq({"qualify", rate, "--out", (root / "out").string(), "--from-closed-loop", b70},
+                   root / "stdout.txt", root / "stderr.txt");
+  std::string err = Slurp(root / "stderr.txt");
+  EXPECT_EQ(rc, 3) << err;
+  EXPECT_NE(err.find("cannot start sim_small_rate: b70_qwen38_27b_2k512 is another identity or "
+                     "shape: engine 'sglang', not 'sim'"),
+            std::string::npos)
+      << err;
+  EXPECT_FALSE(fs::exists(root / "out"));
+  rc = RunCapq({"qualify", kRows + "/qualify_tiny.yaml", "--out", (root / "out").string(),
+                "--from-closed-loop", b70},
+               root / "stdout.txt", root / "stderr.txt");
+  err = Slurp(root / "stderr.txt");
+  EXPECT_EQ(rc, 3) << err;
+  EXPECT_NE(err.find("--from-closed-loop starts rate rows; qualify_tiny is closed loop"),
+            std::string::npos)
+      << err;
+  fs::remove_all(root);
+}
+
 TEST(ProcessTrialRunnerTest, ATrialProcessThatNeverEndsIsStoppedAtItsDeadline) {
   fs::path dir = E2eDir("deadline");
   fs::path fake = dir / "never_ends.sh";
