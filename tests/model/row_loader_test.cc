@@ -621,6 +621,29 @@ TEST(RateRows, KindNamesAndLevels) {
   }
 }
 
+// One helper writes a level wherever it is shown: C on a closed-loop row, the rate with the step's
+// decimals on a rate row, and a name-safe slug for test names and trial folders.
+TEST(RateRows, ALevelReadsAsAConcurrencyOrARate) {
+  Row closed;
+  EXPECT_EQ(LoadLabel(closed, 6), "C=6");
+  EXPECT_EQ(LoadScaleOf(closed).Max(), "Cmax");
+  EXPECT_EQ(LoadScaleOf(closed).Slug(6), "c6");
+  EXPECT_EQ(LoadScaleOf(closed).Rate(6), 0);
+  Row rate;
+  rate.workload.arrival_kind = ArrivalKind::kPoisson;
+  rate.workload.open_loop.rate_step_rps = 0.25;
+  EXPECT_EQ(LoadLabel(rate, 5), "R=1.25 rps");
+  EXPECT_EQ(LoadLabel(rate, 6), "R=1.50 rps");
+  EXPECT_EQ(LoadScaleOf(rate).Value(4), "1.00 rps");
+  EXPECT_EQ(LoadScaleOf(rate).Max(), "Rmax");
+  EXPECT_EQ(LoadScaleOf(rate).Slug(5), "r1p25");
+  rate.workload.open_loop.rate_step_rps = 0.1;
+  EXPECT_EQ(LoadLabel(rate, 3), "R=0.3 rps");  // 3 * 0.1 is 0.30000000000000004 in binary
+  rate.workload.open_loop.rate_step_rps = 2;
+  EXPECT_EQ(LoadLabel(rate, 3), "R=6 rps");
+  EXPECT_EQ(LoadScaleOf(rate).Slug(3), "r6");
+}
+
 // Every open-loop field written by RowToYaml loads back to the same value.
 TEST(RateRows, RowToYamlRoundTripsEveryOpenLoopField) {
   for (const char* name :

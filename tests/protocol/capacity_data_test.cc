@@ -126,6 +126,40 @@ TEST(CapacityDataTest, RefusesAnotherSchemaAndNamesBadKeys) {
   fs::remove_all(dir);
 }
 
+// Data written before rate rows loads as closed loop; a trial written before its stability
+// failures had a key of their own takes them from its reasons.
+TEST(CapacityDataTest, OlderDataLoadsAndKeepsWhatDecidedItsTrials) {
+  auto d = ReadCapacityData(kFixture);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  for (const auto& q : d->rows) {
+    EXPECT_EQ(q.row.arrival, "closed_loop");
+    EXPECT_FALSE(q.row.open_loop());
+    EXPECT_FALSE(q.rmax_rps.has_value());
+    EXPECT_EQ(q.proven_level(), q.cmax);
+    EXPECT_EQ(q.row.scale().Label(3), "C=3");
+  }
+  nlohmann::json j = CapacityDataToJson(*d);
+  nlohmann::json& trial = j["rows"][1]["trials"][0];
+  trial["reasons"] = {
+      "queue_bounded: client in-flight last third 9 > 4 (first third 1.6 x 1.25 + 2)",
+      "p95 ttft 12.0 ms is not below 10 ms"};
+  trial.erase("stability_failures");
+  auto back = CapacityDataFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->rows[1].trials[0].stability_failures.size(), 1u);
+  EXPECT_EQ(back->rows[1].trials[0].stability_failures[0].substr(0, 15), "queue_bounded: ");
+  // A rate trial keeps its level and rate under their own names.
+  TrialSummary t;
+  t.phase = "confirm";
+  t.concurrency = 6;
+  t.rate_rps = 1.5;
+  t.outcome = "slo_fail";
+  nlohmann::json tj = TrialSummaryToJson(t);
+  EXPECT_EQ(tj["level"], 6);
+  EXPECT_EQ(tj["rate_rps"], 1.5);
+  EXPECT_FALSE(tj.contains("concurrency"));
+}
+
 TEST(CapacityDataTest, ReadsATrialDirectory) {
   fs::path dir = TempDir("trial");
   WriteText(dir / "verdict.json", R"({"schema":"capq/verdict/v1","row_id":"r","concurrency":5,

@@ -120,5 +120,71 @@ TEST(DecidingGateTest, AVerdictNamesItsGateOnlyWhenLatencyDecidedIt) {
   EXPECT_FALSE(c[1].passed);
 }
 
+// ---- Rate rows: a trial that met every SLO gate but not a stability gate was decided by it.
+
+const char* kQueue =
+    "queue_bounded: client in-flight last third 14.2 > 5.9 (first third 3.1 x 1.25 + 2)";
+
+TrialSummary Unstable(std::vector<SloCheck> slo, std::vector<std::string> failures) {
+  TrialSummary t = Trial(std::move(slo));
+  t.reasons = failures;
+  t.stability_failures = std::move(failures);
+  if (!t.stability_failures.empty()) t.outcome = "slo_fail";
+  return t;
+}
+
+TEST(DecidingGateTest, AStabilityGateDecidesATrialThatMetEverySloGate) {
+  TrialSummary t = Unstable({Ttft(2100)}, {kQueue});
+  ASSERT_NE(DecidingStabilityFailure(t), nullptr);
+  EXPECT_EQ(DecidingGateText(t), kQueue);
+  EXPECT_EQ(StabilityGateName(kQueue), "queue_bounded");
+  EXPECT_EQ(StabilityBrief(kQueue), "queue_bounded client in-flight 14.2 > 5.9");
+  // A missed SLO gate still decides when the queue grew too.
+  TrialSummary both = Unstable({Ttft(2600)}, {kQueue});
+  EXPECT_EQ(DecidingStabilityFailure(both), nullptr);
+  EXPECT_EQ(DecidingGateText(both), "ttft p95 2.60 s >= 2.50 s");
+  // The verdict of `capq trial` names it the same way.
+  TrialVerdict v;
+  v.outcome = TrialOutcome::kSloFail;
+  v.slo = {SloGateResult{SloGate{SloMetric::kTtft, 95, 2500}, 2100, true}};
+  v.reasons = {kQueue};
+  EXPECT_EQ(DecidingGateText(v), kQueue);
+}
+
+TEST(DecidingGateTest, ASideThatFailedAStabilityGateIsNamedByIt) {
+  std::vector<TrialSummary> ts = {
+      Unstable({Ttft(2100)}, {kQueue}),
+      Unstable(
+          {Ttft(2200)},
+          {"queue_bounded: client in-flight last third 13.1 > 5.1 (first third 2.5 x 1.25 + 2)",
+           "stationary: ttft p95 last third 3.2e+03 > 2.1e+03 (first third 1.4e+03 x drift "
+           "factor)"}),
+      Unstable({Ttft(2050)},
+               {"queue_bounded: client in-flight last third 15 > 6 (first third 3.2 x 1.25 + 2)"})};
+  SideGates s = DecideSide(Side(ts));
+  EXPECT_TRUE(s.uniform);
+  EXPECT_EQ(s.gate, nullptr);
+  EXPECT_EQ(s.stability_gate, "queue_bounded client in-flight");
+  EXPECT_EQ(SideFigures(Side(ts)), "queue_bounded client in-flight 14.2 > 5.9, 13.1 > 5.1, 15 > 6");
+  // A trial of that side that held is shown as held.
+  ts[1] = Trial({Ttft(2200)});
+  EXPECT_EQ(SideFigures(Side(ts)), "queue_bounded client in-flight 14.2 > 5.9, held, 15 > 6");
+  // Different gates: each trial with its own, a latency drift in its gate's unit.
+  ts[1] = Unstable({Ttft(2200)}, {"stationary: ttft p95 last third 3.2e+03 > 2.1e+03 (first third "
+                                  "1.4e+03 x drift factor)"});
+  ts[2] = Trial({Ttft(2610)});
+  EXPECT_EQ(SideFigures(Side(ts)),
+            "queue_bounded client in-flight 14.2 > 5.9 / stationary ttft p95 3.20 > 2.10 s / ttft "
+            "p95 2.61 s");
+  s = DecideSide(Side(ts));
+  EXPECT_FALSE(s.uniform);
+  EXPECT_EQ(s.per_trial, (std::vector<int>{-1, -1, 0}));
+}
+
+TEST(DecidingGateTest, APassingRateSideIsStillDecidedByItsSloGate) {
+  std::vector<TrialSummary> ts = {Unstable({Ttft(2100)}, {}), Unstable({Ttft(2200)}, {})};
+  EXPECT_EQ(SideFigures(Side(ts)), "ttft p95 2.10/2.20 s");
+}
+
 }  // namespace
 }  // namespace capq

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "capq/protocol/capacity_data.h"
@@ -318,6 +319,113 @@ TEST(ReportTest, DataWrittenBeforeGatesWereNamedStillReadsAndNamesThem) {
   EXPECT_NE(html.find("b70_qwen38_27b_8k1k: Cmax = 7 — C=7 ttft p95 9.23/9.30/9.31 s pass, C=8 "
                       "ttft p95 10.56/10.48/10.45 s fail"),
             std::string::npos);
+}
+
+// ---- A rate row: every level reads as a rate, and the queue gate decided the side above Rmax.
+
+RowQualification RateQualification() {
+  Row row;
+  row.id = "rate_row";
+  row.family = "sim";
+  row.workload.input_tokens = 1024;
+  row.workload.output_tokens = 256;
+  row.workload.arrival_kind = ArrivalKind::kPoisson;
+  row.workload.arrival = "poisson";
+  row.workload.open_loop.rate_step_rps = 0.25;
+  row.workload.open_loop.requests = 120;
+  row.workload.open_loop.ramp_s = 10;
+  row.slo = {SloGate{SloMetric::kTtft, 95, 2500}};
+  RowQualification q;
+  q.row = RowInfoFromRow(row);
+  q.status = QualifyStatus::kProven;
+  q.rmax_rps = 1.25;
+  q.operating_point = 5;
+  q.max_concurrency = 64;
+  q.message = "every R=1.25 rps trial passed and every R=1.50 rps trial failed";
+  auto trial = [&](const std::string& phase, int level, int k, double ttft, double queue) {
+    TrialSummary t;
+    t.phase = phase;
+    t.concurrency = level;
+    t.rate_rps = level * 0.25;
+    t.trial = k;
+    t.has_metrics = true;
+    t.ttft_ms.p50 = ttft / 2;
+    t.ttft_ms.p95 = ttft;
+    t.ttft_ms.p99 = ttft * 1.1;
+    t.output_tok_s = 60.0 * level;
+    t.slo = {SloCheck{"ttft", 95, 2500, ttft, ttft < 2500}};
+    t.correctness_pass = true;
+    t.latency_pass = t.slo[0].passed;
+    t.outcome = "pass";
+    if (queue > 0) {
+      char buf[128];
+      std::snprintf(buf, sizeof buf,
+                    "queue_bounded: client in-flight last third %.3g > 5.9 (first third 3.1 x 1.25 "
+                    "+ 2)",
+                    queue);
+      t.reasons = {buf};
+      t.stability_failures = t.reasons;
+      t.outcome = "slo_fail";
+    }
+    for (int i = 0; i < 120; ++i) t.ttft_ms_by_arrival.push_back(ttft * (0.5 + i / 240.0));
+    q.trials.push_back(t);
+  };
+  trial("baseline", 1, 1, 300, 0);
+  trial("probe", 4, 1, 1500, 0);
+  trial("probe", 8, 1, 2300, 20);
+  trial("probe", 6, 1, 2250, 14);
+  trial("probe", 5, 1, 2150, 0);
+  const double ttft5[] = {2100, 2200, 2050};
+  const double queue6[] = {14.2, 13.1, 15};
+  for (int k = 1; k <= 3; ++k) {
+    trial("confirm", 5, k, ttft5[k - 1], 0);
+    trial("confirm", 6, k, 2250, queue6[k - 1]);
+  }
+  return q;
+}
+
+TEST(ReportRateTest, EveryLevelReadsAsARateAndTheQueueGateIsNamed) {
+  CapacityData d;
+  d.rows.push_back(RateQualification());
+  const std::string html = RenderReportHtml(d);
+  const std::string line =
+      "rate_row: Rmax = 1.25 rps — R=1.25 rps ttft p95 2.10/2.20/2.05 s pass, R=1.50 rps "
+      "queue_bounded client in-flight 14.2 &gt; 5.9, 13.1 &gt; 5.9, 15 &gt; 5.9 fail";
+  EXPECT_EQ(Count(html, "<div class=\"summary proven\">" + line + "</div>"), 2u) << html;
+  // No level is written as a concurrency (the warm-up's concurrency is one).
+  EXPECT_EQ(Count(html, "C="), Count(html, "at C=1 · "));
+  EXPECT_NE(html.find("poisson arrivals at 0.25 requests/s per level · measured 120 requests "
+                      "after a 10 s ramp"),
+            std::string::npos);
+  std::string ttft = Figure(html, "fig-ttft-rate_row");
+  EXPECT_NE(ttft.find("arrival rate R (requests/s)"), std::string::npos);
+  EXPECT_NE(ttft.find("confirm R=1.50 rps trial 2: p95 2.25 s, fail (queue_bounded: client "
+                      "in-flight last third 13.1 &gt; 5.9"),
+            std::string::npos)
+      << ttft;
+  std::string boundary = Table(html, "tbl-boundary-rate_row");
+  EXPECT_NE(boundary.find("<th>rate (rps)</th>"), std::string::npos);
+  EXPECT_EQ(Count(boundary, "<tr><td>1.50</td>"), 3u) << boundary;
+  EXPECT_EQ(Count(boundary, "queue_bounded: client in-flight last third"), 3u);
+  EXPECT_NE(Table(html, "tbl-locate-rate_row").find("<th>R (rps)</th>"), std::string::npos);
+  std::string rows = Table(html, "tbl-rows");
+  EXPECT_NE(rows.find("<td>R=1.25 rps</td>"), std::string::npos) << rows;
+  EXPECT_NE(rows.find("<td>R=1.50 rps</td><td class=\"l\">queue_bounded client in-flight 14.2"),
+            std::string::npos)
+      << rows;
+  EXPECT_NE(Table(html, "tbl-overview").find("<td>1.25 rps</td>"), std::string::npos);
+  // Figure 2 plots the side above Rmax at its queue against the bound, and names the gate.
+  std::string fig = Figure(html, "fig-boundary");
+  EXPECT_EQ(Count(fig, "<circle class=\"pt "), 6u) << fig;
+  EXPECT_NE(fig.find("R=1.50 rps queue_bounded client in-flight"), std::string::npos);
+  EXPECT_NE(fig.find("(241% of the bound), fail"), std::string::npos) << fig;
+  EXPECT_NE(Figure(html, "fig-throughput-rate_row")
+                .find("R=1.25 rps on ttft p95, R=1.50 rps on queue_bounded client in-flight"),
+            std::string::npos);
+  // The arrival figure has no opening burst on a schedule.
+  std::string arrival = Figure(html, "fig-arrival-rate_row");
+  ASSERT_FALSE(arrival.empty());
+  EXPECT_EQ(arrival.find("burst: first"), std::string::npos);
 }
 
 }  // namespace

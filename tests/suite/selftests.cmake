@@ -39,3 +39,28 @@ capq_suite_selftest(itl_decides_growth itl_decides_growth
   OFF)
 # Pins a digest the simulator does not have: every test of the row fails before any load.
 capq_suite_selftest(wrong_identity wrong_identity "identity mismatch" ON)
+
+# What `ctest -L row=<id>` lists, checked on rows registered like rows/ (suites/capacity_rows.cmake)
+# without running them: a rate claim's AtRmax and AboveRmax tests at Rmax and Rmax + one step, a
+# concurrency claim's AtCmax and AboveCmax ones, each with its row's labels. listing_rate_rush's id
+# extends listing_rate's with "_r", which listing_rate's own filter would match.
+set(_capq_listing_rows "${PROJECT_SOURCE_DIR}/tests/data/rows_listing")
+set(_capq_listing_driver "${CMAKE_CURRENT_LIST_DIR}/expect_listing.cmake")
+function(capq_suite_listing name row at above pass_level fail_level trials)
+  add_test(NAME capacity_selftest.listing_${name}
+    COMMAND "${CMAKE_COMMAND}"
+      "-DSUITE=$<TARGET_FILE:capq_capacity_suite>"
+      "-DSIM_FIXTURE=$<TARGET_FILE:capq_sim_fixture>"
+      "-DCAPQ=$<TARGET_FILE:capq>"
+      "-DSOURCE_DIR=${PROJECT_SOURCE_DIR}"
+      "-DROWS=${_capq_listing_rows}"
+      "-DOUT=${PROJECT_BINARY_DIR}/capacity/selftest/listing_${name}"
+      "-DROW=${row}" "-DFAMILY=listfam" "-DAT=${at}" "-DABOVE=${above}"
+      "-DPASS_LEVEL=${pass_level}" "-DFAIL_LEVEL=${fail_level}" "-DTRIALS=${trials}"
+      -P "${_capq_listing_driver}")
+  set_tests_properties(capacity_selftest.listing_${name} PROPERTIES
+    LABELS "selftest;suite" TIMEOUT 120)
+endfunction()
+capq_suite_listing(rate listing_rate AtRmax AboveRmax r1p25 r1p50 3)
+capq_suite_listing(rate_prefix listing_rate_rush AtRmax AboveRmax r0p50 r0p75 3)
+capq_suite_listing(closed listing_closed AtCmax AboveCmax c6 c7 1)

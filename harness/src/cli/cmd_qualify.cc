@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <ctime>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "capq/cli/args.h"
 #include "capq/cli/commands.h"
@@ -40,16 +42,23 @@ void InstallQualifySignals() {
 constexpr const char* kUsage =
     "usage: capq qualify ROW... [--url URL] [--out DIR] [--update] [--max-concurrency N]\n"
     "                           [--trials N] [--max-trials N] [--sim-faults FILE] [--insecure]\n"
+    "                           [--from-closed-loop CAPACITY_DATA]\n"
     "\n"
     "  Baseline at C=1, locate the boundary (exponential steps + bisection), confirm Cmax and\n"
-    "  Cmax+1 with independent trials, each in its own process. Without --url (or CAPQ_URL) a sim\n"
-    "  row runs against the embedded simulator.\n"
+    "  Cmax+1 with independent trials, each in its own process. A rate row does the same over\n"
+    "  its rate levels (level L sends L * rate_step_rps): one step, locate, confirm Rmax and\n"
+    "  Rmax + one step. Without --url (or CAPQ_URL) a sim row runs against the embedded "
+    "simulator.\n"
     "  --out DIR            default artifacts/qualify-<row>-<utc>\n"
-    "  --update             rewrite each row file in place with the proven Cmax\n"
-    "  --max-concurrency N  never probe above N (default 256); no failure up to N is not a claim\n"
+    "  --update             rewrite each row file in place with the proven Cmax (or Rmax)\n"
+    "  --max-concurrency N  never probe above N (default 256; on a rate row N rate steps); no\n"
+    "                       failure up to N is not a claim\n"
     "  --trials N           confirmation trials per side (default: the row's trials.count)\n"
     "  --max-trials N       per side when the sides overlap (default 2 x trials)\n"
     "  --no-predict         sim rows: do not start the search at the engine model's prediction\n"
+    "  --from-closed-loop F rate rows: start the search at Little's law on the capacity data F of\n"
+    "                       a closed-loop qualification of the same identity and shape\n"
+    "                       (Cmax / mean E2E at Cmax); refused when F is another identity\n"
     "exit: 0 boundary proven for every row, 1 no boundary proven, 2 correctness failure,\n"
     "      3 could not run (setup, identity, baseline), 130 interrupted\n";
 
@@ -114,8 +123,9 @@ Status WriteOutputs(const std::string& out_dir, const CapacityData& data) {
 }  // namespace
 
 int RunQualify(const Args& args) {
-  ArgParser p({"url", "out", "max-concurrency", "trials", "max-trials", "sim-faults"},
-              {"update", "insecure", "no-predict", "help"});
+  ArgParser p(
+      {"url", "out", "max-concurrency", "trials", "max-trials", "sim-faults", "from-closed-loop"},
+      {"update", "insecure", "no-predict", "help"});
   if (std::optional<int> rc = ParseCommand(p, args, "qualify", kUsage, 3)) return *rc;
   Result<long long> max_c = p.GetInt("max-concurrency", 256);
   Result<long long> trials = p.GetInt("trials", 0);
@@ -140,6 +150,31 @@ int RunQualify(const Args& args) {
       return 3;
     }
     rows.push_back(std::move(*row));
+  }
+  // A closed-loop result to start rate rows from: read and matched before anything runs.
+  std::optional<CapacityData> closed_loop;
+  const std::string closed_loop_path = p.GetOr("from-closed-loop", "");
+  if (!closed_loop_path.empty()) {
+    Result<CapacityData> d = ReadCapacityData(closed_loop_path);
+    if (!d.ok()) {
+      std::fprintf(stderr, "capq qualify: --from-closed-loop: %s\n", d.status().message().c_str());
+      return 3;
+    }
+    closed_loop = std::move(*d);
+    for (const auto& row : rows) {
+      if (!row.open_loop()) {
+        std::fprintf(stderr,
+                     "capq qualify: --from-closed-loop starts rate rows; %s is closed loop\n",
+                     row.id.c_str());
+        return 3;
+      }
+      Result<int> level = PredictLevelFromClosedLoop(row, *closed_loop, closed_loop_path, nullptr);
+      if (!level.ok()) {
+        std::fprintf(stderr, "capq qualify: --from-closed-loop: %s\n",
+                     level.status().message().c_str());
+        return 3;
+      }
+    }
   }
   std::string url = p.GetOr("url", "");
   if (url.empty()) {
@@ -214,7 +249,12 @@ int RunQualify(const Args& args) {
     qo.trials = static_cast<int>(*trials);
     qo.max_trials_per_side = static_cast<int>(*max_trials);
     qo.url = embedded ? row_url + " (embedded simulator)" : row_url;
-    if (!p.Has("no-predict")) {
+    if (closed_loop) {
+      // Little's law on the closed loop's Cmax: navigation only, like the engine model's guess.
+      Result<int> level =
+          PredictLevelFromClosedLoop(row, *closed_loop, closed_loop_path, &qo.prediction_note);
+      if (level.ok()) qo.predicted_cmax = std::min(*level, qo.max_concurrency);
+    } else if (!p.Has("no-predict")) {
       // Navigation only: the probes and confirmations still decide.
       qo.predicted_cmax = PredictCmax(row, qo.max_concurrency, &qo.prediction_note);
     }
@@ -250,7 +290,11 @@ int RunQualify(const Args& args) {
         std::fprintf(stderr, "capq qualify: %s\n", st.ToString().c_str());
         exit_code = Worse(exit_code, 3);
       }
-      row_note = "row with expect.cmax = " + std::to_string(*updated.expect.cmax) + ": " + beside;
+      row_note = updated.expect.rmax_rps
+                     ? "row with expect.rmax_rps = " +
+                           LoadScaleOf(row).Value(LevelAtRate(row, *updated.expect.rmax_rps))
+                     : "row with expect.cmax = " + std::to_string(*updated.expect.cmax);
+      row_note += ": " + beside;
       if (p.Has("update") && q.status == QualifyStatus::kProven) {
         Result<std::string> original = capdata::ReadFileToString(row.source_path);
         Result<std::string> spliced =

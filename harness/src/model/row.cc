@@ -1,6 +1,9 @@
 #include "capq/model/row.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <string>
 
 namespace capq {
 
@@ -61,5 +64,55 @@ int LevelAtRate(const Row& row, double rate_rps) {
   if (level <= -2147483647.0) return -2147483647;
   return static_cast<int>(level);
 }
+
+double LoadScale::Rate(int level) const { return open_loop ? level * rate_step_rps : 0; }
+
+int LoadScale::Decimals() const {
+  if (!open_loop || !(rate_step_rps > 0) || !std::isfinite(rate_step_rps)) return 0;
+  double scaled = rate_step_rps;
+  int d = 0;
+  while (d < 6 && std::fabs(scaled - std::round(scaled)) > 1e-9 * std::max(1.0, scaled)) {
+    scaled *= 10;
+    ++d;
+  }
+  return d;
+}
+
+std::string LoadScale::Figure(int level) const {
+  if (!open_loop) return std::to_string(level);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", Decimals(), Rate(level));
+  return buf;
+}
+
+std::string LoadScale::Value(int level) const {
+  return open_loop ? Figure(level) + " rps" : Figure(level);
+}
+
+std::string LoadScale::Label(int level) const { return Symbol() + "=" + Value(level); }
+
+std::string LoadScale::Symbol() const { return open_loop ? "R" : "C"; }
+
+std::string LoadScale::Max() const { return Symbol() + "max"; }
+
+std::string LoadScale::Slug(int level) const {
+  std::string out = open_loop ? "r" : "c";
+  for (char c : Figure(level)) {
+    if (c == '.') {
+      out += 'p';
+    } else if (c == '-') {
+      out += 'm';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+LoadScale LoadScaleOf(const Row& row) {
+  return LoadScale{row.open_loop(), row.open_loop() ? row.workload.open_loop.rate_step_rps : 0};
+}
+
+std::string LoadLabel(const Row& row, int level) { return LoadScaleOf(row).Label(level); }
 
 }  // namespace capq

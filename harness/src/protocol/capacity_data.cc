@@ -96,28 +96,37 @@ json RowInfoToJson(const RowInfo& r) {
                    {"percentile", g.percentile},
                    {"below_ms", g.below_ms}});
   }
-  return json{
-      {"id", r.id},
-      {"title", r.title},
-      {"family", r.family},
-      {"source_path", r.source_path},
-      {"identity",
-       {{"engine", r.engine},
-        {"image", r.image},
-        {"model", r.model},
-        {"model_revision", r.model_revision},
-        {"served_model_name", r.served_model_name},
-        {"hardware", r.hardware},
-        {"driver", r.driver},
-        {"sim_profile", r.sim_profile},
-        {"time_scale", r.time_scale}}},
-      {"workload", {{"input_tokens", r.input_tokens}, {"output_tokens", r.output_tokens}}},
-      {"slo", slo},
-      {"percentile_method", r.percentile_method},
-      {"warmup", {{"requests", r.warmup_requests}, {"concurrency", r.warmup_concurrency}}},
-      {"measured", {{"min_requests", r.min_requests}, {"per_concurrency", r.per_concurrency}}},
-      {"trials", {{"count", r.trials_count}, {"quiet_period_s", r.quiet_period_s}}},
-      {"expected_cmax", r.expected_cmax ? json(*r.expected_cmax) : json(nullptr)}};
+  json out{{"id", r.id},
+           {"title", r.title},
+           {"family", r.family},
+           {"source_path", r.source_path},
+           {"identity",
+            {{"engine", r.engine},
+             {"image", r.image},
+             {"model", r.model},
+             {"model_revision", r.model_revision},
+             {"served_model_name", r.served_model_name},
+             {"hardware", r.hardware},
+             {"driver", r.driver},
+             {"sim_profile", r.sim_profile},
+             {"time_scale", r.time_scale}}},
+           {"workload", {{"input_tokens", r.input_tokens}, {"output_tokens", r.output_tokens}}},
+           {"slo", slo},
+           {"percentile_method", r.percentile_method},
+           {"warmup", {{"requests", r.warmup_requests}, {"concurrency", r.warmup_concurrency}}},
+           {"measured", {{"min_requests", r.min_requests}, {"per_concurrency", r.per_concurrency}}},
+           {"trials", {{"count", r.trials_count}, {"quiet_period_s", r.quiet_period_s}}},
+           {"expected_cmax", r.expected_cmax ? json(*r.expected_cmax) : json(nullptr)}};
+  json arrival{{"kind", r.arrival}};
+  if (r.open_loop()) {
+    arrival["rate_step_rps"] = r.rate_step_rps;
+    arrival["ramp_s"] = r.ramp_s;
+    if (r.measured_duration_s) arrival["duration_s"] = *r.measured_duration_s;
+    if (r.measured_requests) arrival["requests"] = *r.measured_requests;
+    out["expected_rmax_rps"] = r.expected_rmax_rps ? json(*r.expected_rmax_rps) : json(nullptr);
+  }
+  out["arrival"] = arrival;
+  return out;
 }
 
 Result<RowInfo> RowInfoFromJson(const json& j) {
@@ -160,13 +169,32 @@ Result<RowInfo> RowInfoFromJson(const json& j) {
   if (j.contains("expected_cmax") && !j["expected_cmax"].is_null()) {
     r.expected_cmax = j["expected_cmax"].get<int>();
   }
+  // Data written before rate rows has no "arrival": its rows are closed loop.
+  if (j.contains("arrival") && j["arrival"].is_object()) {
+    const json& a = j["arrival"];
+    r.arrival = a.at("kind").get<std::string>();
+    if (r.open_loop()) {
+      r.rate_step_rps = a.at("rate_step_rps").get<double>();
+      if (!(r.rate_step_rps > 0)) {
+        return Status::InvalidArgument("arrival.rate_step_rps: a rate row needs a step > 0");
+      }
+      r.ramp_s = Get<double>(a, "ramp_s", 0);
+      if (a.contains("duration_s")) r.measured_duration_s = a["duration_s"].get<double>();
+      if (a.contains("requests")) r.measured_requests = a["requests"].get<int>();
+    }
+  }
+  if (j.contains("expected_rmax_rps") && !j["expected_rmax_rps"].is_null()) {
+    r.expected_rmax_rps = j["expected_rmax_rps"].get<double>();
+  }
   return r;
 }
 
 TrialSummary TrialFromJson(const json& j) {
   TrialSummary t;
   t.phase = j.at("phase").get<std::string>();
-  t.concurrency = j.at("concurrency").get<int>();
+  // A rate row's trial names its level and rate; a closed-loop trial its concurrency.
+  t.concurrency = j.contains("level") ? j.at("level").get<int>() : j.at("concurrency").get<int>();
+  t.rate_rps = Get<double>(j, "rate_rps", 0);
   t.trial = j.at("trial").get<int>();
   t.seed = Get<uint64_t>(j, "seed", 0);
   t.corpus = Get<std::string>(j, "corpus", "");
@@ -185,6 +213,9 @@ TrialSummary TrialFromJson(const json& j) {
   }
   t.reasons = j.value("reasons", std::vector<std::string>{});
   t.failed_gates = j.value("failed_gates", std::vector<std::string>{});
+  t.stability_failures = j.contains("stability_failures")
+                             ? j.at("stability_failures").get<std::vector<std::string>>()
+                             : StabilityFailuresOf(t.reasons);
   t.time_scale = Get<double>(j, "time_scale", 1.0);
   t.percentile_method = Get<std::string>(j, "percentile_method", "");
   if (j.contains("latency") && j["latency"].is_object()) {
@@ -215,6 +246,21 @@ TrialSummary TrialFromJson(const json& j) {
 }
 
 }  // namespace
+
+bool IsStabilityFailure(const std::string& reason) {
+  for (const char* gate : {"queue_bounded: ", "stationary: ", "schedule_held: "}) {
+    if (reason.rfind(gate, 0) == 0) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> StabilityFailuresOf(const std::vector<std::string>& reasons) {
+  std::vector<std::string> out;
+  for (const auto& r : reasons) {
+    if (IsStabilityFailure(r)) out.push_back(r);
+  }
+  return out;
+}
 
 double TrialSummary::GateRatio() const {
   double worst = NAN;
@@ -254,6 +300,15 @@ RowInfo RowInfoFromRow(const Row& row) {
   r.trials_count = row.trials.count;
   r.quiet_period_s = row.trials.quiet_period_s;
   r.expected_cmax = row.expect.cmax;
+  r.arrival = ArrivalKindName(row.workload.arrival_kind);
+  if (row.open_loop()) {
+    const OpenLoop& o = row.workload.open_loop;
+    r.rate_step_rps = o.rate_step_rps;
+    r.measured_duration_s = o.duration_s;
+    r.measured_requests = o.requests;
+    r.ramp_s = o.ramp_s;
+    r.expected_rmax_rps = row.expect.rmax_rps;
+  }
   return r;
 }
 
@@ -308,6 +363,14 @@ int QualifyExitCode(QualifyStatus s) {
   return 3;
 }
 
+std::optional<int> RowQualification::proven_level() const {
+  if (cmax) return cmax;
+  if (rmax_rps && row.rate_step_rps > 0) {
+    return static_cast<int>(std::llround(*rmax_rps / row.rate_step_rps));
+  }
+  return std::nullopt;
+}
+
 std::vector<const TrialSummary*> RowQualification::Trials(const std::string& phase,
                                                           int concurrency) const {
   std::vector<const TrialSummary*> out;
@@ -327,7 +390,6 @@ json TrialSummaryToJson(const TrialSummary& t) {
                    {"passed", s.passed}});
   }
   json j{{"phase", t.phase},
-         {"concurrency", t.concurrency},
          {"trial", t.trial},
          {"seed", t.seed},
          {"corpus", t.corpus},
@@ -351,6 +413,13 @@ json TrialSummaryToJson(const TrialSummary& t) {
          {"started_utc", t.started_utc},
          {"start_offset_s", t.start_offset_s},
          {"wall_s", t.wall_s}};
+  if (t.rate_rps > 0) {
+    j["level"] = t.concurrency;
+    j["rate_rps"] = t.rate_rps;
+    j["stability_failures"] = t.stability_failures;
+  } else {
+    j["concurrency"] = t.concurrency;
+  }
   if (t.has_metrics) {
     json arrival = json::array();
     for (double v : t.ttft_ms_by_arrival) arrival.push_back(Num(v));
@@ -383,20 +452,34 @@ json RowQualificationToJson(const RowQualification& q) {
   for (const auto& t : q.trials) trials.push_back(TrialSummaryToJson(t));
   auto opt = [](const std::optional<double>& v) { return v ? Num(*v) : json(nullptr); };
   const BaselineCheck& b = q.baseline;
+  auto level = [](const std::optional<int>& v) { return v ? json(*v) : json(nullptr); };
+  json result{{"status", QualifyStatusName(q.status)},
+              {"cmax", level(q.cmax)},
+              {"operating_point", level(q.operating_point)},
+              {"message", q.message},
+              {"failed_gate", q.failed_gate},
+              {"summary_line", q.summary_line}};
+  json locate{
+      {"probes", q.probes}, {"probe_budget", q.probe_budget}, {"prediction", q.prediction_note}};
+  if (q.row.open_loop()) {
+    // A rate row's result is a rate; its levels are written beside the rates they stand for.
+    const LoadScale scale = q.row.scale();
+    auto rate = [&](const std::optional<int>& v) {
+      return v ? json(scale.Rate(*v)) : json(nullptr);
+    };
+    result["rmax_rps"] = q.rmax_rps ? json(*q.rmax_rps) : json(nullptr);
+    result["operating_point_rps"] = rate(q.operating_point);
+    locate["max_level"] = q.max_concurrency;
+    locate["max_rps"] = scale.Rate(q.max_concurrency);
+    locate["predicted_level"] = level(q.predicted_cmax);
+    locate["predicted_rps"] = rate(q.predicted_cmax);
+  } else {
+    locate["max_concurrency"] = q.max_concurrency;
+    locate["predicted_cmax"] = level(q.predicted_cmax);
+  }
   return json{{"row", RowInfoToJson(q.row)},
-              {"result",
-               {{"status", QualifyStatusName(q.status)},
-                {"cmax", q.cmax ? json(*q.cmax) : json(nullptr)},
-                {"operating_point", q.operating_point ? json(*q.operating_point) : json(nullptr)},
-                {"message", q.message},
-                {"failed_gate", q.failed_gate},
-                {"summary_line", q.summary_line}}},
-              {"locate",
-               {{"max_concurrency", q.max_concurrency},
-                {"probes", q.probes},
-                {"probe_budget", q.probe_budget},
-                {"predicted_cmax", q.predicted_cmax ? json(*q.predicted_cmax) : json(nullptr)},
-                {"prediction", q.prediction_note}}},
+              {"result", result},
+              {"locate", locate},
               {"baseline",
                {{"checked", b.checked},
                 {"within", b.within},
@@ -448,6 +531,9 @@ Result<CapacityData> CapacityDataFromJson(const json& j) {
       if (!st.ok()) return st.status().WithContext("capacity data: " + where + ".result.status");
       q.status = *st;
       if (!res.at("cmax").is_null()) q.cmax = res["cmax"].get<int>();
+      if (res.contains("rmax_rps") && !res["rmax_rps"].is_null()) {
+        q.rmax_rps = res["rmax_rps"].get<double>();
+      }
       if (res.contains("operating_point") && !res["operating_point"].is_null()) {
         q.operating_point = res["operating_point"].get<int>();
       }
@@ -455,11 +541,13 @@ Result<CapacityData> CapacityDataFromJson(const json& j) {
       q.failed_gate = Get<std::string>(res, "failed_gate", "");
       q.summary_line = Get<std::string>(res, "summary_line", "");
       if (rj.contains("locate")) {
-        q.max_concurrency = Get<int>(rj["locate"], "max_concurrency", 0);
-        q.probes = Get<int>(rj["locate"], "probes", 0);
-        q.probe_budget = Get<int>(rj["locate"], "probe_budget", 0);
-        if (rj["locate"].contains("predicted_cmax") && !rj["locate"]["predicted_cmax"].is_null()) {
-          q.predicted_cmax = rj["locate"]["predicted_cmax"].get<int>();
+        const json& loc = rj["locate"];
+        q.max_concurrency = loc.contains("max_level") ? Get<int>(loc, "max_level", 0)
+                                                      : Get<int>(loc, "max_concurrency", 0);
+        q.probes = Get<int>(loc, "probes", 0);
+        q.probe_budget = Get<int>(loc, "probe_budget", 0);
+        for (const char* key : {"predicted_cmax", "predicted_level"}) {
+          if (loc.contains(key) && !loc[key].is_null()) q.predicted_cmax = loc[key].get<int>();
         }
         q.prediction_note = Get<std::string>(rj["locate"], "prediction", "");
       }
@@ -589,6 +677,7 @@ Result<TrialSummary> ReadTrialDir(const std::string& dir) {
     for (const auto& r : v.value("reasons", json::array())) {
       if (r.is_string()) t.reasons.push_back(r.get<std::string>());
     }
+    t.stability_failures = StabilityFailuresOf(t.reasons);
     const json corr = v.value("correctness", json::object());
     for (const auto& g : corr.value("gates", json::array())) {
       if (Get<bool>(g, "enabled", true) && !Get<bool>(g, "passed", false)) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 namespace capq {
@@ -28,14 +29,115 @@ int IndexOf(const std::vector<SloCheck>& checks, const SloCheck& g) {
   return -1;
 }
 
-bool MissedAny(const TrialSummary& t) {
-  for (const auto& g : t.slo) {
+bool MissedAny(const std::vector<SloCheck>& slo) {
+  for (const auto& g : slo) {
     if (!g.passed) return true;
   }
   return false;
 }
 
+bool MissedAny(const TrialSummary& t) { return MissedAny(t.slo); }
+
+// A trial that missed: an SLO gate failed, or a stability gate did while every SLO gate held.
+bool Missed(const TrialSummary& t) {
+  return MissedAny(t) || DecidingStabilityFailure(t) != nullptr;
+}
+
+std::string Sig3(double v) {
+  if (!std::isfinite(v)) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+// A stability failure taken apart: "queue_bounded: client in-flight last third 14.2 > 5.9 (first
+// third 3.1 x 1.25 + 2)" is gate queue_bounded, subject "client in-flight", last 14.2, bound 5.9.
+struct StabilityParts {
+  std::string gate, subject;
+  double last = NAN, bound = NAN;
+  std::string unit;  // "ms" for schedule lateness; empty for counts and for latency (see below)
+};
+
+// The number at the start of `s` (strtod's syntax, so "3.2e+03" too); NaN when there is none.
+double LeadingNumber(const std::string& s, size_t* used) {
+  const char* begin = s.c_str();
+  char* end = nullptr;
+  double v = std::strtod(begin, &end);
+  *used = static_cast<size_t>(end - begin);
+  return *used ? v : NAN;
+}
+
+StabilityParts Parse(const std::string& failure) {
+  StabilityParts p;
+  size_t colon = failure.find(": ");
+  if (colon == std::string::npos) return p;
+  p.gate = failure.substr(0, colon);
+  std::string rest = failure.substr(colon + 2);
+  size_t used = 0;
+  if (size_t at = rest.find(" last third "); at != std::string::npos) {
+    p.subject = rest.substr(0, at);
+    std::string figures = rest.substr(at + 12);
+    p.last = LeadingNumber(figures, &used);
+    if (used && figures.compare(used, 3, " > ") == 0) {
+      p.bound = LeadingNumber(figures.substr(used + 3), &used);
+    }
+  } else if (size_t late = rest.find("send lateness p99 "); late != std::string::npos) {
+    p.subject = "send lateness p99";
+    p.last = LeadingNumber(rest.substr(late + 18), &used);
+    p.unit = "ms";
+  } else if (size_t none = rest.find(" has no value"); none != std::string::npos) {
+    p.subject = rest.substr(0, none);
+  }
+  return p;
+}
+
+// The gate and subject a side is decided by: "queue_bounded client in-flight".
+std::string StabilityKey(const std::string& failure) {
+  StabilityParts p = Parse(failure);
+  if (p.gate.empty()) return failure;
+  return p.subject.empty() ? p.gate : p.gate + " " + p.subject;
+}
+
+// The figures of a failure: "14.2 > 5.9", "3.20 > 2.10 s" (a latency in its gate's unit),
+// "3.1 ms"; "n/a" when it has none.
+std::string StabilityFigures(const std::string& failure, const std::vector<SloCheck>& slo) {
+  StabilityParts p = Parse(failure);
+  if (!std::isfinite(p.last)) return "n/a";
+  for (const auto& g : slo) {
+    if (GateName(g) != p.subject) continue;
+    // A latency drift: the figures are milliseconds, shown in the gate's own unit.
+    return GateFigure(g, p.last) + " > " + GateFigure(g, p.bound) + " " +
+           GateUnitFor(g.below_ms).name;
+  }
+  std::string out = Sig3(p.last);
+  if (std::isfinite(p.bound)) out += " > " + Sig3(p.bound);
+  return p.unit.empty() ? out : out + " " + p.unit;
+}
+
 }  // namespace
+
+const std::string* DecidingStabilityFailure(const TrialSummary& t) {
+  if (MissedAny(t) || t.stability_failures.empty()) return nullptr;
+  return &t.stability_failures.front();
+}
+
+std::string StabilityGateName(const std::string& failure) { return Parse(failure).gate; }
+
+double StabilityRatio(const std::string& failure) {
+  StabilityParts p = Parse(failure);
+  return std::isfinite(p.last) && p.bound > 0 ? p.last / p.bound : NAN;
+}
+
+std::string StabilityBrief(const std::string& failure, const std::vector<SloCheck>& slo) {
+  std::string figures = StabilityFigures(failure, slo);
+  std::string key = StabilityKey(failure);
+  return figures == "n/a" ? key : key + " " + figures;
+}
+
+std::string DecidingGateText(const TrialSummary& t) {
+  if (const std::string* f = DecidingStabilityFailure(t)) return *f;
+  return DecidingGateText(t.slo);
+}
 
 std::string GateName(const SloCheck& g) {
   char pct[32];
@@ -109,36 +211,68 @@ std::string DecidingGateText(const std::vector<SloCheck>& checks) {
 
 std::string DecidingGateText(const TrialVerdict& v) {
   if (v.outcome != TrialOutcome::kPass && v.outcome != TrialOutcome::kSloFail) return "";
-  return DecidingGateText(SloChecksOf(v.slo));
+  std::vector<SloCheck> checks = SloChecksOf(v.slo);
+  if (!MissedAny(checks)) {
+    std::vector<std::string> unstable = StabilityFailuresOf(v.reasons);
+    if (!unstable.empty()) return unstable.front();
+  }
+  return DecidingGateText(checks);
 }
 
 SideGates DecideSide(const std::vector<const TrialSummary*>& trials) {
   SideGates s;
   s.per_trial.assign(trials.size(), -1);
-  // The gate every trial is shown with: on a side that met the SLO throughout, the one nearest its
-  // bound in any trial; on a side with misses, the gate its misses share (if they share one).
+  s.stability.assign(trials.size(), nullptr);
+  // The gate every trial is shown with: on a side that met the SLO and held steady throughout, the
+  // SLO gate nearest its bound in any trial; on a side with misses, the gate its misses share (if
+  // they share one), an SLO gate or a stability gate.
   const SloCheck* shared = nullptr;
+  std::string shared_stability;
   bool missed = false;
-  for (const auto* t : trials) missed = missed || MissedAny(*t);
+  for (const auto* t : trials) missed = missed || Missed(*t);
   for (const auto* t : trials) {
-    if (missed && !MissedAny(*t)) continue;
+    if (missed && !Missed(*t)) continue;
+    if (const std::string* f = DecidingStabilityFailure(*t)) {
+      std::string key = StabilityKey(*f);
+      if (!shared && shared_stability.empty()) {
+        shared_stability = key;
+      } else if (shared || key != shared_stability) {
+        s.uniform = false;
+      }
+      continue;
+    }
     int i = DecidingGate(t->slo);
     if (i < 0) continue;
     const SloCheck& g = t->slo[i];
     if (!missed) {
       if (!shared || Rank(g) > Rank(*shared)) shared = &g;
-    } else if (!shared) {
+    } else if (!shared && shared_stability.empty()) {
       shared = &g;
-    } else if (!SameGate(*shared, g)) {
+    } else if (!shared || !SameGate(*shared, g)) {
       s.uniform = false;
     }
   }
+  if (s.uniform && !shared_stability.empty()) {
+    // Each trial at that gate: its failure, or none where the gate held.
+    for (size_t k = 0; k < trials.size(); ++k)
+      s.stability[k] = DecidingStabilityFailure(*trials[k]);
+    s.stability_gate = shared_stability;
+    return s;
+  }
   for (size_t k = 0; k < trials.size(); ++k) {
     const TrialSummary& t = *trials[k];
-    s.per_trial[k] = s.uniform && shared ? IndexOf(t.slo, *shared) : DecidingGate(t.slo);
+    if (s.uniform && shared) {
+      s.per_trial[k] = IndexOf(t.slo, *shared);
+    } else if (const std::string* f = DecidingStabilityFailure(t)) {
+      s.stability[k] = f;
+    } else {
+      s.per_trial[k] = DecidingGate(t.slo);
+    }
   }
   // A trial without that gate (a row edited between trials) breaks the single-gate form.
-  for (int i : s.per_trial) s.uniform = s.uniform && i >= 0;
+  if (s.uniform && shared) {
+    for (int i : s.per_trial) s.uniform = s.uniform && i >= 0;
+  }
   if (s.uniform && shared) s.gate = shared;
   return s;
 }
@@ -154,10 +288,23 @@ std::string SideFigures(const std::vector<const TrialSummary*>& trials) {
     }
     return GateName(*s.gate) + " " + out + " " + GateUnitFor(s.gate->below_ms).name;
   }
+  if (!s.stability_gate.empty()) {
+    for (size_t k = 0; k < trials.size(); ++k) {
+      if (!out.empty()) out += ", ";
+      out += s.stability[k] ? StabilityFigures(*s.stability[k], trials[k]->slo) : "held";
+    }
+    return s.stability_gate + " " + out;
+  }
   for (size_t k = 0; k < trials.size(); ++k) {
     if (!out.empty()) out += " / ";
     int i = s.per_trial[k];
-    out += i >= 0 ? GateValueText(trials[k]->slo[i]) : std::string("n/a");
+    if (i >= 0) {
+      out += GateValueText(trials[k]->slo[i]);
+    } else if (s.stability[k]) {
+      out += StabilityBrief(*s.stability[k], trials[k]->slo);
+    } else {
+      out += "n/a";
+    }
   }
   return out;
 }

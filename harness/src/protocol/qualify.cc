@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "capq/clock.h"
@@ -49,10 +50,22 @@ std::string FailedGateNames(const TrialSummary& t) {
   return gates.empty() ? "unnamed gate" : gates;
 }
 
-// The SLO gate that decided a trial against its bound: "itl p95 55.1 ms >= 50.0 ms".
+// The gate that decided a trial against its bound: "itl p95 55.1 ms >= 50.0 ms", or on a rate row
+// the stability gate when every SLO gate was met ("queue_bounded: client in-flight ...").
 std::string DecidedBy(const TrialSummary& t) {
-  std::string by = DecidingGateText(t.slo);
+  std::string by = DecidingGateText(t);
   return by.empty() ? "no SLO gate measured" : by;
+}
+
+// What one trial at `level` measures: "64 measured requests", "120 measured requests after a 10 s
+// ramp", "300 s measured after a 10 s ramp".
+std::string MeasuredText(const Row& row, int level) {
+  if (!row.open_loop())
+    return std::to_string(row.measured.RequestsAt(level)) + " measured requests";
+  const OpenLoop& o = row.workload.open_loop;
+  std::string what = o.requests ? std::to_string(*o.requests) + " measured requests"
+                                : Fmt("%g", o.duration_s.value_or(0)) + " s measured";
+  return what + (o.ramp_s > 0 ? " after a " + Fmt("%g", o.ramp_s) + " s ramp" : "");
 }
 
 ProbeVerdict ToProbeVerdict(const std::string& outcome) {
@@ -75,7 +88,7 @@ std::string Reasons(const TrialSummary& t) {
 class Run {
  public:
   Run(const Row& row, const TrialRunner& runner, const QualifyOptions& opt)
-      : row_(row), runner_(runner), opt_(opt), t0_(NowNs()) {
+      : row_(row), scale_(LoadScaleOf(row)), runner_(runner), opt_(opt), t0_(NowNs()) {
     trials_ = opt.trials > 0 ? opt.trials : std::max(1, row.trials.count);
     max_per_side_ = opt.max_trials_per_side > 0 ? opt.max_trials_per_side : 2 * trials_;
     if (max_per_side_ < trials_) max_per_side_ = trials_;
@@ -92,13 +105,16 @@ class Run {
     q_.finished_utc = FormatUtc(RealtimeAnchor::Take().unix_ns);
     q_.wall_s = NsToS(NowNs() - t0_);
     for (const auto& t : q_.trials) q_.probes += t.phase == "probe";
-    if (q_.cmax) q_.probe_budget = LocateProbeBudget(*q_.cmax);
+    if (auto level = q_.proven_level()) q_.probe_budget = LocateProbeBudget(*level);
     q_.summary_line = SummaryLine(q_);
     return std::move(q_);
   }
 
  private:
   bool Cancelled() const { return opt_.cancel && opt_.cancel->load(); }
+
+  // "C=6" or "R=1.25 rps": every line below names a level this way.
+  std::string L(int level) const { return scale_.Label(level); }
 
   void Say(const std::string& line) const {
     if (opt_.progress) opt_.progress(q_.row.id + ": " + line);
@@ -135,6 +151,8 @@ class Run {
     TrialSummary t = runner_(row_, req);
     t.phase = phase;
     t.concurrency = c;
+    t.rate_rps = scale_.Rate(c);
+    if (t.stability_failures.empty()) t.stability_failures = StabilityFailuresOf(t.reasons);
     t.trial = k;
     t.seed = req.seed;
     t.move = move;
@@ -151,21 +169,19 @@ class Run {
     if (t.outcome == "correctness_fail") {
       q_.status = QualifyStatus::kCorrectnessFail;
       q_.failed_gate = FailedGateNames(t);
-      q_.message = "correctness gate " + q_.failed_gate +
-                   " failed at C=" + std::to_string(t.concurrency) + " (" + t.phase + " trial " +
-                   std::to_string(t.trial) + "): " + Reasons(t) +
+      q_.message = "correctness gate " + q_.failed_gate + " failed at " + L(t.concurrency) + " (" +
+                   t.phase + " trial " + std::to_string(t.trial) + "): " + Reasons(t) +
                    " — a broken stream is not an SLO result; fix the server before qualifying";
       return true;
     }
     if (t.outcome == "interrupted" || Cancelled()) {
       q_.status = QualifyStatus::kInterrupted;
-      q_.message = "interrupted during " + t.phase + " at C=" + std::to_string(t.concurrency);
+      q_.message = "interrupted during " + t.phase + " at " + L(t.concurrency);
       return true;
     }
     if (t.outcome != "pass" && t.outcome != "slo_fail") {
       q_.status = QualifyStatus::kCouldNotRun;
-      q_.message = t.phase + " trial at C=" + std::to_string(t.concurrency) +
-                   " could not run: " + Reasons(t);
+      q_.message = t.phase + " trial at " + L(t.concurrency) + " could not run: " + Reasons(t);
       return true;
     }
     return false;
@@ -187,10 +203,10 @@ class Run {
       return;
     }
 
-    // 2. Baseline at C = 1 with the row's warm-ups.
+    // 2. Baseline at level 1 (C = 1, or one rate step) with the row's warm-ups.
     BeginPhase("baseline");
-    Say("baseline: C=1 with " + std::to_string(row_.warmup.requests) + " warm-ups, " +
-        std::to_string(row_.measured.RequestsAt(1)) + " measured requests");
+    Say("baseline: " + L(1) + " with " + std::to_string(row_.warmup.requests) + " warm-ups, " +
+        MeasuredText(row_, 1));
     const TrialSummary& base = RunOne("baseline", 1, 1, "baseline");
     EndPhase();
     Say("baseline: " + Brief(base) + Fmt(" (%.1f s)", base.wall_s));
@@ -203,7 +219,7 @@ class Run {
     loc.AddKnown(ProbePoint{1, ToProbeVerdict(base.outcome), base.GateRatio(), ""});
     if (opt_.predicted_cmax) {
       loc.SetPrediction(*opt_.predicted_cmax);
-      Say("locate: predicted Cmax = " + std::to_string(*opt_.predicted_cmax) +
+      Say("locate: predicted " + scale_.Max() + " = " + scale_.Value(*opt_.predicted_cmax) +
           (opt_.prediction_note.empty() ? "" : " (" + opt_.prediction_note + ")") +
           "; probing it and its neighbour first");
     }
@@ -221,10 +237,10 @@ class Run {
       Locator probe_view = loc;
       probe_view.Record(ProbePoint{*next, ProbeVerdict::kPass, NAN, ""});
       std::string move = probe_view.moves().back();
-      Say("locate: probe " + std::to_string(probe_no) + " at C=" + std::to_string(*next) + " (" +
-          move + ")" + Eta(left));
+      Say("locate: probe " + std::to_string(probe_no) + " at " + L(*next) + " (" + move + ")" +
+          Eta(left));
       const TrialSummary& t = RunOne("probe", *next, 1, move);
-      Say("locate: C=" + std::to_string(*next) + " " + Brief(t) + Fmt(" (%.1f s)", t.wall_s));
+      Say("locate: " + L(*next) + " " + Brief(t) + Fmt(" (%.1f s)", t.wall_s));
       if (StopOn(t)) {
         EndPhase();
         return;
@@ -235,15 +251,20 @@ class Run {
     switch (loc.state()) {
       case Locator::State::kFailsAtOne:
         q_.status = QualifyStatus::kFailsAtOne;
-        q_.message =
-            "C=1 misses the SLO (" + DecidedBy(base) + "): no concurrency meets it on this row";
+        q_.message = row_.open_loop() ? L(1) + " fails (" + DecidedBy(base) +
+                                            "): no rate meets the row's gates, not even one step"
+                                      : "C=1 misses the SLO (" + DecidedBy(base) +
+                                            "): no concurrency meets it on this row";
         return;
       case Locator::State::kNoFailUpToCap:
         q_.status = QualifyStatus::kNoFailUpToCap;
         q_.operating_point = loc.last_pass();
-        q_.message = "every probe up to C=" + std::to_string(opt_.max_concurrency) +
-                     " passed: Cmax >= " + std::to_string(opt_.max_concurrency) +
-                     " (not a claim; raise --max-concurrency to find the boundary)";
+        q_.message = "every probe up to " + L(opt_.max_concurrency) + " passed: " + scale_.Max() +
+                     " >= " + scale_.Value(opt_.max_concurrency) +
+                     (row_.open_loop() ? " (not a claim; raise --max-concurrency, the highest "
+                                         "level in rate steps, to find the boundary)"
+                                       : " (not a claim; raise --max-concurrency to find the "
+                                         "boundary)");
         return;
       case Locator::State::kBoundary:
         break;
@@ -252,9 +273,8 @@ class Run {
         q_.message = "locator stopped: " + loc.stop_reason();
         return;
     }
-    Say("locate: adjacent pair C=" + std::to_string(loc.last_pass()) +
-        " pass, C=" + std::to_string(loc.first_fail()) + " fail after " +
-        std::to_string(loc.probes_used()) + " probes");
+    Say("locate: adjacent pair " + L(loc.last_pass()) + " pass, " + L(loc.first_fail()) +
+        " fail after " + std::to_string(loc.probes_used()) + " probes");
 
     // 4. Confirm.
     BeginPhase("confirm");
@@ -298,7 +318,7 @@ class Run {
     q_.status = QualifyStatus::kBaselineMismatch;
     std::string what;
     for (const auto& o : off) what += (what.empty() ? "" : "; ") + o;
-    q_.message = "C=1 baseline outside expect.baseline: " + what +
+    q_.message = L(1) + " baseline outside expect.baseline: " + what +
                  " — check the image, checkpoint, attention backend, graph path and speculative "
                  "settings before searching";
     return false;
@@ -321,10 +341,10 @@ class Run {
         }
         int k = count(side) + 1;
         ++done;
-        Say("confirm " + std::to_string(done) + "/" + std::to_string(total) +
-            ": C=" + std::to_string(side) + " trial " + std::to_string(k) + Eta(total - done + 1));
+        Say("confirm " + std::to_string(done) + "/" + std::to_string(total) + ": " + L(side) +
+            " trial " + std::to_string(k) + Eta(total - done + 1));
         const TrialSummary& t = RunOne("confirm", side, k, "");
-        Say("confirm: C=" + std::to_string(side) + " trial " + std::to_string(k) + " " + Brief(t) +
+        Say("confirm: " + L(side) + " trial " + std::to_string(k) + " " + Brief(t) +
             Fmt(" (%.1f s)", t.wall_s));
         if (StopOn(t)) return false;
       }
@@ -340,22 +360,23 @@ class Run {
     auto high = q_.Trials("confirm", c + 1);
     if (Passes(low) == static_cast<int>(low.size()) && Passes(high) == 0) {
       q_.status = QualifyStatus::kProven;
-      q_.cmax = c;
+      if (row_.open_loop()) {
+        q_.rmax_rps = scale_.Rate(c);
+      } else {
+        q_.cmax = c;
+      }
       q_.operating_point = c;
-      q_.message = "every C=" + std::to_string(c) +
-                   " trial passed and every C=" + std::to_string(c + 1) + " trial failed";
+      q_.message = "every " + L(c) + " trial passed and every " + L(c + 1) + " trial failed";
       return;
     }
     // Overlap: measure the noise with more trials on both sides, then never round upward.
-    Say("confirm: sides overlap (C=" + std::to_string(c) + " " + SideWord(low) +
-        ", C=" + std::to_string(c + 1) + " " + SideWord(high) + "); extending to " +
-        std::to_string(max_per_side_) + " trials per side");
+    Say("confirm: sides overlap (" + L(c) + " " + SideWord(low) + ", " + L(c + 1) + " " +
+        SideWord(high) + "); extending to " + std::to_string(max_per_side_) + " trials per side");
     if (!FillTo(c, max_per_side_, c + 1, max_per_side_)) return;
     low = q_.Trials("confirm", c);
     high = q_.Trials("confirm", c + 1);
-    std::string noise = "C=" + std::to_string(c) + " passed " + std::to_string(Passes(low)) +
-                        " of " + std::to_string(low.size()) +
-                        " trials, C=" + std::to_string(c + 1) + " passed " +
+    std::string noise = L(c) + " passed " + std::to_string(Passes(low)) + " of " +
+                        std::to_string(low.size()) + " trials, " + L(c + 1) + " passed " +
                         std::to_string(Passes(high)) + " of " + std::to_string(high.size());
     int candidate = c;
     int steps = 0;
@@ -365,23 +386,24 @@ class Run {
       if (candidate <= 1 || steps >= opt_.max_steps_down) {
         q_.status = QualifyStatus::kLowered;
         q_.operating_point.reset();
-        q_.message = "noisy boundary (" + noise + ") and no C down to " +
-                     std::to_string(candidate) + " passed every trial: no operating point";
+        q_.message = "noisy boundary (" + noise + ") and no level down to " + L(candidate) +
+                     " passed every trial: no operating point";
         return;
       }
       --candidate;
       ++steps;
-      Say("confirm: moving down to C=" + std::to_string(candidate));
+      Say("confirm: moving down to " + L(candidate));
       if (!FillTo(candidate, trials_, 0, 0)) return;
     }
     q_.status = QualifyStatus::kLowered;
     q_.operating_point = candidate;
-    q_.message = "noisy boundary: " + noise + ". Operating point C=" + std::to_string(candidate) +
-                 " (every trial passed); it is not a proven Cmax because C=" +
-                 std::to_string(candidate + 1) + " did not fail every trial";
+    q_.message = "noisy boundary: " + noise + ". Operating point " + L(candidate) +
+                 " (every trial passed); it is not a proven " + scale_.Max() + " because " +
+                 L(candidate + 1) + " did not fail every trial";
   }
 
   const Row& row_;
+  LoadScale scale_;
   const TrialRunner& runner_;
   QualifyOptions opt_;
   MonoNs t0_;
@@ -415,26 +437,33 @@ std::string SideText(const std::string& label, const std::vector<const TrialSumm
 
 std::string SummaryLine(const RowQualification& q) {
   const std::string& id = q.row.id;
+  const LoadScale scale = q.row.scale();
   auto sides = [&](int c) {
-    std::string s = SideText("C=" + std::to_string(c), q.Trials("confirm", c));
+    std::string s = SideText(scale.Label(c), q.Trials("confirm", c));
     auto high = q.Trials("confirm", c + 1);
-    if (!high.empty()) s += ", " + SideText("C=" + std::to_string(c + 1), high);
+    if (!high.empty()) s += ", " + SideText(scale.Label(c + 1), high);
     return s;
   };
+  // "Cmax = 4", "R = 1.00 rps": a level named as a claim or an operating point.
+  auto at = [&](const std::string& name, int level) { return name + " = " + scale.Value(level); };
   switch (q.status) {
     case QualifyStatus::kProven:
-      return id + ": Cmax = " + std::to_string(*q.cmax) + " — " + sides(*q.cmax);
+      if (auto level = q.proven_level()) {
+        return id + ": " + at(scale.Max(), *level) + " — " + sides(*level);
+      }
+      return id + ": proven, but the data has no boundary — " + q.message;
     case QualifyStatus::kLowered:
       if (q.operating_point) {
-        return id + ": noisy boundary, operating point C = " + std::to_string(*q.operating_point) +
-               " (not a proven Cmax) — " + sides(*q.operating_point);
+        return id + ": noisy boundary, operating point " + at(scale.Symbol(), *q.operating_point) +
+               " (not a proven " + scale.Max() + ") — " + sides(*q.operating_point);
       }
       return id + ": noisy boundary, no operating point — " + q.message;
     case QualifyStatus::kNoFailUpToCap:
-      return id + ": no failure up to C = " + std::to_string(q.max_concurrency) +
-             " — Cmax >= " + std::to_string(q.max_concurrency) + ", not a claim";
+      return id + ": no failure up to " + at(scale.Symbol(), q.max_concurrency) + " — " +
+             scale.Max() + " >= " + scale.Value(q.max_concurrency) + ", not a claim";
     case QualifyStatus::kFailsAtOne:
-      return id + ": C=1 misses the SLO — " + q.message;
+      return id + ": " + scale.Label(1) + (q.row.open_loop() ? " fails — " : " misses the SLO — ") +
+             q.message;
     case QualifyStatus::kCorrectnessFail:
       return id + ": qualification failed — " + q.message;
     case QualifyStatus::kCouldNotRun:
@@ -460,8 +489,10 @@ std::string CostLine(const RowQualification& q) {
   }
   out += "; " + std::to_string(total) + (total == 1 ? " trial, " : " trials, ") +
          Fmt("%.1f", q.wall_s) + " s";
-  if (q.cmax && q.probe_budget) {
-    out += " (locate budget ceil(log2 Cmax)+2 = " + std::to_string(q.probe_budget) + ")";
+  if (q.proven_level() && q.probe_budget) {
+    // A rate row's search runs over levels: Rmax in steps of the row's resolution.
+    out += std::string(" (locate budget ceil(log2 ") + (q.row.open_loop() ? "Rmax/step" : "Cmax") +
+           ")+2 = " + std::to_string(q.probe_budget) + ")";
   }
   return out;
 }
@@ -469,13 +500,24 @@ std::string CostLine(const RowQualification& q) {
 Row RowWithQualification(const Row& row, const RowQualification& q, const std::string& today,
                          const std::string& capacity_data_path) {
   Row out = row;
-  int c = q.operating_point.value_or(q.cmax.value_or(0));
-  out.expect.cmax = c;
+  const LoadScale scale = LoadScaleOf(row);
+  int c = q.operating_point.value_or(q.proven_level().value_or(0));
+  if (row.open_loop()) {
+    // The rate as the labels write it, so that 3 steps of 0.1 are written 0.3 (a multiple of the
+    // step to the loader's tolerance), not 0.30000000000000004.
+    out.expect.rmax_rps = std::strtod(scale.Figure(c).c_str(), nullptr);
+    out.expect.cmax.reset();
+  } else {
+    out.expect.cmax = c;
+    out.expect.rmax_rps.reset();
+  }
   out.provenance.qualified_on = today;
   // The server URL is a deployment detail and never belongs in a row (row-schema.md).
   out.provenance.source = "capq qualify";
   // Per side, one clause per gate that decided its trials, with the spread against that gate's
-  // bound: "C=7 itl p95 52.0-55.1 ms over 3 trials (+4.0% to +10.2% of the 50.0 ms SLO)".
+  // bound: "C=7 itl p95 52.0-55.1 ms over 3 trials (+4.0% to +10.2% of the 50.0 ms SLO)"; on a
+  // rate row a stability gate's failures with their figures: "R=1.50 rps queue_bounded client
+  // in-flight 14.2 > 5.9, 13.1 > 5.1 (last third against its bound)".
   auto margin = [&](int cc) {
     auto ts = q.Trials("confirm", cc);
     if (ts.empty()) return std::string();
@@ -515,7 +557,16 @@ Row RowWithQualification(const Row& row, const RowQualification& q, const std::s
              Fmt("%+.1f", 100.0 * (hi - g.below_ms) / g.below_ms) + "% of the " +
              GateFigure(g, g.below_ms) + " " + unit + " SLO)";
     }
-    return "C=" + std::to_string(cc) + " " + (out.empty() ? "no SLO gate measured" : out);
+    // One stability gate decided the side: its figures per trial; else each failure in brief.
+    std::string unstable = side.stability_gate.empty() ? "" : SideFigures(ts);
+    for (size_t k = 0; k < ts.size() && side.stability_gate.empty(); ++k) {
+      if (!side.stability[k]) continue;
+      unstable += (unstable.empty() ? "" : ", ") + StabilityBrief(*side.stability[k], ts[k]->slo);
+    }
+    if (!unstable.empty()) {
+      out += (out.empty() ? "" : ", ") + unstable + " (last third against its bound)";
+    }
+    return scale.Label(cc) + " " + (out.empty() ? "no SLO gate measured" : out);
   };
   std::string notes = q.status == QualifyStatus::kProven ? "proven boundary. " : q.message + ". ";
   notes += "Margins: " + margin(c);

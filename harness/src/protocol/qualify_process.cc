@@ -160,6 +160,9 @@ Result<std::string> SpliceRowExpectation(const std::string& original_text, const
     return Status::Internal("updated row does not load back: " + back.status().message());
   }
   if (back->expect.cmax != updated.expect.cmax ||
+      back->expect.rmax_rps.has_value() != updated.expect.rmax_rps.has_value() ||
+      (updated.expect.rmax_rps && LevelAtRate(*back, *back->expect.rmax_rps) !=
+                                      LevelAtRate(updated, *updated.expect.rmax_rps)) ||
       back->provenance.qualified_on != updated.provenance.qualified_on) {
     return Status::Internal("updated row does not carry the new expectation");
   }
@@ -168,8 +171,9 @@ Result<std::string> SpliceRowExpectation(const std::string& original_text, const
 
 TrialRunner MakeProcessTrialRunner(const ProcessTrialRunnerOptions& options) {
   return [options](const Row& row, const TrialRequest& req) -> TrialSummary {
-    std::string rel = row.id + "/" + req.phase + "/c" + std::to_string(req.concurrency) + "-t" +
-                      std::to_string(req.trial);
+    // "<row>/confirm/c7-t1"; a rate row's folders name the rate: "<row>/confirm/r1p25-t1".
+    std::string rel = row.id + "/" + req.phase + "/" + LoadScaleOf(row).Slug(req.concurrency) +
+                      "-t" + std::to_string(req.trial);
     fs::path dir = fs::path(options.out_dir) / rel;
     std::error_code ec;
     fs::create_directories(dir.parent_path(), ec);
@@ -191,9 +195,18 @@ TrialRunner MakeProcessTrialRunner(const ProcessTrialRunnerOptions& options) {
     std::string error;
     double deadline_s = options.trial_deadline_s;
     if (deadline_s <= 0) {
+      deadline_s = 0;
       double scale = row.identity.time_scale > 0 ? row.identity.time_scale : 1;
-      deadline_s = 600 + (row.warmup.requests + row.measured.RequestsAt(req.concurrency)) *
-                             row.request_timeout_s / scale;
+      double requests = row.measured.RequestsAt(req.concurrency);
+      if (row.open_loop()) {
+        // The schedule's length plus every request it sends at its full timeout.
+        const OpenLoop& o = row.workload.open_loop;
+        const double rate = RateAtLevel(row, req.concurrency);
+        const double span_s = o.ramp_s + o.duration_s.value_or(0);
+        requests = rate * span_s + o.requests.value_or(0);
+        deadline_s = (span_s + (rate > 0 ? o.requests.value_or(0) / rate : 0)) / scale;
+      }
+      deadline_s += 600 + (row.warmup.requests + requests) * row.request_timeout_s / scale;
     }
     bool timed_out = false;
     int code = SpawnAndWait(argv, log, options.cancel, deadline_s, &timed_out, &error);

@@ -140,7 +140,7 @@ std::string Shape(const RowInfo& r) {
 }
 
 std::optional<int> Boundary(const RowQualification& q) {
-  if (q.status == QualifyStatus::kProven && q.cmax) return q.cmax;
+  if (q.status == QualifyStatus::kProven && q.proven_level()) return q.proven_level();
   if (q.status == QualifyStatus::kLowered && q.operating_point) return q.operating_point;
   return std::nullopt;
 }
@@ -157,14 +157,14 @@ std::string VerdictWord(const TrialSummary& t) {
   return t.outcome;
 }
 
-// The gate that decided a trial against its bound ("itl p95 55.1 ms >= 50.0 ms"); for a broken
-// stream the correctness gate; empty when neither.
+// The gate that decided a trial against its bound ("itl p95 55.1 ms >= 50.0 ms", or on a rate
+// row a stability gate's failure); for a broken stream the correctness gate; empty when neither.
 std::string DecidedBy(const TrialSummary& t) {
   if (t.outcome == "correctness_fail" && !t.failed_gates.empty()) {
     const std::string& g = t.failed_gates.front();
     return "correctness gate " + g.substr(0, g.find(':'));
   }
-  return DecidingGateText(t.slo);
+  return DecidingGateText(t);
 }
 
 // "fail (itl p95 55.1 ms >= 50.0 ms)": a trial's verdict with the gate that decided it.
@@ -177,7 +177,32 @@ std::string VerdictTip(const TrialSummary& t) {
 // failed on different ones.
 std::string SideGateName(const std::vector<const TrialSummary*>& ts) {
   SideGates s = DecideSide(ts);
+  if (!s.stability_gate.empty()) return s.stability_gate;
   return s.gate ? GateName(*s.gate) : std::string("several gates");
+}
+
+// Where a level sits on a figure's x axis: C itself, or a rate row's rate in requests/s.
+double LevelX(const LoadScale& scale, int level) {
+  return scale.open_loop ? scale.Rate(level) : level;
+}
+
+// The x axis of the figures against load: concurrency, or a rate row's arrival rate.
+Axis LoadAxis(const LoadScale& scale, int max_level) {
+  if (!scale.open_loop) {
+    return NiceAxis(0, max_level + 1, std::min(max_level + 1, 12), "concurrency C", true);
+  }
+  return NiceAxis(0, scale.Rate(max_level + 1), std::min(max_level + 1, 12),
+                  "arrival rate R (requests/s)");
+}
+
+// A jitter in the x axis's unit: a step of a rate row is rate_step_rps wide.
+double JitterX(const LoadScale& scale, double jitter) {
+  return scale.open_loop ? jitter * scale.rate_step_rps : jitter;
+}
+
+// "C", "R": what a figure plots against, for titles and captions.
+std::string Against(const LoadScale& scale) {
+  return scale.open_loop ? "arrival rate" : "concurrency";
 }
 
 std::string Range(double lo, double hi, int decimals) {
@@ -254,7 +279,8 @@ std::string FigTtft(const RowQualification& q) {
       if (std::isfinite(v)) max_y = std::isfinite(max_y) ? std::max(max_y, v) : v;
     }
   }
-  Axis x = NiceAxis(0, max_c + 1, std::min(max_c + 1, 12), "concurrency C", true);
+  const LoadScale scale = r.scale();
+  Axis x = LoadAxis(scale, max_c);
   Axis y =
       NiceAxis(0, (std::isfinite(max_y) ? max_y : 1) * 1.08 / u.div, 6, "TTFT (" + u.name + ")");
   Plot p(596, 360, x, y);
@@ -269,8 +295,9 @@ std::string FigTtft(const RowQualification& q) {
     for (size_t i = 0; i < list.size(); ++i) {
       const TrialSummary& t = *list[i];
       pass += t.passed();
-      double xc = c + Jitter(static_cast<int>(i), static_cast<int>(list.size()));
-      std::string what = t.phase + " C=" + std::to_string(c) + " trial " + std::to_string(t.trial);
+      double xc = LevelX(scale, c) +
+                  JitterX(scale, Jitter(static_cast<int>(i), static_cast<int>(list.size())));
+      std::string what = t.phase + " " + scale.Label(c) + " trial " + std::to_string(t.trial);
       p.Marker(xc, t.ttft_ms.p50 / u.div, "dash", "aux p50",
                what + ": p50 " + F(t.ttft_ms.p50 / u.div, u.decimals) + " " + u.name);
       p.Marker(xc, t.ttft_ms.p99 / u.div, "tri", "aux p99",
@@ -284,17 +311,19 @@ std::string FigTtft(const RowQualification& q) {
     std::string mark = cls == "pass"   ? "✓"
                        : cls == "fail" ? "✗"
                                        : std::to_string(pass) + "/" + std::to_string(list.size());
-    p.TextPx(p.X(c), p.top - 10, mark, "verdict " + cls);
+    p.TextPx(p.X(LevelX(scale, c)), p.top - 10, mark, "verdict " + cls);
   }
   std::string html = "<figure id=\"" + Id("fig-ttft", r.id) + "\">\n";
-  html += p.Render(r.id + ": TTFT percentiles against concurrency");
+  html += p.Render(r.id + ": TTFT percentiles against " + Against(scale));
   html +=
       "<div class=\"legend\"><span><i class=\"sw\" style=\"background:var(--pass)\"></i>confirm "
       "pass</span><span><i class=\"sw\" style=\"background:var(--fail)\"></i>confirm fail</span>"
       "<span><i class=\"sw\" style=\"border:2px solid var(--probe)\"></i>baseline / probe "
-      "(navigation)</span><span>▲ p99 &nbsp;– p50</span><span>✓ ✗ verdict per C</span></div>\n";
-  html += "<figcaption><b>TTFT percentiles against C</b> for every trial of " + Esc(r.id) + " (" +
-          std::to_string(ts.size()) + " points). Circles are p95, triangles p99, dashes p50; " +
+      "(navigation)</span><span>▲ p99 &nbsp;– p50</span><span>✓ ✗ verdict per " +
+      scale.Symbol() + "</span></div>\n";
+  html += "<figcaption><b>TTFT percentiles against " + scale.Symbol() + "</b> for every trial of " +
+          Esc(r.id) + " (" + std::to_string(ts.size()) +
+          " points). Circles are p95, triangles p99, dashes p50; " +
           (gate ? "the dashed line is the TTFT gate. " : "the row has no TTFT gate. ") +
           "Medians stay flat while the tail decides the boundary." +
           (r.slo.size() > 1
@@ -316,7 +345,8 @@ std::string FigThroughput(const RowQualification& q) {
     max_c = std::max(max_c, t->concurrency);
     if (std::isfinite(t->output_tok_s)) max_y = std::max(max_y, t->output_tok_s);
   }
-  Axis x = NiceAxis(0, max_c + 1, std::min(max_c + 1, 12), "concurrency C", true);
+  const LoadScale scale = r.scale();
+  Axis x = LoadAxis(scale, max_c);
   Axis y = NiceAxis(0, std::max(1.0, max_y * 1.1), 6, "output tok/s (all streams)");
   Plot p(596, 360, x, y);
   std::string caption;
@@ -338,13 +368,14 @@ std::string FigThroughput(const RowQualification& q) {
     auto c = side(*b + 1, "band-fail", "end");
     if (std::isfinite(a.first) && std::isfinite(c.first)) {
       bool overlap = a.first <= c.second && c.first <= a.second;
-      caption = " At the boundary C=" + std::to_string(*b) + " emitted " + F(a.first, 1) + "–" +
-                F(a.second, 1) + " tok/s and C=" + std::to_string(*b + 1) + " " + F(c.first, 1) +
-                "–" + F(c.second, 1) + " tok/s: the ranges " +
-                (overlap ? "<b>overlap</b>" : "do not overlap") +
-                ", while the SLO gives the pass/fail decision (C=" + std::to_string(*b) + " on " +
-                Esc(SideGateName(q.Trials("confirm", *b))) + ", C=" + std::to_string(*b + 1) +
-                " on " + Esc(SideGateName(q.Trials("confirm", *b + 1))) + ").";
+      caption = " At the boundary " + scale.Label(*b) + " emitted " + F(a.first, 1) + "–" +
+                F(a.second, 1) + " tok/s and " + scale.Label(*b + 1) + " " + F(c.first, 1) + "–" +
+                F(c.second, 1) + " tok/s: the ranges " +
+                (overlap ? "<b>overlap</b>" : "do not overlap") + ", while the " +
+                (scale.open_loop ? "SLO and stability gates give" : "SLO gives") +
+                " the pass/fail decision (" + scale.Label(*b) + " on " +
+                Esc(SideGateName(q.Trials("confirm", *b))) + ", " + scale.Label(*b + 1) + " on " +
+                Esc(SideGateName(q.Trials("confirm", *b + 1))) + ").";
     }
   }
   std::map<int, std::vector<const TrialSummary*>> by_c;
@@ -352,24 +383,25 @@ std::string FigThroughput(const RowQualification& q) {
   for (const auto& [c, list] : by_c) {
     for (size_t i = 0; i < list.size(); ++i) {
       const TrialSummary& t = *list[i];
-      double xc = c + Jitter(static_cast<int>(i), static_cast<int>(list.size()));
+      double xc = LevelX(scale, c) +
+                  JitterX(scale, Jitter(static_cast<int>(i), static_cast<int>(list.size())));
       p.Circle(xc, t.output_tok_s, 4.5, "pt " + VerdictClass(t) + " " + t.phase,
-               t.phase + " C=" + std::to_string(c) + " trial " + std::to_string(t.trial) + ": " +
+               t.phase + " " + scale.Label(c) + " trial " + std::to_string(t.trial) + ": " +
                    F(t.output_tok_s, 1) + " tok/s, " + VerdictTip(t));
     }
   }
   std::string html = "<figure id=\"" + Id("fig-throughput", r.id) + "\">\n";
-  html += p.Render(r.id + ": output throughput against concurrency");
+  html += p.Render(r.id + ": output throughput against " + Against(scale));
   if (auto b = Boundary(q)) {
     html +=
         "<div class=\"legend\"><span><i class=\"sw\" style=\"background:rgba(26,127,55,0.35)\">"
-        "</i>range of the C=" +
-        std::to_string(*b) +
+        "</i>range of the " +
+        scale.Label(*b) +
         " trials</span><span><i class=\"sw\" "
-        "style=\"background:rgba(198,40,40,0.35)\"></i>range of the C=" +
-        std::to_string(*b + 1) + " trials</span></div>\n";
+        "style=\"background:rgba(198,40,40,0.35)\"></i>range of the " +
+        scale.Label(*b + 1) + " trials</span></div>\n";
   }
-  html += "<figcaption><b>Figure 1 — output throughput against C</b> (" +
+  html += "<figcaption><b>Figure 1 — output throughput against " + scale.Symbol() + "</b> (" +
           std::to_string(ts.size()) + " trials)." + caption +
           " Throughput describes completed work, not admission.</figcaption>\n</figure>\n";
   return html;
@@ -380,7 +412,9 @@ struct ArrivalStats {
   int tail = 0, tail_in_burst = 0;
 };
 
-ArrivalStats ArrivalOf(const TrialSummary& t) {
+// `burst`: the opening burst's size, the first C requests of a closed loop (0 on a rate row, whose
+// ramp is not measured).
+ArrivalStats ArrivalOf(const TrialSummary& t, int burst) {
   ArrivalStats s;
   s.p95_full = t.ttft_ms.p95;
   s.p95_steady = t.ttft_p95_steady_ms;
@@ -392,19 +426,21 @@ ArrivalStats ArrivalOf(const TrialSummary& t) {
   // The requests at or above p95: with 64 requests the four slowest decide it.
   s.tail = static_cast<int>(std::ceil(v.size() * 0.05));
   for (int i = 0; i < s.tail && i < static_cast<int>(v.size()); ++i) {
-    s.tail_in_burst += v[i].second < t.concurrency;
+    s.tail_in_burst += v[i].second < burst;
   }
   return s;
 }
 
 std::string FigArrivalPanel(const RowQualification& q, int c, const Unit& u, double y_max) {
   auto ts = q.Trials("confirm", c);
+  const LoadScale scale = q.row.scale();
+  const int burst = scale.open_loop ? 0 : c;
   size_t n = 0;
   for (const auto* t : ts) n = std::max(n, t->ttft_ms_by_arrival.size());
   Axis x = NiceAxis(0, std::max<size_t>(n, 1) + 1, 8, "arrival order (measured requests)", true);
   Axis y = NiceAxis(0, y_max * 1.08 / u.div, 6, "TTFT (" + u.name + ")");
   Plot p(560, 320, x, y);
-  p.Band(0.5, c + 0.5, "burst", "burst: first " + std::to_string(c));
+  if (burst > 0) p.Band(0.5, burst + 0.5, "burst", "burst: first " + std::to_string(burst));
   if (const SloGate* gate = TtftGate(q.row)) {
     p.HLine(gate->below_ms / u.div, "slo", "TTFT SLO", "start");
   }
@@ -414,9 +450,9 @@ std::string FigArrivalPanel(const RowQualification& q, int c, const Unit& u, dou
     ++k;
     for (size_t i = 0; i < t->ttft_ms_by_arrival.size(); ++i) {
       double v = t->ttft_ms_by_arrival[i];
-      bool burst = static_cast<int>(i) < c;
+      bool in_burst = static_cast<int>(i) < burst;
       p.Circle(static_cast<double>(i + 1) + Jitter(k - 1, static_cast<int>(ts.size()), 0.2),
-               v / u.div, 2.4, std::string("req ") + (burst ? "burst" : "steady"),
+               v / u.div, 2.4, std::string("req ") + (in_burst ? "burst" : "steady"),
                "trial " + std::to_string(t->trial) + ", request " + std::to_string(i + 1) + ": " +
                    F(v / u.div, u.decimals) + " " + u.name);
     }
@@ -435,15 +471,16 @@ std::string FigArrivalPanel(const RowQualification& q, int c, const Unit& u, dou
   // Centred, so it does not sit on the full-p95 label when the two lines coincide.
   p.HLine(ms / u.div, "p95steady", "steady p95 " + F(ms / u.div, u.decimals) + " " + u.name,
           "middle");
-  std::string title = "C=" + std::to_string(c) + " (" + std::to_string(ts.size()) + " trials)";
+  std::string title = scale.Label(c) + " (" + std::to_string(ts.size()) + " trials)";
   p.TextPx(p.left, 16, title, "panel-title", "start");
-  return p.Render(q.row.id + ": TTFT by arrival order at C=" + std::to_string(c));
+  return p.Render(q.row.id + ": TTFT by arrival order at " + scale.Label(c));
 }
 
 std::string FigArrival(const RowQualification& q) {
   auto b = Boundary(q);
   if (!b) return "";
   Unit u = TtftUnit(q.row);
+  const LoadScale scale = q.row.scale();
   double y_max = TtftGate(q.row) ? TtftGate(q.row)->below_ms : 0;
   int requests = 0;
   for (int c : {*b, *b + 1}) {
@@ -459,31 +496,47 @@ std::string FigArrival(const RowQualification& q) {
   html += FigArrivalPanel(q, *b, u, y_max);
   html += FigArrivalPanel(q, *b + 1, u, y_max);
   html += "</div>\n";
-  html +=
-      "<div class=\"legend\"><span><i class=\"sw\" style=\"background:var(--burst)\"></i>opening "
-      "burst (the first C requests, sent together, queue for prefill)</span><span><i class=\"sw\" "
-      "style=\"background:#3b6fb6\"></i>steady state</span><span>- - full p95</span><span>· · "
-      "steady-state p95 (requests after the first C)</span></div>\n";
-  html += "<figcaption><b>TTFT by arrival order at C=" + std::to_string(*b) +
-          " and C=" + std::to_string(*b + 1) + "</b> (" + std::to_string(requests) +
-          " measured requests). With few measured requests the slowest handful decide p95; the "
-          "table below says how many of them belong to the opening burst and what p95 would be "
-          "without it.</figcaption>\n";
+  if (scale.open_loop) {
+    // A rate row sends on a schedule: no opening burst, and its ramp is sent but not measured.
+    html +=
+        "<div class=\"legend\"><span><i class=\"sw\" style=\"background:#3b6fb6\"></i>measured "
+        "requests in the order they were scheduled</span><span>- - full p95</span></div>\n";
+    html += "<figcaption><b>TTFT by arrival order at " + scale.Label(*b) + " and " +
+            scale.Label(*b + 1) + "</b> (" + std::to_string(requests) +
+            " measured requests, after the ramp). A queue that grows shows as TTFT that climbs "
+            "with the arrival order; a bounded one as a flat band.</figcaption>\n";
+  } else {
+    html +=
+        "<div class=\"legend\"><span><i class=\"sw\" style=\"background:var(--burst)\"></i>opening "
+        "burst (the first C requests, sent together, queue for prefill)</span><span><i "
+        "class=\"sw\" "
+        "style=\"background:#3b6fb6\"></i>steady state</span><span>- - full p95</span><span>· · "
+        "steady-state p95 (requests after the first C)</span></div>\n";
+    html += "<figcaption><b>TTFT by arrival order at C=" + std::to_string(*b) +
+            " and C=" + std::to_string(*b + 1) + "</b> (" + std::to_string(requests) +
+            " measured requests). With few measured requests the slowest handful decide p95; the "
+            "table below says how many of them belong to the opening burst and what p95 would be "
+            "without it.</figcaption>\n";
+  }
   // Per-trial burst share.
-  html += "<table id=\"" + Id("tbl-arrival", q.row.id) +
-          "\"><tr><th>C</th><th>trial</th><th>requests</th><th>full p95</th><th>steady p95 "
-          "(after first C)</th><th>slowest 5% in opening burst</th><th>verdict</th><th "
+  html += "<table id=\"" + Id("tbl-arrival", q.row.id) + "\"><tr><th>" +
+          (scale.open_loop ? "R (rps)" : "C") +
+          "</th><th>trial</th><th>requests</th><th>full p95</th><th>steady p95" +
+          (scale.open_loop ? "" : " (after first C)") +
+          "</th><th>slowest 5% in opening burst</th><th>verdict</th><th "
           "class=\"l\">decided by</th></tr>\n";
   for (int c : {*b, *b + 1}) {
     for (const auto* t : q.Trials("confirm", c)) {
-      ArrivalStats s = ArrivalOf(*t);
-      html += "<tr><td>" + std::to_string(c) + "</td><td>" + std::to_string(t->trial) +
-              "</td><td>" + std::to_string(t->ttft_ms_by_arrival.size()) + "</td><td>" +
-              F(s.p95_full / u.div, u.decimals) + " " + u.name + "</td><td>" +
-              F(s.p95_steady / u.div, u.decimals) + " " + u.name + "</td><td>" +
-              std::to_string(s.tail_in_burst) + " of " + std::to_string(s.tail) +
-              "</td><td class=\"" + VerdictClass(*t) + "\">" + VerdictWord(*t) +
-              "</td><td class=\"l\">" + Esc(DecidedBy(*t)) + "</td></tr>\n";
+      ArrivalStats s = ArrivalOf(*t, scale.open_loop ? 0 : c);
+      html +=
+          "<tr><td>" + scale.Figure(c) + "</td><td>" + std::to_string(t->trial) + "</td><td>" +
+          std::to_string(t->ttft_ms_by_arrival.size()) + "</td><td>" +
+          F(s.p95_full / u.div, u.decimals) + " " + u.name + "</td><td>" +
+          F(s.p95_steady / u.div, u.decimals) + " " + u.name + "</td><td>" +
+          (scale.open_loop ? std::string("—")
+                           : std::to_string(s.tail_in_burst) + " of " + std::to_string(s.tail)) +
+          "</td><td class=\"" + VerdictClass(*t) + "\">" + VerdictWord(*t) +
+          "</td><td class=\"l\">" + Esc(DecidedBy(*t)) + "</td></tr>\n";
     }
   }
   html += "</table>\n</figure>\n";
@@ -510,11 +563,14 @@ std::string FigTimeline(const RowQualification& q) {
     double l = lane(t.phase);
     p.Rect(t.start_offset_s, l - 0.32, t.start_offset_s + std::max(t.wall_s, end * 0.002), l + 0.32,
            "bar " + t.phase + " " + VerdictClass(t),
-           t.phase + " C=" + std::to_string(t.concurrency) + " trial " + std::to_string(t.trial) +
-               ": " + VerdictTip(t) + ", " + F(t.wall_s, 1) + " s");
+           t.phase + " " + q.row.scale().Label(t.concurrency) + " trial " +
+               std::to_string(t.trial) + ": " + VerdictTip(t) + ", " + F(t.wall_s, 1) + " s");
     if (t.wall_s > end * 0.035) {
-      p.Text(t.start_offset_s + t.wall_s / 2, l - 0.12, "C=" + std::to_string(t.concurrency),
-             "bar-text");
+      // A rate label is wider: the bar must be too.
+      if (!q.row.open_loop() || t.wall_s > end * 0.08) {
+        p.Text(t.start_offset_s + t.wall_s / 2, l - 0.12, q.row.scale().Label(t.concurrency),
+               "bar-text");
+      }
     }
   }
   std::string costs;
@@ -544,6 +600,7 @@ std::string FigBoundary(const CapacityData& d) {
     auto low = q.Trials("confirm", *b);
     auto high = q.Trials("confirm", *b + 1);
     SideGates gl = DecideSide(low), gh = DecideSide(high);
+    const LoadScale scale = q.row.scale();
     // One gate decided both sides: its values against its bound. Otherwise each trial's deciding
     // gate as a share of its own bound, so that the line at 100% is every gate's bound.
     const SloCheck* one =
@@ -553,16 +610,21 @@ std::string FigBoundary(const CapacityData& d) {
       return one ? g.measured_ms / u.div : 100.0 * GateRatio(g);
     };
     double y_max = one ? one->below_ms / u.div : 100.0;
+    // A trial a stability gate decided sits at its last third as a share of its bound.
+    auto stability_value = [](const std::string* f) {
+      return f ? 100.0 * StabilityRatio(*f) : static_cast<double>(NAN);
+    };
     for (const auto& [list, side] : {std::make_pair(&low, &gl), std::make_pair(&high, &gh)}) {
       for (size_t k = 0; k < list->size(); ++k) {
         int i = side->per_trial[k];
-        if (i < 0) continue;
-        double v = value((*list)[k]->slo[i]);
+        double v = i >= 0 ? value((*list)[k]->slo[i]) : stability_value(side->stability[k]);
         if (std::isfinite(v)) y_max = std::max(y_max, v);
       }
     }
-    auto tick = [](int c, const SideGates& s) {
-      return "C=" + std::to_string(c) + " " + (s.gate ? GateName(*s.gate) : "(mixed)");
+    auto tick = [&](int c, const SideGates& s) {
+      return scale.Label(c) + " " +
+             (s.gate ? GateName(*s.gate)
+                     : (!s.stability_gate.empty() ? s.stability_gate : std::string("(mixed)")));
     };
     Axis x;
     x.min = -0.6;
@@ -579,11 +641,21 @@ std::string FigBoundary(const CapacityData& d) {
       for (size_t k = 0; k < list->size(); ++k) {
         const TrialSummary& t = *(*list)[k];
         int i = side->per_trial[k];
-        if (i < 0) continue;
+        if (i < 0) {
+          const std::string* f = side->stability[k];
+          double v = stability_value(f);
+          if (!std::isfinite(v)) continue;
+          p.Circle(side_x + Jitter(static_cast<int>(k), static_cast<int>(list->size()), 0.16), v, 5,
+                   "pt " + VerdictClass(t) + " confirm",
+                   scale.Label(t.concurrency) + " trial " + std::to_string(t.trial) + ": " + *f +
+                       " (" + F(v, 0) + "% of the bound), " + VerdictWord(t));
+          ++points;
+          continue;
+        }
         const SloCheck& g = t.slo[i];
         p.Circle(side_x + Jitter(static_cast<int>(k), static_cast<int>(list->size()), 0.16),
                  value(g), 5, "pt " + VerdictClass(t) + " confirm",
-                 "C=" + std::to_string(t.concurrency) + " trial " + std::to_string(t.trial) + ": " +
+                 scale.Label(t.concurrency) + " trial " + std::to_string(t.trial) + ": " +
                      GateVerdictText(g) +
                      (one ? "" : " (" + F(100.0 * GateRatio(g), 0) + "% of the bound)") + ", " +
                      VerdictWord(t));
@@ -600,16 +672,20 @@ std::string FigBoundary(const CapacityData& d) {
          "</div>\n<figcaption><b>Figure 2 — the boundary of every row</b> (" +
          std::to_string(points) +
          " confirmation trials): independent cold-cache trials at Cmax (left) and Cmax+1 "
-         "(right), each at the value of the gate that decided its side, named under the side. "
-         "When different gates decided, every point is its gate's value as a share of that "
-         "gate's bound.</figcaption>\n</figure>\n";
+         "(right), or at Rmax and Rmax + one step on a rate row, each at the value of the gate "
+         "that decided its side, named under the side. When different gates decided, every point "
+         "is its gate's value as a share of that gate's bound (a stability gate's last third "
+         "against its bound).</figcaption>\n</figure>\n";
 }
 
 // Figure 3: the capacity surface across rows.
 std::string FigSurface(const CapacityData& d) {
-  if (d.rows.size() < 2) return "";
+  // Concurrency across shapes: a rate row's boundary is another quantity and stays out of it.
   std::vector<const RowQualification*> rows;
-  for (const auto& q : d.rows) rows.push_back(&q);
+  for (const auto& q : d.rows) {
+    if (!q.row.open_loop()) rows.push_back(&q);
+  }
+  if (rows.size() < 2) return "";
   std::stable_sort(rows.begin(), rows.end(), [](const auto* a, const auto* b) {
     return a->row.input_tokens + a->row.output_tokens < b->row.input_tokens + b->row.output_tokens;
   });
@@ -663,8 +739,10 @@ std::string CachedCell(const TrialSummary& t) {
 
 std::string TblBoundary(const RowQualification& q) {
   Unit u = TtftUnit(q.row);
-  std::string html = "<table id=\"" + Id("tbl-boundary", q.row.id) +
-                     "\"><tr><th>concurrency</th><th>trial</th><th>seed</th><th "
+  const LoadScale scale = q.row.scale();
+  std::string html = "<table id=\"" + Id("tbl-boundary", q.row.id) + "\"><tr><th>" +
+                     (scale.open_loop ? "rate (rps)" : "concurrency") +
+                     "</th><th>trial</th><th>seed</th><th "
                      "class=\"l\">corpus</th><th>cached max / allowed</th><th>TTFT p50 (" +
                      u.name +
                      ")</th><th>TTFT p95</th><th>TTFT p99</th><th>steady p95</th><th>ITL "
@@ -680,7 +758,7 @@ std::string TblBoundary(const RowQualification& q) {
   for (const auto* t : ts) {
     std::string verdict = VerdictWord(*t);
     if (!t->failed_gates.empty()) verdict += ": " + t->failed_gates.front();
-    html += "<tr><td>" + std::to_string(t->concurrency) + "</td><td>" + std::to_string(t->trial) +
+    html += "<tr><td>" + scale.Figure(t->concurrency) + "</td><td>" + std::to_string(t->trial) +
             "</td><td>" + std::to_string(t->seed) + "</td><td class=\"l\">" + Esc(t->corpus) +
             "</td><td>" + CachedCell(*t) + "</td>" + TrialRowCells(*t, u) + "<td>" +
             F(t->ttft_p95_steady_ms / u.div, u.decimals + 1) + "</td><td>" + F(t->itl_ms.p50, 3) +
@@ -693,16 +771,17 @@ std::string TblBoundary(const RowQualification& q) {
 
 std::string TblLocate(const RowQualification& q) {
   Unit u = TtftUnit(q.row);
-  std::string html = "<table id=\"" + Id("tbl-locate", q.row.id) +
-                     "\"><tr><th>phase</th><th>C</th><th>TTFT p50 (" + u.name +
+  const LoadScale scale = q.row.scale();
+  std::string html = "<table id=\"" + Id("tbl-locate", q.row.id) + "\"><tr><th>phase</th><th>" +
+                     (scale.open_loop ? "R (rps)" : "C") + "</th><th>TTFT p50 (" + u.name +
                      ")</th><th>TTFT p95</th><th>TTFT p99</th><th>output tok/s</th><th "
                      "class=\"l\">verdict</th><th class=\"l\">decided by</th><th "
                      "class=\"l\">chosen by</th><th "
                      "class=\"l\">corpus</th><th>cached max / allowed</th></tr>\n";
   for (const auto& t : q.trials) {
     if (t.phase == "confirm") continue;
-    html += "<tr><td class=\"l\">" + t.phase + "</td><td>" + std::to_string(t.concurrency) +
-            "</td>" + TrialRowCells(t, u) + "<td>" + F(t.output_tok_s, 1) + "</td><td class=\"l " +
+    html += "<tr><td class=\"l\">" + t.phase + "</td><td>" + scale.Figure(t.concurrency) + "</td>" +
+            TrialRowCells(t, u) + "<td>" + F(t.output_tok_s, 1) + "</td><td class=\"l " +
             VerdictClass(t) + "\">" + VerdictWord(t) + "</td><td class=\"l\">" + Esc(DecidedBy(t)) +
             "</td><td class=\"l\">" + Esc(t.move) + "</td><td class=\"l\">" + Esc(t.corpus) +
             "</td><td>" + CachedCell(t) + "</td></tr>\n";
@@ -725,7 +804,8 @@ std::string TblCost(const RowQualification& q) {
           F(q.wall_s, 1) + "</th><th></th></tr>\n</table>\n";
   if (q.probe_budget > 0) {
     html += "<p class=\"muted\">Locate used " + std::to_string(q.probes) +
-            " probes; the budget ⌈log2 Cmax⌉ + 2 is " + std::to_string(q.probe_budget) + " (" +
+            " probes; the budget ⌈log2 " + (q.row.open_loop() ? "(Rmax / step)" : "Cmax") +
+            "⌉ + 2 is " + std::to_string(q.probe_budget) + " (" +
             (q.probes <= q.probe_budget ? "met" : "exceeded") + ").</p>\n";
   }
   return html;
@@ -798,13 +878,27 @@ std::string TblCorrectness(const CapacityData& d) {
   return html;
 }
 
+bool AnyRateRow(const CapacityData& d) {
+  for (const auto& q : d.rows) {
+    if (q.row.open_loop()) return true;
+  }
+  return false;
+}
+
 std::string TblRows(const CapacityData& d) {
+  // With rate rows in the data a boundary is a concurrency or a rate: the cells say which.
+  const std::string what = AnyRateRow(d) ? "C or R" : "C";
   std::string html =
       "<table id=\"tbl-rows\"><tr><th class=\"l\">row</th><th>shape (in / out)</th><th>server "
-      "prompt range</th><th>maximum passing C</th><th class=\"l\">deciding gate, passing "
-      "trials</th><th>first failing C</th><th class=\"l\">deciding gate, failing "
+      "prompt range</th><th>maximum passing " +
+      what +
+      "</th><th class=\"l\">deciding gate, passing "
+      "trials</th><th>first failing " +
+      what +
+      "</th><th class=\"l\">deciding gate, failing "
       "trials</th><th class=\"l\">result</th></tr>\n";
   for (const auto& q : d.rows) {
+    const LoadScale scale = q.row.scale();
     auto b = Boundary(q);
     int64_t pmin = 0, pmax = 0;
     for (const auto& t : q.trials) {
@@ -815,8 +909,11 @@ std::string TblRows(const CapacityData& d) {
     html += "<tr><td class=\"l\">" + Esc(q.row.id) + "</td><td>" + Shape(q.row) + "</td><td>" +
             (pmax ? Int(pmin) + " to " + Int(pmax) : "n/a") + "</td>";
     if (b) {
-      html += "<td>" + std::to_string(*b) + "</td><td class=\"l\">" +
-              Esc(SideFigures(q.Trials("confirm", *b))) + "</td><td>" + std::to_string(*b + 1) +
+      auto cell = [&](int level) {
+        return scale.open_loop ? scale.Label(level) : std::to_string(level);
+      };
+      html += "<td>" + cell(*b) + "</td><td class=\"l\">" +
+              Esc(SideFigures(q.Trials("confirm", *b))) + "</td><td>" + cell(*b + 1) +
               "</td><td class=\"l\">" + Esc(SideFigures(q.Trials("confirm", *b + 1))) + "</td>";
     } else {
       html += "<td>n/a</td><td></td><td>n/a</td><td></td>";
@@ -828,7 +925,9 @@ std::string TblRows(const CapacityData& d) {
 
 std::string TblMaxPass(const CapacityData& d) {
   std::string html =
-      "<table id=\"tbl-maxpass\"><tr><th class=\"l\">shape at Cmax</th><th>request/s</th><th>"
+      "<table id=\"tbl-maxpass\"><tr><th class=\"l\">shape at " +
+      std::string(AnyRateRow(d) ? "Cmax or Rmax" : "Cmax") +
+      "</th><th>request/s</th><th>"
       "aggregate output tok/s</th><th>ITL p50 (ms)</th><th>ITL p95 (ms)</th><th>ITL p99 "
       "(ms)</th><th>request-latency p95</th></tr>\n";
   for (const auto& q : d.rows) {
@@ -836,8 +935,8 @@ std::string TblMaxPass(const CapacityData& d) {
     if (!b) continue;
     auto ts = q.Trials("confirm", *b);
     Unit u = UnitFor(Slo(q.row));
-    html += "<tr><td class=\"l\">" + Esc(q.row.id) + " " + Shape(q.row) +
-            " at C=" + std::to_string(*b) + "</td><td>" +
+    html += "<tr><td class=\"l\">" + Esc(q.row.id) + " " + Shape(q.row) + " at " +
+            q.row.scale().Label(*b) + "</td><td>" +
             RangeOf(
                 ts, [](const TrialSummary& t) { return t.request_per_s; }, 3) +
             "</td><td>" +
@@ -866,12 +965,16 @@ std::string TblMaxPass(const CapacityData& d) {
 std::string TblOverview(const CapacityData& d) {
   std::string html =
       "<table id=\"tbl-overview\"><tr><th class=\"l\">row</th><th>shape</th><th "
-      "class=\"l\">SLO</th><th class=\"l\">result</th><th>Cmax</th><th>probes (budget)</th><th>"
+      "class=\"l\">SLO</th><th class=\"l\">result</th><th>" +
+      std::string(AnyRateRow(d) ? "Cmax or Rmax" : "Cmax") +
+      "</th><th>probes (budget)</th><th>"
       "trials</th><th>wall (s)</th></tr>\n";
   for (const auto& q : d.rows) {
     auto b = Boundary(q);
-    std::string cmax = q.cmax ? std::to_string(*q.cmax)
-                              : (b ? "(" + std::to_string(*b) + " operating point)" : "—");
+    const LoadScale scale = q.row.scale();
+    auto proven = q.proven_level();
+    std::string cmax =
+        proven ? scale.Value(*proven) : (b ? "(" + scale.Value(*b) + " operating point)" : "—");
     html += "<tr><td class=\"l\"><a href=\"#" + Id("row", q.row.id) + "\">" + Esc(q.row.id) +
             "</a></td><td>" + Shape(q.row) + "</td><td class=\"l\">" + Esc(SloText(q.row)) +
             "</td><td class=\"l " + (q.status == QualifyStatus::kProven ? "pass" : "bad") + "\">" +
@@ -881,6 +984,20 @@ std::string TblOverview(const CapacityData& d) {
             std::to_string(q.trials.size()) + "</td><td>" + F(q.wall_s, 1) + "</td></tr>\n";
   }
   return html + "</table>\n";
+}
+
+// How a row measures: "measured max(64, 4·C)"; on a rate row its arrivals and interval,
+// "poisson arrivals at 0.25 requests/s per level · measured 120 requests after a 10 s ramp".
+std::string MeasuredMeta(const RowInfo& r) {
+  if (!r.open_loop()) {
+    return "measured max(" + std::to_string(r.min_requests) + ", " +
+           std::to_string(r.per_concurrency) + "·C)";
+  }
+  std::string interval = r.measured_requests ? std::to_string(*r.measured_requests) + " requests"
+                                             : G(r.measured_duration_s.value_or(0)) + " s";
+  return Esc(r.arrival) + " arrivals at " + G(r.rate_step_rps) +
+         " requests/s per level · measured " + interval +
+         (r.ramp_s > 0 ? " after a " + G(r.ramp_s) + " s ramp" : "");
 }
 
 std::string RowSection(const RowQualification& q) {
@@ -898,15 +1015,14 @@ std::string RowSection(const RowQualification& q) {
           (r.sim_profile.empty() ? "" : " · profile " + Esc(r.sim_profile)) + " · workload " +
           Shape(r) + " tokens · SLO " + Esc(SloText(r)) + " (" + Esc(r.percentile_method) +
           " percentiles) · warm-up " + std::to_string(r.warmup_requests) +
-          " at C=" + std::to_string(r.warmup_concurrency) + " · measured max(" +
-          std::to_string(r.min_requests) + ", " + std::to_string(r.per_concurrency) + "·C)" +
+          " at C=" + std::to_string(r.warmup_concurrency) + " · " + MeasuredMeta(r) +
           (r.time_scale != 1 ? " · simulator time scale " + F(r.time_scale, 0) +
                                    "×: every duration is virtual time"
                              : "") +
           (q.url.empty() ? "" : " · server " + Esc(q.url)) + "</p>\n";
   if (q.baseline.checked || !q.baseline.message.empty()) {
     html +=
-        "<p class=\"meta\">C=1 baseline: " + Esc(q.baseline.message) +
+        "<p class=\"meta\">" + r.scale().Label(1) + " baseline: " + Esc(q.baseline.message) +
         (q.baseline.checked ? (q.baseline.within ? " — within tolerance" : " — OUTSIDE tolerance")
                             : "") +
         "</p>\n";
@@ -917,8 +1033,8 @@ std::string RowSection(const RowQualification& q) {
   html += FigArrival(q);
   html += "<h3>Baseline and locator probes (navigation, not evidence)</h3>\n";
   if (q.predicted_cmax) {
-    html += "<p class=\"meta\">The search started at the predicted Cmax = " +
-            std::to_string(*q.predicted_cmax) +
+    html += "<p class=\"meta\">The search started at the predicted " + r.scale().Max() + " = " +
+            r.scale().Value(*q.predicted_cmax) +
             (q.prediction_note.empty() ? "" : " (" + Esc(q.prediction_note) + ")") +
             "; a prediction only chooses where to probe.</p>\n";
   }
@@ -929,7 +1045,7 @@ std::string RowSection(const RowQualification& q) {
           ")</summary>\n<table><tr><th class=\"l\">trial</th><th "
           "class=\"l\">directory</th><th class=\"l\">command</th></tr>\n";
   for (const auto& t : q.trials) {
-    html += "<tr><td class=\"l\">" + t.phase + " C=" + std::to_string(t.concurrency) + " #" +
+    html += "<tr><td class=\"l\">" + t.phase + " " + r.scale().Label(t.concurrency) + " #" +
             std::to_string(t.trial) + "</td><td class=\"l\"><code>" + Esc(t.dir) +
             "</code></td><td class=\"l\"><code>" + Esc(t.command) + "</code></td></tr>\n";
   }
@@ -958,6 +1074,13 @@ std::string RenderReportHtml(const CapacityData& d) {
       "that passed is decided by the gate that came closest to its bound, a side that failed "
       "by the gate that failed. Probes only navigate; the confirmations carry the "
       "claim.</p>\n";
+  if (AnyRateRow(d)) {
+    html +=
+        "<p>Rmax, for a rate row, is the largest arrival rate (a multiple of the row's step) whose "
+        "independent trials all meet every SLO gate with a bounded queue and stationary latency, "
+        "while every trial one step above misses an SLO gate or a stability gate; a side that met "
+        "its SLO but not a stability gate is named by that gate.</p>\n";
+  }
   // Summary lines are derived again from the trials, so that data written before the lines named
   // their deciding gates reads like new data; for new data they equal the stored summary_line.
   for (const auto& q : d.rows) {

@@ -212,4 +212,26 @@ double RateAtLevel(const Row& row, int level);
 // (0 for a closed-loop row). LevelAtRate(row, RateAtLevel(row, l)) == l.
 int LevelAtRate(const Row& row, double rate_rps);
 
+// How a row's load levels read wherever one is shown (summary lines, progress, capacity data,
+// report, test names and messages): a closed-loop level is the concurrency C ("C=6"), a rate row's
+// level L the rate L * rate_step_rps ("R=1.25 rps"), written with as many decimals as the step
+// needs (0.25 -> 2, 0.5 -> 1, 2 -> 0, at most 6), so every rate of one row reads alike and exactly.
+struct LoadScale {
+  bool open_loop = false;
+  double rate_step_rps = 0;
+
+  double Rate(int level) const;         // level * rate_step_rps; 0 on a closed-loop row
+  int Decimals() const;                 // of a rate figure; 0 on a closed-loop row
+  std::string Figure(int level) const;  // "6" | "1.25"
+  std::string Value(int level) const;   // "6" | "1.25 rps"
+  std::string Label(int level) const;   // "C=6" | "R=1.25 rps"
+  std::string Symbol() const;           // "C" | "R"
+  std::string Max() const;              // "Cmax" | "Rmax"
+  // "c6" | "r1p25": the level in names that allow only [a-z0-9_] (test names, trial folders).
+  std::string Slug(int level) const;
+};
+LoadScale LoadScaleOf(const Row& row);
+// LoadScaleOf(row).Label(level): "C=6", "R=1.25 rps".
+std::string LoadLabel(const Row& row, int level);
+
 }  // namespace capq

@@ -33,7 +33,9 @@ struct SloCheck {
 // simulator rows, as the trial reported them).
 struct TrialSummary {
   std::string phase;  // "baseline" | "probe" | "confirm"
+  // The load level: the concurrency C, or on a rate row the rate in steps (rate_rps below).
   int concurrency = 0;
+  double rate_rps = 0;  // rate rows: the trial's arrival rate, level * rate_step_rps; else 0
   int trial = 1;
   uint64_t seed = 0;
   std::string corpus;  // plan.json corpus id: the prompts this trial sent ("confirm/c7/s202")
@@ -52,6 +54,10 @@ struct TrialSummary {
   std::vector<SloCheck> slo;
   std::vector<std::string> reasons;
   std::vector<std::string> failed_gates;  // "name: evidence" for each enabled gate that failed
+  // Rate rows: the stability gates the trial failed, as its verdict's reasons name them, in their
+  // order ("queue_bounded: client in-flight last third 14.2 > 5.9 (first third 3.1 x 1.25 + 2)");
+  // empty when every one held. Data written without the key takes them from `reasons`.
+  std::vector<std::string> stability_failures;
   double time_scale = 1;
   std::string percentile_method;
   bool has_metrics = false;
@@ -78,6 +84,12 @@ struct TrialSummary {
   // DecidingGate() / DecideSide() (capq/protocol/deciding_gate.h).
   double GatingMs() const;
 };
+
+// The stability gates of an open-loop trial (capq/measurement/stability.h), as the verdict's
+// reasons that name one begin: "queue_bounded: ", "stationary: ", "schedule_held: ".
+bool IsStabilityFailure(const std::string& reason);
+// The reasons that are stability failures, in order.
+std::vector<std::string> StabilityFailuresOf(const std::vector<std::string>& reasons);
 
 // Reads verdict.json (required), metrics.json, command.txt and SHA256SUMS from a trial directory.
 // `phase`, `move` and the timing fields are left for the caller.
@@ -113,6 +125,19 @@ struct RowInfo {
   int trials_count = 0;
   double quiet_period_s = 0;
   std::optional<int> expected_cmax;  // the row's claim before this qualification
+  // How requests arrive: ArrivalKindName of the row's kind ("closed_loop" for data written before
+  // rate rows). The rest is for rate rows: the claim's resolution, the measured interval (one of
+  // duration_s and requests, after ramp_s) and the claim before this qualification.
+  std::string arrival = "closed_loop";
+  double rate_step_rps = 0;
+  std::optional<double> measured_duration_s;
+  std::optional<int> measured_requests;
+  double ramp_s = 0;
+  std::optional<double> expected_rmax_rps;
+
+  bool open_loop() const { return arrival != "closed_loop"; }
+  // How this row's load levels read (capq/model/row.h): "C=6" or "R=1.25 rps".
+  LoadScale scale() const { return LoadScale{open_loop(), open_loop() ? rate_step_rps : 0}; }
 };
 RowInfo RowInfoFromRow(const Row& row);
 
@@ -133,15 +158,19 @@ Result<QualifyStatus> ParseQualifyStatus(const std::string& name);
 // baseline mismatch; 130 interrupted.
 int QualifyExitCode(QualifyStatus s);
 
+// The load levels below (operating_point, max_concurrency, predicted_cmax, each trial's
+// concurrency) are levels as capq/model/row.h defines them: the concurrency C of a closed-loop row,
+// the rate in steps of a rate row (RowInfo::scale() reads them as rates).
 struct RowQualification {
   RowInfo row;
   QualifyStatus status = QualifyStatus::kCouldNotRun;
-  std::optional<int> cmax;             // set when proven
-  std::optional<int> operating_point;  // proven: == cmax; lowered: the lower point that passed
+  std::optional<int> cmax;             // closed loop: set when proven
+  std::optional<double> rmax_rps;      // rate rows: set when proven, a multiple of the step
+  std::optional<int> operating_point;  // proven: the boundary's level; lowered: the lower point
   std::string message;                 // in words, why the result is what it is
   std::string failed_gate;             // correctness failures: the gate(s) named
   std::string summary_line;            // "row: Cmax = 4 — C=4 ttft p95 ... pass, C=5 ... fail"
-  int max_concurrency = 0;
+  int max_concurrency = 0;             // the highest level the locator might probe
   int probes = 0;
   int probe_budget = 0;               // ceil(log2 Cmax) + 2 when a Cmax was found
   std::optional<int> predicted_cmax;  // the locator's hint, when one was given
@@ -154,8 +183,10 @@ struct RowQualification {
   bool complete = false;  // false when interrupted or stopped before the end
   std::string url;        // the server measured (no credentials)
 
-  // Trials of one phase at one C, in order.
+  // Trials of one phase at one level, in order.
   std::vector<const TrialSummary*> Trials(const std::string& phase, int concurrency) const;
+  // The proven boundary as a level: cmax, or rmax_rps in steps on a rate row; nullopt unproven.
+  std::optional<int> proven_level() const;
 };
 
 struct CapacityData {

@@ -8,6 +8,11 @@
 // trial met every gate by the gate with the highest measured / bound in any of its trials; a side
 // with misses by the gate its missing trials failed on, or, when they failed on different gates,
 // by each trial's own gate.
+//
+// A trial of a rate row also has stability gates (capq/measurement/stability.h: queue_bounded,
+// stationary, schedule_held). One that met every SLO gate but failed a stability gate was decided
+// by that stability gate (the first its verdict names); one that missed an SLO gate by the SLO
+// gate, as above. On a side, a trial decided by a stability gate counts as a miss like any other.
 #pragma once
 
 #include <string>
@@ -54,18 +59,44 @@ std::string DecidingGateText(const std::vector<SloCheck>& checks);
 // The same for a trial's verdict when latency decided it (pass or slo_fail); empty otherwise.
 std::string DecidingGateText(const TrialVerdict& v);
 
-// The gate shown for each trial of one side: an index into that trial's `slo`, -1 when it has none.
+// The stability failure that decided a trial ("queue_bounded: client in-flight last third 14.2 >
+// 5.9 (first third 3.1 x 1.25 + 2)"): its first one when every SLO gate was met; nullptr when an
+// SLO gate decided or no stability gate failed.
+const std::string* DecidingStabilityFailure(const TrialSummary& t);
+// "queue_bounded" of "queue_bounded: ..."; empty when `failure` names no gate.
+std::string StabilityGateName(const std::string& failure);
+// A stability failure in brief, with the figures the side text shows: "queue_bounded client
+// in-flight 14.2 > 5.9", "stationary ttft p95 3.20 > 2.10 s" (in the gate's unit when `slo` has the
+// gate), "schedule_held send lateness p99 3.1 ms"; the gate name alone when the text has no
+// figures.
+std::string StabilityBrief(const std::string& failure, const std::vector<SloCheck>& slo = {});
+// A stability failure's last third as a share of its bound (14.2 / 5.9 = 2.41); NaN when the text
+// has no such figures.
+double StabilityRatio(const std::string& failure);
+// The gate that decided a trial against its bound: the SLO gate (GateVerdictText) or the stability
+// failure that decided it; empty when there is neither.
+std::string DecidingGateText(const TrialSummary& t);
+
+// The gate shown for each trial of one side: an index into that trial's `slo`, -1 when it has none
+// or a stability gate is shown instead.
 struct SideGates {
   std::vector<int> per_trial;
+  // Per trial, the stability failure shown (nullptr: none); set only where per_trial is -1.
+  std::vector<const std::string*> stability;
   bool uniform = true;  // one gate for every trial (false: the trials failed on different gates)
   // The side's deciding gate when uniform; nullptr otherwise or when no trial has a gate.
   const SloCheck* gate = nullptr;
+  // When uniform and a stability gate decided the side: that gate with its subject
+  // ("queue_bounded client in-flight"); `gate` is then nullptr.
+  std::string stability_gate;
 };
 SideGates DecideSide(const std::vector<const TrialSummary*>& trials);
 
 // The deciding gate's figures over a side, in trial order:
 //   "ttft p95 1.65/1.65/1.65 s"                            one gate decided every trial
 //   "itl p95 52.0 ms / ttft p95 2.41 s / itl p95 55.1 ms"  the trials failed on different gates
+//   "queue_bounded client in-flight 14.2 > 5.9, held, 15.0 > 6.0"  a stability gate decided (each
+//                                                          trial's last third against its bound)
 // Empty for no trials.
 std::string SideFigures(const std::vector<const TrialSummary*>& trials);
 

@@ -36,12 +36,14 @@ using TrialRunner = std::function<TrialSummary(const Row& row, const TrialReques
 
 struct QualifyOptions {
   int max_concurrency = 256;
-  int trials = 0;                     // per side; 0 = row.trials.count
-  int max_trials_per_side = 0;        // when the sides overlap; 0 = 2 x trials
-  int max_steps_down = 3;             // how far below the candidate to look for an operating point
-  std::optional<int> predicted_cmax;  // a hint for the locator (PredictCmax); navigation only
-  std::string prediction_note;        // how it was predicted, recorded in the capacity data
-  std::string url;                    // recorded
+  int trials = 0;               // per side; 0 = row.trials.count
+  int max_trials_per_side = 0;  // when the sides overlap; 0 = 2 x trials
+  int max_steps_down = 3;       // how far below the candidate to look for an operating point
+  // A hint for the locator, navigation only: the predicted boundary level (Cmax, or Rmax in rate
+  // steps; PredictCmax, PredictLevelFromClosedLoop).
+  std::optional<int> predicted_cmax;
+  std::string prediction_note;  // how it was predicted, recorded in the capacity data
+  std::string url;              // recorded
   const std::atomic<bool>* cancel = nullptr;
   std::function<void(const std::string&)> progress;  // one line per event, no newline
 };
@@ -51,7 +53,18 @@ struct QualifyOptions {
 // measured counts, until the row's first SLO gate (TTFT only) is no longer met. nullopt when the
 // row is not a sim row, its gate is not TTFT, or nothing fails up to `max_concurrency`.
 // `note` says what was predicted, e.g. "engine model: p95 TTFT 858 ms at C=6, 2222 ms at C=7".
+// nullopt for a rate row too: the engine model runs closed loops only.
 std::optional<int> PredictCmax(const Row& row, int max_concurrency, std::string* note);
+
+// A rate row's first guess from a closed-loop qualification of the same identity and shape
+// (`capq qualify --from-closed-loop`), by Little's law: a closed loop at Cmax sustained about Cmax
+// / mean E2E requests per second, so the guess is floor(Cmax / mean E2E at Cmax (s) /
+// rate_step_rps) levels (at least 1). Both rows measure in the server's (virtual) seconds. `closed`
+// must hold a proven closed-loop row whose engine, image, model, model revision, hardware and input
+// and output tokens are `row`'s; otherwise an InvalidArgument names the row and what differs.
+// `source` (the file) goes into `note`, which says how the level was found, for the capacity data.
+Result<int> PredictLevelFromClosedLoop(const Row& row, const CapacityData& closed,
+                                       const std::string& source, std::string* note);
 
 // The seed of a trial: confirm trial k uses row.trials.seeds[k-1] (the seeds the ctest suites use)
 // and a derived seed beyond them; baseline and probes get seeds derived from the row, phase and C,
@@ -66,30 +79,37 @@ RowQualification Qualify(const Row& row, const TrialRunner& runner, const Qualif
 //   "C=7 itl p95 52.0/55.1/51.0 ms fail"
 //   "C=7 itl p95 52.0 ms / ttft p95 2.41 s / itl p95 55.1 ms fail"  (failed on different gates)
 //   "C=5 ttft p95 2.38/2.52/2.61 s 1/3 pass"
-// `label` names the operating point ("C=6"); every summary line builds its sides here.
+//   "R=1.50 rps queue_bounded client in-flight 14.2 > 5.9, 13.1 > 5.1, 15 > 6 fail"  (a rate row
+//   whose trials met the SLO but not a stability gate)
+// `label` names the operating point (LoadLabel: "C=6", "R=1.25 rps"); every summary line builds
+// its sides here.
 std::string SideText(const std::string& label, const std::vector<const TrialSummary*>& trials);
 
 // "sim_ref: Cmax = 4 — C=4 ttft p95 1.71/1.72/1.70 s pass, C=5 itl p95 52.0/55.1/51.0 ms fail"
+// "sim_rate: Rmax = 1.25 rps — R=1.25 rps ttft p95 2.10/2.20/2.05 s pass, R=1.50 rps
+//  queue_bounded client in-flight 14.2 > 5.9, 13.1 > 5.1, 15 > 6 fail"
 std::string SummaryLine(const RowQualification& q);
 // "baseline 1 trial 2.1 s, locate 4 probes 9.8 s, confirm 6 trials 15.2 s; 11 trials, 27.1 s"
 std::string CostLine(const RowQualification& q);
 
-// The row with the new expectation: expect.cmax, provenance (qualified_on = `today`, source,
-// notes with the margins of the deciding gates on both sides). REQUIRES: q.status is kProven or
-// kLowered.
+// The row with the new expectation: expect.cmax, or on a rate row expect.rmax_rps (the operating
+// point's rate, a multiple of the step); provenance (qualified_on = `today`, source, notes with the
+// margins of the deciding gates on both sides). REQUIRES: q.status is kProven or kLowered.
 Row RowWithQualification(const Row& row, const RowQualification& q, const std::string& today,
                          const std::string& capacity_data_path);
 
 // The row file's text with its `expect:` and `provenance:` blocks replaced by those of `updated`
 // (as RowToYaml writes them); every other line, comments included, is kept. The result is loaded
-// back (as if it were `row_path`) and must carry updated.expect.cmax, or an error is returned.
+// back (as if it were `row_path`) and must carry updated.expect.cmax or rmax_rps, or an error is
+// returned.
 Result<std::string> SpliceRowExpectation(const std::string& original_text, const Row& updated,
                                          const std::string& row_path);
 
 // Runs each trial as its own process: `exe trial --row ROW --concurrency C --trial K --seed S
 // --phase P --url URL --out DIR --no-progress` through posix_spawn (argv, no shell), its stdout and
 // stderr going to DIR.log; then reads DIR. On cancel the child gets SIGINT and the trial ends as
-// "interrupted". Trial directories: <out_dir>/<row id>/<phase>/c<C>-t<K>.
+// "interrupted". Trial directories: <out_dir>/<row id>/<phase>/c<C>-t<K>, on a rate row
+// <phase>/r<rate>-t<K> (LoadScale::Slug: r1p25-t1).
 struct ProcessTrialRunnerOptions {
   std::string exe;       // the capq executable (/proc/self/exe)
   std::string row_path;  // the row file the child loads
