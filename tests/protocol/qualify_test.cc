@@ -607,6 +607,8 @@ TEST(QualifyRateTest, LittlesLawOnTheClosedLoopResultStartsTheSearchAndIsRecorde
   EXPECT_EQ(server.calls[1].concurrency, 6);
   EXPECT_EQ(server.calls[2].concurrency, 5);
   EXPECT_EQ(q.probes, 2);
+  EXPECT_EQ(q.trials[1].move, "predicted Rmax");
+  EXPECT_EQ(q.trials[2].move, "predicted Rmax - 1");
   EXPECT_EQ(q.predicted_cmax, 6);
   EXPECT_EQ(q.prediction_note, note);
   EXPECT_NE(progress.at(2).find("locate: predicted Rmax = 1.50 rps (Little's law on fake_closed"),

@@ -237,6 +237,10 @@ class Run {
       Locator probe_view = loc;
       probe_view.Record(ProbePoint{*next, ProbeVerdict::kPass, NAN, ""});
       std::string move = probe_view.moves().back();
+      if (row_.open_loop()) {
+        // The locator names its guess for any level; on a rate row that is Rmax, in steps.
+        if (size_t at = move.find("Cmax"); at != std::string::npos) move.replace(at, 4, "Rmax");
+      }
       Say("locate: probe " + std::to_string(probe_no) + " at " + L(*next) + " (" + move + ")" +
           Eta(left));
       const TrialSummary& t = RunOne("probe", *next, 1, move);
