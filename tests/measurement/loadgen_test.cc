@@ -438,6 +438,38 @@ TEST(RunLoad, ScheduledArrivalsSendOnTimeWhateverIsInFlight) {
   EXPECT_LE(res->records[0].end_ns, res->measured_start_ns);
 }
 
+// Past 64 streams the connection pool is kept in shards (loadgen.cc, ShardConnections): a closed
+// loop's freed slot still reuses its own connection, so C slots never need more than C of them.
+TEST(RunLoad, ShardedConnectionPoolKeepsClosedLoopReuse) {
+  LoopbackServer server;
+  LoadSpec spec = Spec(server, 0, 600, 150, R"({"mode":"sse","n":2,"gap_ms":5})");
+  Result<LoadResult> res = RunLoad(spec);
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  int reused = 0;
+  for (const RawRecord& r : res->records) {
+    EXPECT_EQ(r.http_status, 200) << Describe(r);
+    EXPECT_EQ(r.transport_error, "") << Describe(r);
+    reused += r.reused_connection;
+  }
+  EXPECT_LE(server.connections.load(), 150);
+  EXPECT_EQ(reused, 600 - server.connections.load());
+}
+
+// An open loop over shards: a release takes an idle connection of whichever shard has one, so the
+// connections opened stay near the streams open at once, not the requests sent.
+TEST(RunLoad, ShardedConnectionPoolReusesIdleConnectionsOpenLoop) {
+  LoopbackServer server;
+  LoadSpec spec = Spec(server, 0, 400, 200, R"({"mode":"sse","n":2,"gap_ms":10})");
+  std::vector<MonoNs> offsets;
+  for (int i = 0; i < 400; ++i) offsets.push_back(MonoNs{i} * 1'000'000);
+  spec.measured_arrivals = [&] { return ScheduledArrivals(offsets); };
+  Result<LoadResult> res = RunLoad(spec);
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  for (const RawRecord& r : res->records) EXPECT_EQ(r.http_status, 200) << Describe(r);
+  // ~20 ms streams, one every 1 ms: a few dozen open at once.
+  EXPECT_LT(server.connections.load(), 200);
+}
+
 // The in-flight cap holds a due release back until a completion; the release keeps its intended
 // time, so the wait shows as lateness, never as a shorter latency.
 TEST(RunLoad, InFlightCapDelaysReleasesAndKeepsTheirIntendedTime) {
