@@ -42,7 +42,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -165,7 +164,8 @@ std::pair<double, double> MachineJiffies() {
   std::ifstream in("/proc/stat");
   std::string cpu;
   in >> cpu;
-  double v[10] = {0}, total = 0;
+  // user nice system idle iowait irq softirq steal; guest time is already in user and nice.
+  double v[8] = {0}, total = 0;
   for (double& x : v) {
     in >> x;
     total += x;
