@@ -438,6 +438,37 @@ TEST(RunLoad, ScheduledArrivalsSendOnTimeWhateverIsInFlight) {
   EXPECT_LE(res->records[0].end_ns, res->measured_start_ns);
 }
 
+// Past 64 streams the connection pool is kept in shards (loadgen.cc, ShardConnections): a closed
+// loop's freed slot still reuses its own connection, so C slots never need more than C of them.
+TEST(RunLoad, ShardedConnectionPoolKeepsClosedLoopReuse) {
+  LoopbackServer server;
+  LoadSpec spec = Spec(server, 0, 600, 150, R"({"mode":"sse","n":2,"gap_ms":5})");
+  Result<LoadResult> res = RunLoad(spec);
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  int reused = 0;
+  for (const RawRecord& r : res->records) {
+    EXPECT_EQ(r.http_status, 200) << Describe(r);
+    EXPECT_EQ(r.transport_error, "") << Describe(r);
+    reused += r.reused_connection;
+  }
+  EXPECT_LE(server.connections.load(), 150);
+  EXPECT_EQ(reused, 600 - server.connections.load());
+}
+
+// An open loop over shards: a release takes an idle connection of whichever shard has one, so a
+// burst after a warm-up of as many streams connects nothing new.
+TEST(RunLoad, ShardedConnectionPoolReusesIdleConnectionsOpenLoop) {
+  LoopbackServer server;
+  LoadSpec spec = Spec(server, 40, 40, 200, R"({"mode":"sse","n":2,"gap_ms":5})");
+  spec.warmup_concurrency = 40;
+  spec.measured_arrivals = [] { return ScheduledArrivals(std::vector<MonoNs>(40, 0)); };
+  Result<LoadResult> res = RunLoad(spec);
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  for (const RawRecord& r : res->records) EXPECT_EQ(r.http_status, 200) << Describe(r);
+  for (size_t i = 40; i < 80; ++i) EXPECT_TRUE(res->records[i].reused_connection) << i;
+  EXPECT_EQ(server.connections.load(), 40);
+}
+
 // The in-flight cap holds a due release back until a completion; the release keeps its intended
 // time, so the wait shows as lateness, never as a shorter latency.
 TEST(RunLoad, InFlightCapDelaysReleasesAndKeepsTheirIntendedTime) {

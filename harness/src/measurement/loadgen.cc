@@ -1,7 +1,9 @@
 #include "capq/measurement/loadgen.h"
 
 #include <curl/curl.h>
+#include <fcntl.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -40,9 +42,13 @@ struct MultiDeleter {
 struct SlistDeleter {
   void operator()(curl_slist* s) const { curl_slist_free_all(s); }
 };
+struct ShareDeleter {
+  void operator()(CURLSH* s) const { curl_share_cleanup(s); }
+};
 using EasyPtr = std::unique_ptr<CURL, EasyDeleter>;
 using MultiPtr = std::unique_ptr<CURLM, MultiDeleter>;
 using SlistPtr = std::unique_ptr<curl_slist, SlistDeleter>;
+using SharePtr = std::unique_ptr<CURLSH, ShareDeleter>;
 
 class Fd {
  public:
@@ -85,6 +91,7 @@ struct Transfer {
   RawRecord* rec = nullptr;
   size_t slot_index = 0;    // index in its phase's request list
   size_t record_index = 0;  // index in LoadResult::records
+  size_t shard = 0;         // the connection pool shard it takes its connection from
   EasyPtr easy;
   SseFramer framer;
   std::vector<SseEvent> framed;     // events one read completed, before they go to the recorder
@@ -209,7 +216,10 @@ class Loop {
     curl_multi_setopt(multi_.get(), CURLMOPT_TIMERDATA, this);
     const long max_c = std::max(spec_.concurrency, spec_.warmup_concurrency);
     // Keep one idle connection per slot so the next request of a slot reuses a warm connection.
+    // (libcurl applies the bound to each shard's cache, where it never binds.)
     curl_multi_setopt(multi_.get(), CURLMOPT_MAXCONNECTS, max_c + 4);
+    ShardConnections(max_c);
+    ReserveDescriptors(max_c + kSpareDescriptors);
     recorder_ = std::make_unique<internal::Recorder>(spec_, result_);
     return Status::Ok();
   }
@@ -258,6 +268,60 @@ class Loop {
     FinishChecks();
     MaybeProgress(true);
     return Stopped() ? PhaseEnd::kStopped : PhaseEnd::kDone;
+  }
+
+  // libcurl (7.88, Debian 12's) walks every connection in a transfer's cache twice per request:
+  // to find one to reuse when it starts (each in-use one is looked at before it is skipped), and
+  // to close connect-only ones when its handle is removed. With thousands of streams open that is
+  // most of the loop's time, and an open loop falls behind its schedule. So the connections are
+  // kept in shards of about kConnsPerShard, each its own cache (a share handle that shares
+  // connections), and a request goes to the shard that just freed a connection (a closed loop's
+  // slot keeps its connection), else to the one with the most idle connections, else in turn.
+  // Up to kConnsPerShard streams there is one cache, the multi handle's own, as without shards.
+  void ShardConnections(long max_c) {
+    const long want = std::min<long>(kMaxShards, (max_c + kConnsPerShard - 1) / kConnsPerShard);
+    for (long i = 0; want > 1 && i < want; ++i) {
+      SharePtr sh(curl_share_init());
+      if (!sh ||
+          curl_share_setopt(sh.get(), CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK) {
+        shares_.clear();  // one cache, slower at thousands of streams but the same behaviour
+        break;
+      }
+      shares_.push_back(std::move(sh));
+    }
+    idle_.assign(std::max<size_t>(shares_.size(), 1), 0);
+  }
+
+  // The kernel grows a process's descriptor table by doubling it, and in a process with more than
+  // one thread each growth waits for an RCU grace period (expand_fdtable): 8-16 ms on this
+  // machine, during which the loop sends and reads nothing; at 1,000 requests/s that stall hit
+  // the 256th, 512th, 1,024th ... connection. One growth to the size the run needs, before its
+  // first send, costs one such wait instead; the table never shrinks, so a later run finds it.
+  // F_DUPFD takes the lowest free number from `n` on, so no descriptor in use is touched.
+  void ReserveDescriptors(long n) {
+    rlimit rl{};
+    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    if (rl.rlim_cur != RLIM_INFINITY) n = std::min<long>(n, static_cast<long>(rl.rlim_cur) - 1);
+    const int fd = ::fcntl(epfd_.get(), F_DUPFD_CLOEXEC, static_cast<int>(n));
+    if (fd >= 0) ::close(fd);
+  }
+
+  // The shard for the next request, counted as taking one of its idle connections if it has any.
+  // The idle counts are a guess (a server may close an idle connection): a wrong one costs a new
+  // connection in that shard, nothing else.
+  size_t PickShard() {
+    const size_t n = idle_.size();
+    if (n == 1) return 0;
+    size_t best = freed_shard_;
+    if (best >= n || idle_[best] == 0) {
+      best = next_shard_;
+      next_shard_ = (next_shard_ + 1) % n;
+      for (size_t s = 0; s < n; ++s) {
+        if (idle_[s] > idle_[best]) best = s;
+      }
+    }
+    if (idle_[best] > 0) --idle_[best];
+    return best;
   }
 
   // Waits until the recorder handled everything so far, and takes its checks' answer.
@@ -320,6 +384,7 @@ class Loop {
     tr->out = &pending_;
     tr->keep_events = spec_.keep_events;
     tr->max_body_bytes = spec_.max_body_bytes;
+    tr->shard = PickShard();
     tr->easy.reset(curl_easy_init());
     if (!tr->easy) {
       rec->actual_send_ns = NowNs();
@@ -367,6 +432,7 @@ class Loop {
     curl_easy_setopt(e, CURLOPT_HEADERDATA, tr.get());
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, tr->errbuf);
     curl_easy_setopt(e, CURLOPT_PRIVATE, tr.get());
+    if (!shares_.empty()) curl_easy_setopt(e, CURLOPT_SHARE, shares_[tr->shard].get());
     return tr;
   }
 
@@ -489,12 +555,16 @@ class Loop {
       std::unique_ptr<Transfer> tr = std::move(live_[index]);
       Complete(tr.get(), rc, done_ns);
       curl_multi_remove_handle(multi_.get(), e);
+      // Its connection went back to its shard's cache (a guess when the transfer failed).
+      if (rc == CURLE_OK) ++idle_[tr->shard];
+      freed_shard_ = tr->shard;
       tr.reset();
       --active_;
       --progress_.in_flight;
       ++progress_.completed;
       arrivals_->Finished(index, done_ns);
       ReleaseDue();
+      freed_shard_ = kNoShard;
     }
   }
 
@@ -616,10 +686,22 @@ class Loop {
   LoadResult* result_;
   static constexpr int kPeekEvery = 16;            // socket actions between two readiness glances
   static constexpr int kMaxActionsPerWait = 1024;  // then completions, stalls, progress get a turn
+  static constexpr long kConnsPerShard = 64;       // connections libcurl walks per request
+  static constexpr long kMaxShards = 256;
+  // Descriptors beyond one per connection: the epoll and timer fds, the evidence file, the
+  // caller's own.
+  static constexpr long kSpareDescriptors = 64;
+  static constexpr size_t kNoShard = std::numeric_limits<size_t>::max();
   internal::ReadyQueue ready_;
   MonoNs wake_ns_ = 0;               // when the socket being handled was first seen readable
   internal::RecorderBatch pending_;  // what happened since the last hand-over
   Fd epfd_;
+  // Connection pool shards (ShardConnections); empty = the multi handle's own cache. Destroyed
+  // after the multi handle and every easy handle (~Loop()).
+  std::vector<SharePtr> shares_;
+  std::vector<int> idle_;          // per shard: connections believed idle in its cache
+  size_t freed_shard_ = kNoShard;  // the shard of the transfer whose completion is being handled
+  size_t next_shard_ = 0;
   MultiPtr multi_;
   MonoNs timer_deadline_ns_ = -1;
   Phase phase_ = Phase::kWarmup;
@@ -643,6 +725,10 @@ class Loop {
     for (auto& tr : live_) {
       if (tr) curl_multi_remove_handle(multi_.get(), tr->easy.get());
     }
+    // A share handle is freed only once no easy handle uses it; its cache closes its connections.
+    live_.clear();
+    multi_.reset();
+    shares_.clear();
   }
 };
 
