@@ -368,6 +368,12 @@ RowQualification RateQualification() {
       t.outcome = "slo_fail";
     }
     for (int i = 0; i < 120; ++i) t.ttft_ms_by_arrival.push_back(ttft * (0.5 + i / 240.0));
+    // The queue over time: level at Rmax, growing to `queue` above it.
+    for (int i = 0; i <= 10; ++i) {
+      const double in_flight = queue > 0 ? 3 + (queue - 3) * i / 10.0 : 3;
+      t.queue_series.push_back({i * 1.5, in_flight, in_flight - 1});
+    }
+    t.send_lateness_p99_ms = 0.25 * k;
     q.trials.push_back(t);
   };
   trial("baseline", 1, 1, 300, 0);
@@ -426,6 +432,31 @@ TEST(ReportRateTest, EveryLevelReadsAsARateAndTheQueueGateIsNamed) {
   std::string arrival = Figure(html, "fig-arrival-rate_row");
   ASSERT_FALSE(arrival.empty());
   EXPECT_EQ(arrival.find("burst: first"), std::string::npos);
+}
+
+// Bounded versus ever-growing: both sides' queues over time, each trial's send lateness beside.
+TEST(ReportRateTest, TheQueueFigureDrawsBothSidesOverTime) {
+  CapacityData d;
+  d.rows.push_back(RateQualification());
+  const std::string html = RenderReportHtml(d);
+  const std::string fig = Figure(html, "fig-queue-rate_row");
+  ASSERT_FALSE(fig.empty());
+  EXPECT_NE(fig.find("R=1.25 rps (3 trials; send lateness p99 0.25/0.50/0.75 ms)"),
+            std::string::npos);
+  EXPECT_NE(fig.find("R=1.50 rps (3 trials"), std::string::npos);
+  // 3 trials x 10 segments x (client + server) per side.
+  size_t lines = 0;
+  for (size_t at = fig.find("class=\"qline"); at != std::string::npos;
+       at = fig.find("class=\"qline", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 2u * 3 * 10 * 2);
+  EXPECT_NE(fig.find("qline fail server"), std::string::npos);
+  // A closed-loop row has no such figure.
+  CapacityData closed;
+  closed.rows.push_back(RateQualification());
+  closed.rows[0].row.arrival = "closed_loop";
+  EXPECT_TRUE(Figure(RenderReportHtml(closed), "fig-queue-rate_row").empty());
 }
 
 }  // namespace

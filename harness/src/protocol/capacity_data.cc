@@ -189,6 +189,26 @@ Result<RowInfo> RowInfoFromJson(const json& j) {
   return r;
 }
 
+// [[t_s, in_flight, server_waiting or null], ...], as verdict.json and capacity-data.json keep it.
+std::vector<TrialSummary::QueuePoint> QueueSeriesFromJson(const json& a) {
+  std::vector<TrialSummary::QueuePoint> out;
+  if (!a.is_array()) return out;
+  for (const json& p : a) {
+    if (!p.is_array() || p.size() != 3 || !p[0].is_number() || !p[1].is_number()) continue;
+    out.push_back(
+        {p[0].get<double>(), p[1].get<double>(), p[2].is_number() ? p[2].get<double>() : -1.0});
+  }
+  return out;
+}
+
+json QueueSeriesToJson(const std::vector<TrialSummary::QueuePoint>& series) {
+  json a = json::array();
+  for (const auto& p : series) {
+    a.push_back({p.t_s, p.in_flight, p.server_waiting >= 0 ? json(p.server_waiting) : json()});
+  }
+  return a;
+}
+
 TrialSummary TrialFromJson(const json& j) {
   TrialSummary t;
   t.phase = j.at("phase").get<std::string>();
@@ -216,6 +236,8 @@ TrialSummary TrialFromJson(const json& j) {
   t.stability_failures = j.contains("stability_failures")
                              ? j.at("stability_failures").get<std::vector<std::string>>()
                              : StabilityFailuresOf(t.reasons);
+  t.queue_series = QueueSeriesFromJson(j.value("queue_series", json()));
+  t.send_lateness_p99_ms = GetNum(j, "send_lateness_p99_ms");
   t.time_scale = Get<double>(j, "time_scale", 1.0);
   t.percentile_method = Get<std::string>(j, "percentile_method", "");
   if (j.contains("latency") && j["latency"].is_object()) {
@@ -417,6 +439,8 @@ json TrialSummaryToJson(const TrialSummary& t) {
     j["level"] = t.concurrency;
     j["rate_rps"] = t.rate_rps;
     j["stability_failures"] = t.stability_failures;
+    j["queue_series"] = QueueSeriesToJson(t.queue_series);
+    j["send_lateness_p99_ms"] = Num(t.send_lateness_p99_ms);
   } else {
     j["concurrency"] = t.concurrency;
   }
@@ -678,6 +702,10 @@ Result<TrialSummary> ReadTrialDir(const std::string& dir) {
       if (r.is_string()) t.reasons.push_back(r.get<std::string>());
     }
     t.stability_failures = StabilityFailuresOf(t.reasons);
+    if (const json st = v.value("stability", json()); st.is_object()) {
+      t.queue_series = QueueSeriesFromJson(st.value("series", json()));
+      t.send_lateness_p99_ms = GetNum(st.value("send_lateness_ms", json::object()), "p99");
+    }
     const json corr = v.value("correctness", json::object());
     for (const auto& g : corr.value("gates", json::array())) {
       if (Get<bool>(g, "enabled", true) && !Get<bool>(g, "passed", false)) {

@@ -66,6 +66,10 @@ svg .pt.probe.pass, svg .pt.baseline.pass { stroke: var(--pass); }
 svg .pt.probe.fail, svg .pt.baseline.fail { stroke: var(--fail); }
 svg .pt.other { fill: var(--probe); }
 svg .aux { fill: none; stroke: var(--probe); stroke-width: 1.4; }
+svg .qline { fill: none; stroke-width: 1.3; opacity: 0.8; }
+svg .qline.pass { stroke: var(--pass); }
+svg .qline.fail { stroke: var(--fail); }
+svg .qline.server { stroke-dasharray: 4 3; }
 svg path.aux.p99 { fill: #9aa4ae; stroke: none; }
 svg .verdict { font-size: 12px; font-weight: 700; }
 svg .verdict.pass { fill: var(--pass); }
@@ -474,6 +478,64 @@ std::string FigArrivalPanel(const RowQualification& q, int c, const Unit& u, dou
   std::string title = scale.Label(c) + " (" + std::to_string(ts.size()) + " trials)";
   p.TextPx(p.left, 16, title, "panel-title", "start");
   return p.Render(q.row.id + ": TTFT by arrival order at " + scale.Label(c));
+}
+
+// One side of the queue figure: every confirmation trial at `level`, the client's in-flight count
+// as a solid line and the server's queue gauge dashed, over the measured interval.
+std::string FigQueuePanel(const RowQualification& q, int level, double t_max, double y_max) {
+  const LoadScale scale = q.row.scale();
+  const auto ts = q.Trials("confirm", level);
+  Plot p(596, 300, NiceAxis(0, t_max, 6, "seconds into the measured interval (wall)"),
+         NiceAxis(0, y_max * 1.08, 6, "requests"));
+  for (const TrialSummary* t : ts) {
+    const std::string cls = t->passed() ? "qline pass" : "qline fail";
+    for (size_t i = 1; i < t->queue_series.size(); ++i) {
+      const auto &a = t->queue_series[i - 1], &b = t->queue_series[i];
+      p.Line(a.t_s, a.in_flight, b.t_s, b.in_flight, cls);
+      if (a.server_waiting >= 0 && b.server_waiting >= 0) {
+        p.Line(a.t_s, a.server_waiting, b.t_s, b.server_waiting, cls + " server");
+      }
+    }
+  }
+  std::string lateness;
+  for (const TrialSummary* t : ts) {
+    lateness += (lateness.empty() ? "" : "/") + F(t->send_lateness_p99_ms, 2);
+  }
+  p.TextPx(p.left, 16,
+           scale.Label(level) + " (" + std::to_string(ts.size()) + " trials; send lateness p99 " +
+               lateness + " ms)",
+           "panel-title", "start");
+  return p.Render(q.row.id + ": queue over time at " + scale.Label(level));
+}
+
+// Rate rows: bounded versus ever-growing, the picture behind the queue_bounded gate.
+std::string FigQueue(const RowQualification& q) {
+  auto b = Boundary(q);
+  if (!b || !q.row.open_loop()) return "";
+  double t_max = 1, y_max = 1;
+  bool any = false;
+  for (int level : {*b, *b + 1}) {
+    for (const TrialSummary* t : q.Trials("confirm", level)) {
+      for (const auto& pt : t->queue_series) {
+        any = true;
+        t_max = std::max(t_max, pt.t_s);
+        y_max = std::max({y_max, pt.in_flight, pt.server_waiting});
+      }
+    }
+  }
+  if (!any) return "";
+  const LoadScale scale = q.row.scale();
+  return "<figure class=\"wide\" id=\"" + Id("fig-queue", q.row.id) +
+         "\">\n<div class=\"panels\">\n" + FigQueuePanel(q, *b, t_max, y_max) +
+         FigQueuePanel(q, *b + 1, t_max, y_max) +
+         "</div>\n<div class=\"legend\"><span>— the client's requests in flight</span><span>- - "
+         "the server's queued requests (its /metrics gauge)</span></div>\n<figcaption><b>Queue "
+         "over time at " +
+         scale.Label(*b) + " and " + scale.Label(*b + 1) +
+         "</b>, every confirmation trial. At Rmax the queue stays level; one step above it grows "
+         "through the interval. The queue_bounded gate compares the last third's mean with the "
+         "first third's; the panel titles give each trial's send lateness p99 (the schedule_held "
+         "gate).</figcaption>\n</figure>\n";
 }
 
 std::string FigArrival(const RowQualification& q) {
@@ -1031,6 +1093,7 @@ std::string RowSection(const RowQualification& q) {
   html += FigThroughput(q);
   html += "<h3>Confirmation trials</h3>\n" + TblBoundary(q);
   html += FigArrival(q);
+  html += FigQueue(q);
   html += "<h3>Baseline and locator probes (navigation, not evidence)</h3>\n";
   if (q.predicted_cmax) {
     html += "<p class=\"meta\">The search started at the predicted " + r.scale().Max() + " = " +

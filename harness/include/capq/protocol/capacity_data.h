@@ -6,6 +6,7 @@
 // Pure data + JSON; the only I/O is reading a trial directory and the atomic file helpers.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -58,6 +59,14 @@ struct TrialSummary {
   // order ("queue_bounded: client in-flight last third 14.2 > 5.9 (first third 3.1 x 1.25 + 2)");
   // empty when every one held. Data written without the key takes them from `reasons`.
   std::vector<std::string> stability_failures;
+  // Rate rows: the queue over the measured interval (verdict.json stability.series): seconds into
+  // it, the client's in-flight count, the server's queue gauge (-1: not reported); and the
+  // client's send lateness p99 in wall ms (NaN when unknown).
+  struct QueuePoint {
+    double t_s = 0, in_flight = 0, server_waiting = -1;
+  };
+  std::vector<QueuePoint> queue_series;
+  double send_lateness_p99_ms = NAN;
   double time_scale = 1;
   std::string percentile_method;
   bool has_metrics = false;
