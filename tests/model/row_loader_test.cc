@@ -728,12 +728,13 @@ TEST(RateRows, EachThirdMustHoldTwoSamplesBeyondEveryGatedPercentile) {
   EXPECT_EQ(MeasuredRequestsAtOneStep(row), 63);
 }
 
-TEST(RateRows, TheSimRateRowLoadsWithoutAClaim) {
+TEST(RateRows, TheSimRateRowLoadsWithItsClaimOnTheStep) {
   Result<Row> r = LoadRow(kSource + "/rows/sim/sim_small_rate.yaml");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(r->open_loop());
   EXPECT_EQ(r->workload.arrival_kind, ArrivalKind::kPoisson);
-  EXPECT_FALSE(r->expect.rmax_rps.has_value());
+  ASSERT_TRUE(r->expect.rmax_rps.has_value());
+  EXPECT_EQ(LevelAtRate(*r, *r->expect.rmax_rps), 1);  // one step: 0.75 rps
   EXPECT_FALSE(r->expect.cmax.has_value());
   Result<Row> reference = LoadRow(kSource + "/rows/sim/sim_small_reference.yaml");
   ASSERT_TRUE(reference.ok()) << reference.status().ToString();

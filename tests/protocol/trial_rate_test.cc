@@ -42,7 +42,7 @@ TEST(RateTrial, BelowTheBoundarySendsOnScheduleAndPassesEveryStabilityGate) {
   const std::string dir = ScratchDir("rate-pass") + "/trial";
   auto sim = StartSim(row);
   ASSERT_TRUE(sim);
-  TrialReport rep = RunTrial(row, Options(sim->url(), dir, 3));  // 0.75 rps
+  TrialReport rep = RunTrial(row, Options(sim->url(), dir, 1));  // 0.75 rps
   sim->Stop();
   ASSERT_EQ(rep.verdict.outcome, TrialOutcome::kPass)
       << (rep.verdict.reasons.empty() ? "" : rep.verdict.reasons[0]);
@@ -51,7 +51,7 @@ TEST(RateTrial, BelowTheBoundarySendsOnScheduleAndPassesEveryStabilityGate) {
   EXPECT_TRUE(st.queue_bounded() && st.stationary() && st.schedule_held);
   EXPECT_TRUE(st.server_queue.known);  // the simulator's queue gauge was sampled during the load
   ASSERT_TRUE(rep.metrics);
-  EXPECT_EQ(rep.metrics->requests, 120u);  // the ramp is sent but not measured
+  EXPECT_EQ(rep.metrics->requests, 150u);  // the ramp is sent but not measured
 
   // Every scheduled request left at its planned offset: intended send = schedule start + offset.
   Result<TrialPlan> plan = PlanFromJson(nlohmann::json::parse(std::ifstream(dir + "/plan.json")));
@@ -85,7 +85,7 @@ TEST(RateTrial, AboveItTheQueueGrowsAndLatencyDriftsAndBothGatesSaySo) {
   const std::string dir = ScratchDir("rate-fail") + "/trial";
   auto sim = StartSim(row);
   ASSERT_TRUE(sim);
-  TrialReport rep = RunTrial(row, Options(sim->url(), dir, 6));  // 1.5 rps
+  TrialReport rep = RunTrial(row, Options(sim->url(), dir, 2));  // 1.5 rps
   sim->Stop();
   EXPECT_EQ(rep.verdict.outcome, TrialOutcome::kSloFail);
   EXPECT_TRUE(rep.verdict.correctness_pass);  // every stream was still correct
@@ -112,7 +112,7 @@ TEST(RateTrial, AClientThatFellBehindItsScheduleCouldNotRun) {
   const std::string dir = ScratchDir("rate-late") + "/trial";
   auto sim = StartSim(row);
   ASSERT_TRUE(sim);
-  TrialReport rep = RunTrial(row, Options(sim->url(), dir, 4));
+  TrialReport rep = RunTrial(row, Options(sim->url(), dir, 2));
   sim->Stop();
   EXPECT_EQ(rep.verdict.outcome, TrialOutcome::kCouldNotRun);
   EXPECT_TRUE(Has(rep.verdict.reasons, "schedule_held: the client fell behind"));
