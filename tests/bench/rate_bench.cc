@@ -50,6 +50,7 @@
 #include "capq/measurement/arrival.h"
 #include "capq/measurement/loadgen.h"
 #include "capq/measurement/metrics.h"
+#include "sim_child.h"
 
 extern char** environ;
 
@@ -84,51 +85,11 @@ overhead_s: 0
 }
 
 // `capq sim` as a child process; its URL from the line it prints.
-struct SimChild {
-  pid_t pid = -1;
-  std::string url;
-  rusage usage{};  // the child's CPU, once Stop() reaped it
-  void Stop() {
-    if (pid <= 0) return;
-    ::kill(pid, SIGTERM);
-    int st = 0;
-    ::wait4(pid, &st, 0, &usage);
-    pid = -1;
-  }
-  ~SimChild() {
-    if (pid > 0) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
-  }
-};
+using capq::bench::SimChild;
 
 bool StartSim(const std::string& dir, SimChild* sim) {
-  const std::string out = dir + "/sim.out";
-  std::vector<std::string> args = {CAPQ_EXE,    "sim",       "--host",
-                                   "127.0.0.1", "--profile", dir + "/rate_wide.yaml"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  const int rc = posix_spawn(&sim->pid, CAPQ_EXE, &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return false;
-  for (int i = 0; i < 200 && sim->url.empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    std::ifstream in(out);
-    for (std::string line; std::getline(in, line);) {
-      const std::string key = "listening on ";
-      const size_t at = line.find(key);
-      if (at == std::string::npos) continue;
-      const size_t from = at + key.size();
-      sim->url = line.substr(from, line.find(' ', from) - from);
-    }
-  }
-  return !sim->url.empty();
+  return capq::bench::StartSimProcess(
+      CAPQ_EXE, dir, {"--host", "127.0.0.1", "--profile", dir + "/rate_wide.yaml"}, sim);
 }
 
 capq::LoadSpec Spec(const std::string& url, int rps, int n, int tokens) {
