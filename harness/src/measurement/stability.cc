@@ -9,8 +9,6 @@
 namespace capq {
 namespace {
 
-MonoNs IntendedNs(const RequestResult& r) { return r.start_ns - r.scheduling_lag_ns; }
-
 // last <= first * factor + slack
 ThirdsCheck Compare(std::string name, double first, double last, double factor, double slack) {
   ThirdsCheck c;
@@ -38,8 +36,7 @@ std::vector<const RequestResult*> IntendedIn(const std::vector<const RequestResu
                                              MonoNs t1) {
   std::vector<const RequestResult*> out;
   for (const RequestResult* r : rs) {
-    const MonoNs t = IntendedNs(*r);
-    if (r->start_ns != 0 && t >= t0 && t < t1) out.push_back(r);
+    if (r->start_ns != 0 && r->start_ns >= t0 && r->start_ns < t1) out.push_back(r);
   }
   return out;
 }

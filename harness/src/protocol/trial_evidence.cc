@@ -154,15 +154,14 @@ Evidence EvidenceFromJson(const nlohmann::json& identity, const nlohmann::json& 
 
 namespace {
 
-MonoNs IntendedNs(const RequestResult& r) { return r.start_ns - r.scheduling_lag_ns; }
-
-// The wall moment the schedule started, from any sent stream: its intended send less its offset.
+// The wall moment the schedule started, from any sent stream counted from its intended send
+// (CountFromIntendedSend): that send less its offset.
 MonoNs ScheduleStartNs(const TrialPlan& plan, const std::vector<RequestResult>& meas,
                        double time_scale) {
   for (const RequestResult& r : meas) {
     const size_t i = static_cast<size_t>(r.index);
     if (r.start_ns == 0 || i >= plan.send_offsets_ns.size()) continue;
-    return IntendedNs(r) -
+    return r.start_ns -
            static_cast<MonoNs>(static_cast<double>(plan.send_offsets_ns[i]) / time_scale);
   }
   return 0;
@@ -185,8 +184,8 @@ LatencyJudgement JudgeLatency(const Row& row, const TrialPlan& plan,
     if (r.index >= plan.ramp_requests) measured.push_back(&r);
   }
   j.actual_send = ComputeMetricsOf(measured, 0, time_scale, m);
-  const MonoNs start = ScheduleStartNs(plan, *meas, time_scale);
   for (RequestResult& r : *meas) CountFromIntendedSend(&r);
+  const MonoNs start = ScheduleStartNs(plan, *meas, time_scale);
   j.metrics = ComputeMetricsOf(measured, 0, time_scale, m);
   StabilityInputs in;
   in.scheduled = scheduled;

@@ -5,7 +5,7 @@
 // The measured interval (by intended send time) is cut into thirds; "first" and "last" are its
 // first and last third, and each check compares the last against the first by the row's rule
 // (row.h, Stability):
-//   queue_bounded  the client's in-flight count (time-weighted mean over the third: requests sent
+//   queue_bounded  the client's in-flight count (time-weighted mean over the third: requests due
 //                  and not yet ended, ramp requests included since they hold server slots too) and
 //                  the server's own queued-requests gauge (mean of its samples in the third):
 //                  last <= first * (1 + queue_growth_pct / 100) + queue_slack.
@@ -43,7 +43,10 @@ struct ThirdsCheck {
 };
 
 struct StabilityInputs {
-  // Every request of the scheduled phase (ramp and measured) and which of them are measured.
+  // Every request of the scheduled phase (ramp and measured) and which of them are measured,
+  // counted from the intended send (CountFromIntendedSend, decode.h): start_ns is when each was
+  // meant to leave, so a request belongs to the third its schedule put it in, and the in-flight
+  // count is what the schedule put in flight; scheduling_lag_ns still holds each one's lateness.
   std::vector<const RequestResult*> scheduled;
   std::vector<const RequestResult*> measured;
   std::vector<ServerLoadSample> server;
