@@ -61,8 +61,8 @@ void PrintDist(const char* name, const Distribution& d) {
 // Shared by `capq trial` and its tests: the one-screen summary.
 void PrintTrialSummary(const Row& row, const TrialOptions& o, const TrialReport& rep) {
   const TrialVerdict& v = rep.verdict;
-  std::printf("\n%s  C=%d  trial %d  (%s)\n", row.id.c_str(), o.concurrency, o.trial_index,
-              o.phase.c_str());
+  std::printf("\n%s  %s  trial %d  (%s)\n", row.id.c_str(), LoadLabel(row, o.concurrency).c_str(),
+              o.trial_index, o.phase.c_str());
   if (rep.metrics) {
     const TrialMetrics& m = *rep.metrics;
     std::printf("  %-10s %10s %10s %10s %10s %10s   (%s percentiles%s)\n", "ms", "p50", "p95",

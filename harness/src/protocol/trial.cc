@@ -238,17 +238,6 @@ TrialReport CouldNotRun(TrialState& s, const std::string& why, bool interrupted 
 constexpr int kOpenLoopPoolConnections = 256;
 constexpr int kOpenLoopMaxInFlight = 4096;
 
-// "C=6" or "R=1.25 rps": the load a plan offers.
-std::string LoadLabelOf(const TrialPlan& plan) {
-  char buf[64];
-  if (plan.open_loop()) {
-    std::snprintf(buf, sizeof buf, "R=%g rps", plan.rate_rps);
-  } else {
-    std::snprintf(buf, sizeof buf, "C=%d", plan.concurrency);
-  }
-  return buf;
-}
-
 std::string LoadLine(const LoadProgress& p, const std::string& label) {
   char buf[200];
   std::snprintf(buf, sizeof buf, "%s %s: %d/%d done, %d in flight, %d failed",
@@ -624,7 +613,7 @@ LoadSpec PlannedSpec(const Trial& t, const LoadSpec& connection, size_t skip_war
     spec.concurrency = kOpenLoopPoolConnections;
     spec.max_in_flight = kOpenLoopMaxInFlight;
   }
-  const std::string label = LoadLabelOf(plan);
+  const std::string label = LoadLabel(*t.s.row, plan.concurrency);
   if (opt.on_progress) {
     spec.on_progress = [&opt, label](const LoadProgress& p) {
       opt.on_progress(LoadLine(p, label));
