@@ -340,14 +340,18 @@ TEST_F(LlamacppConformanceTest, DefaultServerStreamsCachesAndErrors) {
   for (size_t k = 0; k < 8; ++k) {
     first_end = std::min(first_end, got[order[k]].sent_at_ms + got[order[k]].t_end_ms);
   }
+  // Then the headers, when a slot starts it, and its first token after the prefill (recorded:
+  // 1,113 ms and 1,136 ms). A client thread that sleeps through that gap reads both at once, so
+  // the gap is asked of the widest of the four: a server that held the headers for the first token
+  // shows none on any of them.
+  double widest_gap = 0;
   for (size_t k = 8; k < 12; ++k) {
     const RawResponse& g = got[order[k]];
     EXPECT_GE(headers_abs(order[k]), first_end - 20.0) << "stream " << order[k] + 1;
-    // Then the headers, when a slot starts it, and its first token after the prefill (recorded:
-    // 1,113 ms and 1,136 ms).
     ASSERT_FALSE(g.chunk_t_ms.empty());
-    EXPECT_GT(g.chunk_t_ms[0] - g.t_headers_ms, 0.25 * 23.0 / kScale) << "stream " << order[k] + 1;
+    widest_gap = std::max(widest_gap, g.chunk_t_ms[0] - g.t_headers_ms);
   }
+  EXPECT_GT(widest_gap, 0.25 * 23.0 / kScale);
   // The eight that got a slot had their headers long before any stream ended.
   EXPECT_LT(headers_abs(order[7]), first_end - 200.0);
 
@@ -416,7 +420,9 @@ TEST_F(LlamacppConformanceTest, DefaultServerStreamsCachesAndErrors) {
     const double first_a = ga.sent_at_ms + ga.chunk_t_ms[0];
     const double first_b = gb.sent_at_ms + gb.chunk_t_ms[0];
     EXPECT_NEAR(first_a, first_b, 5.0) << "one prefill batch for both (recorded: 89.3 / 89.1 ms)";
-    EXPECT_GT(ga.chunk_t_ms[0] - ga.t_headers_ms, s14.chunk_t_ms[0] - s14.t_headers_ms)
+    // The wider of the two gaps, for the reason the queued streams above take theirs.
+    EXPECT_GT(std::max(ga.chunk_t_ms[0] - ga.t_headers_ms, gb.chunk_t_ms[0] - gb.t_headers_ms),
+              s14.chunk_t_ms[0] - s14.t_headers_ms)
         << "two prompts' prefill takes longer than one";
   }
   EXPECT_TRUE(batched) << "no attempt sent the pair within 1.5 ms of each other";
