@@ -2,7 +2,11 @@
 // process, then the harness's view of every measured request's first content chunk is compared
 // with the server's own write time of that frame from its truth log (same CLOCK_MONOTONIC).
 //   fidelity_p99_ms       p99 over requests of (client stamp - server hand-over) of the TTFT
-//                         frame, with the stamp the metrics use: the write callback's (loadgen.h)
+//                         frame, with the stamp the metrics use: the kernel's receive stamp where
+//                         the loop proved it, else the write callback's (loadgen.h)
+//   kernel_stamped        TTFT frames that carry the kernel's stamp (of ttft_frames_matched)
+//   kernel_before_handover  frames whose kernel stamp precedes the server's hand-over: must be 0
+//   callback_p99_ms       the same with the write callback's own stamp, the one used before
 //   wake_p99_ms           the same with the wake stamp: the loop's first sight of the socket
 //                         readable, a lower bound that can be early (loadgen.h)
 //   wake_before_handover  frames whose wake stamp precedes the server's hand-over of them: how
@@ -105,8 +109,8 @@ Truth ReadTruth(const std::string& path) {
 }
 
 struct Fidelity {
-  std::vector<double> callback_ms, wake_ms, client_ms, server_queue_ms;
-  int wake_before_handover = 0;
+  std::vector<double> stamp_ms, callback_ms, wake_ms, client_ms, server_queue_ms;
+  int wake_before_handover = 0, kernel_stamped = 0, kernel_before_handover = 0;
 };
 
 // The TTFT frame of every measured request, against the server's write of it.
@@ -125,11 +129,15 @@ Fidelity Compare(const capq::RawEvidenceFile& raw, const Truth& truth) {
       auto it = truth.find({ev["id"].get<std::string>(), static_cast<int64_t>(i)});
       if (it != truth.end()) {
         const auto [handover, written] = it->second;
-        f.callback_ms.push_back((rec.events[i].arrival_ns - handover) / 1e6);
-        f.wake_ms.push_back((rec.events[i].wake_ns - handover) / 1e6);
-        f.wake_before_handover += rec.events[i].wake_ns < handover;
+        const capq::SseEvent& e = rec.events[i];
+        f.stamp_ms.push_back((e.stamp_ns() - handover) / 1e6);
+        f.callback_ms.push_back((e.arrival_ns - handover) / 1e6);
+        f.wake_ms.push_back((e.wake_ns - handover) / 1e6);
+        f.wake_before_handover += e.wake_ns < handover;
+        f.kernel_stamped += e.kernel_ns > 0;
+        f.kernel_before_handover += e.kernel_ns > 0 && e.kernel_ns < handover;
         if (written != 0) {
-          f.client_ms.push_back((rec.events[i].arrival_ns - written) / 1e6);
+          f.client_ms.push_back((e.stamp_ns() - written) / 1e6);
           f.server_queue_ms.push_back((written - handover) / 1e6);
         }
       }
@@ -181,9 +189,12 @@ void BM_TrialFidelity(benchmark::State& state) {
       return capq::Percentile(v, p, PercentileMethod::kLinear);
     };
     state.counters["requests"] = static_cast<double>(rep.metrics->requests);
-    state.counters["ttft_frames_matched"] = static_cast<double>(f.callback_ms.size());
-    state.counters["fidelity_p50_ms"] = pct(f.callback_ms, 50);
-    state.counters["fidelity_p99_ms"] = pct(f.callback_ms, 99);
+    state.counters["ttft_frames_matched"] = static_cast<double>(f.stamp_ms.size());
+    state.counters["fidelity_p50_ms"] = pct(f.stamp_ms, 50);
+    state.counters["fidelity_p99_ms"] = pct(f.stamp_ms, 99);
+    state.counters["kernel_stamped"] = f.kernel_stamped;
+    state.counters["kernel_before_handover"] = f.kernel_before_handover;
+    state.counters["callback_p99_ms"] = pct(f.callback_ms, 99);
     state.counters["wake_p50_ms"] = pct(f.wake_ms, 50);
     state.counters["wake_p99_ms"] = pct(f.wake_ms, 99);
     state.counters["wake_before_handover"] = f.wake_before_handover;

@@ -74,6 +74,24 @@ TEST(DecodeRecord, SglangStream) {
   EXPECT_TRUE(r.output_valid_utf8);
 }
 
+// The kernel's receive stamp, where the load generator proved it, is the arrival the metrics
+// count; one later than the read's own clock cannot be a receive stamp and is not used.
+TEST(DecodeRecord, KernelStampIsTheArrivalWhereProven) {
+  RawRecord raw =
+      Stream({R"({"model":"m","choices":[{"index":0,"delta":{"content":"a"}}]})",
+              R"({"model":"m","choices":[{"index":0,"delta":{"content":"b"}}]})",
+              R"({"model":"m","choices":[{"index":0,"delta":{"content":"c"}}]})", "[DONE]"});
+  raw.events[0].kernel_ns = raw.events[0].arrival_ns - 3 * kMs;  // read 3 ms after it landed
+  raw.events[1].kernel_ns = raw.events[1].arrival_ns + 1 * kMs;  // impossible: ignored
+  RequestResult r = DecodeRecord(raw);
+  ASSERT_TRUE(r.ttft_ns.has_value());
+  EXPECT_EQ(*r.ttft_ns, 97 * kMs);
+  EXPECT_EQ(*r.first_event_ns, 97 * kMs);
+  ASSERT_EQ(r.text_gaps_ms.size(), 2u);
+  EXPECT_FLOAT_EQ(r.text_gaps_ms[0], 13.0f);  // 110 (the read's own) - 97 (the kernel's)
+  EXPECT_FLOAT_EQ(r.text_gaps_ms[1], 10.0f);
+}
+
 // vLLM: unset keys are absent; newer versions stream `reasoning`, older `reasoning_content`.
 TEST(DecodeRecord, VllmReasoningCountsAsText) {
   RawRecord raw = Stream(

@@ -102,6 +102,7 @@ RawRecord Stream(const std::string& id, MonoNs start) {
     r.events.push_back(
         SseEvent{start + (k + 2) * 1'000'000, buf, false, start + (k + 2) * 999'000});
   }
+  r.events[1].kernel_ns = r.events[1].arrival_ns - 400'000;  // the kernel's proven stamp
   r.events.push_back(SseEvent{start + 8'000'000,
                               R"({"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":5}})",
                               false, 0});
@@ -151,6 +152,8 @@ TEST(RawEvidence, OnePassDecodesInterleavedStreamsLikeTheWholeRecord) {
   EXPECT_EQ(file->records[1].events.size(), a.events.size());
   EXPECT_EQ(file->records[1].events.back().data, a.events.back().data) << "bytes survive";
   EXPECT_EQ(file->records[1].events[0].wake_ns, a.events[0].wake_ns);
+  EXPECT_EQ(file->records[1].events[1].kernel_ns, a.events[1].kernel_ns);
+  EXPECT_EQ(file->records[1].events[0].kernel_ns, 0) << "none written, none read";
   std::filesystem::remove(path);
 }
 

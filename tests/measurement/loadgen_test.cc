@@ -365,6 +365,7 @@ TEST(RunLoad, ClosedLoopBurstWarmupFirstAndCleanStreams) {
   const LoadResult& lr = *res;
   ASSERT_EQ(lr.records.size(), 8u);
   EXPECT_FALSE(lr.interrupted);
+  size_t events = 0, kernel_stamped = 0;
   for (const RawRecord& r : lr.records) {
     EXPECT_EQ(r.http_status, 200) << Describe(r);
     EXPECT_EQ(r.transport_error, "") << Describe(r);
@@ -378,6 +379,15 @@ TEST(RunLoad, ClosedLoopBurstWarmupFirstAndCleanStreams) {
     EXPECT_LE(r.first_byte_ns, r.first_body_ns);
     EXPECT_LE(r.first_body_ns, r.events.front().arrival_ns);
     EXPECT_LE(r.events.back().arrival_ns, r.end_ns);
+    // The kernel's receive stamp, where the loop proved it: after the send, never after the read.
+    for (const SseEvent& ev : r.events) {
+      kernel_stamped += ev.kernel_ns > 0;
+      if (ev.kernel_ns == 0) continue;
+      EXPECT_GT(ev.kernel_ns, r.actual_send_ns) << Describe(r);
+      EXPECT_LE(ev.kernel_ns, ev.arrival_ns) << Describe(r);
+      EXPECT_EQ(ev.stamp_ns(), ev.kernel_ns);
+    }
+    events += r.events.size();
     RequestResult d = DecodeRecord(r);
     EXPECT_TRUE(d.errors.empty()) << d.errors.front();
     EXPECT_EQ(d.completion_tokens, 5);
@@ -399,6 +409,10 @@ TEST(RunLoad, ClosedLoopBurstWarmupFirstAndCleanStreams) {
     for (int j = 0; j < i; ++j) matches_a_completion |= m[i].intended_send_ns == m[j].end_ns;
     EXPECT_TRUE(matches_a_completion) << m[i].id;
   }
+  // The server paces its chunks 10 ms apart, so a read rarely races a new chunk. A connection's
+  // first packets may go unstamped: the kernel turns its receive stamps on a moment after the first
+  // socket asks.
+  EXPECT_GE(kernel_stamped * 2, events) << kernel_stamped << " of " << events;
   EXPECT_LE(server.max_in_flight.load(), 2);  // never more than C in flight
   EXPECT_EQ(server.requests.load(), 8);
   // Keep-alive: 8 requests over at most C connections (the warm-up connection is reused).

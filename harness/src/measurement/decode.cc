@@ -132,8 +132,9 @@ StreamDecoder::StreamDecoder(MonoNs start_ns) : start_ns_(start_ns) {}
 // One event of the stream: its text, usage and errors. Errors name the event by number and time.
 void StreamDecoder::Feed(const SseEvent& ev) {
   ++events_;
-  // The read's own stamp, never before the bytes (loadgen.h: the wake stamp is closer but may be).
-  const MonoNs t = ev.arrival_ns;
+  // The kernel's stamp where it was proven, else the read's own; never before the bytes (loadgen.h:
+  // the wake stamp may be).
+  const MonoNs t = ev.stamp_ns();
   if (events_ == 1) out_.first_event_ns = t - start_ns_;
   const auto where = [&] { return Where(t); };
   if (out_.saw_done) {

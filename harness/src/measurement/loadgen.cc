@@ -21,6 +21,7 @@
 #include "capq/measurement/evidence_log.h"
 #include "capq/measurement/raw_evidence.h"
 #include "ready_queue.h"
+#include "receive_stamp.h"
 #include "recorder.h"
 
 namespace capq {
@@ -96,6 +97,8 @@ struct Transfer {
   SseFramer framer;
   std::vector<SseEvent> framed;     // events one read completed, before they go to the recorder
   const MonoNs* wake_ns = nullptr;  // when the socket being read was first seen readable
+  internal::ReceiveProbe* probe = nullptr;  // the kernel's stamp of the socket being read
+  int fd = -1;  // its connection's socket, as libcurl last asked the loop to watch it
   internal::RecorderBatch* out = nullptr;  // the loop's batch for the recorder
   bool keep_events = true;
   int sse = -1;  // -1 = not decided yet (decided at the first body byte from the headers)
@@ -124,6 +127,13 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
+// Every connection asks the kernel for receive stamps (receive_stamp.h); one that refuses still
+// connects, its events carry the read's own stamp only.
+int SockoptCb(void*, curl_socket_t fd, curlsocktype purpose) {
+  if (purpose == CURLSOCKTYPE_IPCXN) (void)internal::EnableReceiveStamps(static_cast<int>(fd));
+  return CURL_SOCKOPT_OK;
+}
+
 size_t HeaderCb(char* data, size_t size, size_t nitems, void* userp) {
   const MonoNs t = NowNs();
   auto* tr = static_cast<Transfer*>(userp);
@@ -145,7 +155,10 @@ size_t HeaderCb(char* data, size_t size, size_t nitems, void* userp) {
   return n;
 }
 
-void HandOver(Transfer* tr);
+void HandOver(Transfer* tr, MonoNs kernel_ns);
+
+// The kernel's stamp for what this transfer's socket has read, where the loop's probe proves it.
+MonoNs KernelStamp(Transfer* tr, MonoNs t) { return tr->probe->Confirm(tr->fd, t); }
 
 size_t WriteCb(char* data, size_t size, size_t nmemb, void* userp) {
   // Timestamp first: everything after this line is bookkeeping, not latency.
@@ -162,7 +175,7 @@ size_t WriteCb(char* data, size_t size, size_t nmemb, void* userp) {
   if (tr->sse < 0) tr->sse = StartsWithNoCase(rec->content_type, "text/event-stream") ? 1 : 0;
   if (tr->sse == 1) {
     tr->framer.Feed(std::string_view(data, n), t, &tr->framed);
-    HandOver(tr);
+    if (!tr->framed.empty()) HandOver(tr, KernelStamp(tr, t));
   } else {
     const size_t room =
         tr->max_body_bytes > rec->body.size() ? tr->max_body_bytes - rec->body.size() : 0;
@@ -173,10 +186,12 @@ size_t WriteCb(char* data, size_t size, size_t nmemb, void* userp) {
   return n;
 }
 
-// Moves the events a read completed into the recorder's batch, stamped with the loop's wake.
-void HandOver(Transfer* tr) {
+// Moves the events a read completed into the recorder's batch, stamped with the loop's wake and
+// the kernel's receive stamp.
+void HandOver(Transfer* tr, MonoNs kernel_ns) {
   for (SseEvent& ev : tr->framed) {
     ev.wake_ns = std::min(*tr->wake_ns, ev.arrival_ns);
+    ev.kernel_ns = kernel_ns;
     tr->out->Event(tr->record_index, ev);
     if (tr->keep_events) tr->rec->events.push_back(std::move(ev));
   }
@@ -346,8 +361,13 @@ class Loop {
   std::string HarnessCut() const { return HarnessCutAfter(stopped_by_); }
 
  private:
-  static int SocketCb(CURL*, curl_socket_t s, int what, void* userp, void*) {
+  static int SocketCb(CURL* easy, curl_socket_t s, int what, void* userp, void*) {
     auto* self = static_cast<Loop*>(userp);
+    // libcurl names the transfer that watches the socket (a reused connection's next transfer
+    // too: the socket left the multi handle's watch when the last one ended).
+    Transfer* tr = nullptr;
+    curl_easy_getinfo(easy, CURLINFO_PRIVATE, reinterpret_cast<char**>(&tr));
+    if (tr != nullptr) tr->fd = what == CURL_POLL_REMOVE ? -1 : static_cast<int>(s);
     if (what == CURL_POLL_REMOVE) {
       epoll_ctl(self->epfd_.get(), EPOLL_CTL_DEL, s, nullptr);
       return 0;
@@ -381,6 +401,7 @@ class Loop {
     tr->slot_index = index;
     tr->record_index = static_cast<size_t>(rec - result_->records.data());
     tr->wake_ns = &wake_ns_;
+    tr->probe = &probe_;
     tr->out = &pending_;
     tr->keep_events = spec_.keep_events;
     tr->max_body_bytes = spec_.max_body_bytes;
@@ -426,6 +447,7 @@ class Loop {
     // 4 KiB reads, not curl's 16 KiB: one chunk is a few hundred bytes, and at 4,096 streams the
     // difference is 48 MB of buffers. A larger burst is read in more calls, each stamped.
     curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 4096L);
+    curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, &SockoptCb);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &WriteCb);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, tr.get());
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &HeaderCb);
@@ -521,7 +543,9 @@ class Loop {
     for (int handled = 1; handled <= kMaxActionsPerWait && ready_.Pop(&fd, &flags, &since);
          ++handled) {
       wake_ns_ = since;  // the first moment this socket was seen readable
+      if (flags & CURL_CSELECT_IN) probe_.Peek(fd);
       curl_multi_socket_action(multi_.get(), fd, flags, &running);
+      probe_.Clear();
       // One socket's action may read megabytes when the streams ran ahead of us: hand them over
       // as they come, so the loop's batch stays small whatever is queued in the kernel.
       if (pending_.size() >= internal::Recorder::kMaxBacklogBytes / 4) recorder_->Post(&pending_);
@@ -593,7 +617,7 @@ class Loop {
   void FinishFraming(Transfer* tr, MonoNs t) {
     RawRecord* rec = tr->rec;
     tr->framer.Finish(t, &tr->framed);
-    HandOver(tr);
+    HandOver(tr, 0);  // an event left open ends with the transfer: no read of its own
     rec->sse_comments = tr->framer.comments();
     rec->sse_overflow = tr->framer.overflowed();
     rec->sse_unterminated = tr->framer.unterminated_events();
@@ -694,6 +718,7 @@ class Loop {
   static constexpr size_t kNoShard = std::numeric_limits<size_t>::max();
   internal::ReadyQueue ready_;
   MonoNs wake_ns_ = 0;               // when the socket being handled was first seen readable
+  internal::ReceiveProbe probe_;     // the kernel's stamp of that socket's queued bytes
   internal::RecorderBatch pending_;  // what happened since the last hand-over
   Fd epfd_;
   // Connection pool shards (ShardConnections); empty = the multi handle's own cache. Destroyed

@@ -229,8 +229,9 @@ std::string RawEventLine(const std::string& id, const SseEvent& ev) {
   out.reserve(ev.data.size() + 64);
   out = "{\"ev\":";
   AppendBytes(&out, id);
-  out += ",\"t\":" + std::to_string(ev.arrival_ns) + ",\"w\":" + std::to_string(ev.wake_ns) +
-         ",\"data\":";
+  out += ",\"t\":" + std::to_string(ev.arrival_ns) + ",\"w\":" + std::to_string(ev.wake_ns);
+  if (ev.kernel_ns > 0) out += ",\"k\":" + std::to_string(ev.kernel_ns);
+  out += ",\"data\":";
   AppendBytes(&out, ev.data);
   if (ev.truncated) out += ",\"truncated\":true";
   out.push_back('}');
@@ -247,6 +248,7 @@ Result<SseEvent> RawEventFromJson(const nlohmann::json& j) {
   SseEvent e;
   CAPQ_RETURN_IF_ERROR(Get(j, "t", &e.arrival_ns));
   if (j.contains("w")) CAPQ_RETURN_IF_ERROR(Get(j, "w", &e.wake_ns));
+  if (j.contains("k")) CAPQ_RETURN_IF_ERROR(Get(j, "k", &e.kernel_ns));
   if (!j.contains("data")) return Status::InvalidArgument("raw event: missing key 'data'");
   CAPQ_RETURN_IF_ERROR(BytesFrom(j["data"], "data", &e.data));
   e.truncated =

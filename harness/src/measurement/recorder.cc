@@ -13,6 +13,7 @@ void RecorderBatch::Put(Kind kind, size_t record, bool check, const SseEvent* ev
          static_cast<uint32_t>(record),
          ev ? ev->arrival_ns : 0,
          ev ? ev->wake_ns : 0,
+         ev ? ev->kernel_ns : 0,
          static_cast<uint32_t>(ev ? ev->data.size() : 0)};
   bytes_.append(reinterpret_cast<const char*>(&h), sizeof h);
   if (ev) bytes_.append(ev->data);

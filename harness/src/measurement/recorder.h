@@ -50,7 +50,7 @@ class RecorderBatch {
   struct Head {
     uint8_t kind, check, truncated;
     uint32_t record;
-    int64_t arrival_ns, wake_ns;
+    int64_t arrival_ns, wake_ns, kernel_ns;
     uint32_t data_bytes;
   };
   void Put(Kind kind, size_t record, bool check, const SseEvent* ev);
@@ -67,6 +67,7 @@ void RecorderBatch::ForEach(Fn&& fn) const {
     at += sizeof h;
     ev.arrival_ns = h.arrival_ns;
     ev.wake_ns = h.wake_ns;
+    ev.kernel_ns = h.kernel_ns;
     ev.truncated = h.truncated != 0;
     ev.data.assign(bytes_, at, h.data_bytes);
     at += h.data_bytes;

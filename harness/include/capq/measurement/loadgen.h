@@ -8,9 +8,15 @@
 // bytes and times to the recorder thread; the recorder decodes each stream as it arrives
 // (decode.h), writes the evidence (raw_evidence.h) and runs the fail-fast check.
 //
-// The two stamps of every event (SseEvent):
+// The three stamps of every event (SseEvent):
+//   kernel_ns   the kernel's receive stamp of the newest byte of the read that completed the event,
+//               taken by a peek at the socket's queue just before libcurl reads it, and kept only
+//               while the socket's count of bytes received shows nothing landed since the peek
+//               (receive_stamp.h); 0 otherwise. Never before the bytes, and not late by the sockets
+//               served before this one. Metrics use it where it is set (SseEvent::stamp_ns()).
 //   arrival_ns  the write callback's own clock read, first thing: never before the bytes, late by
-//               the sockets served before this one since they arrived. Metrics use this stamp.
+//               the sockets served before this one since they arrived. Metrics use it where there
+//               is no kernel stamp.
 //   wake_ns     the first moment the loop saw the socket readable (an epoll answer; between socket
 //               actions the loop glances at epoll again every 16 actions, so a socket that turns
 //               readable while others are served is seen then, not when its turn comes). The bytes

@@ -28,6 +28,14 @@ struct SseEvent {
   // When the load generator's event loop woke for the batch of readable sockets that held that
   // read (<= arrival_ns; 0 = not known, e.g. evidence written before it was kept). See loadgen.h.
   MonoNs wake_ns = 0;
+  // The kernel's receive stamp of the newest byte that read took, where the load generator proved
+  // it covers them all (<= arrival_ns; 0 = not proven or not known). See loadgen.h.
+  MonoNs kernel_ns = 0;
+  // The event's arrival as the metrics count it: the kernel's stamp where there is one, else the
+  // read's own clock.
+  MonoNs stamp_ns() const {
+    return kernel_ns > 0 && kernel_ns <= arrival_ns ? kernel_ns : arrival_ns;
+  }
 };
 
 class SseFramer {
