@@ -215,6 +215,7 @@ struct SimServer::Impl {
   }
   void SendFrame(Stream* s, VirtNs v, void (*done_cb)(evhttp_connection*, void*) = nullptr);
   void FlushStaged();
+  static void WriteNow(bufferevent* bev);  // writes what its output holds, now
   // Truth log: each staged frame is logged once the socket write that carried it returns.
   void WatchWrites(Stream* s);
   void LogUnwritten(Stream* s, MonoNs written_ns);  // every frame written by now (0: unknown)
