@@ -486,8 +486,6 @@ void SimServer::Impl::FlushStaged() {
   if (!s) return;
   staged_stream = nullptr;
   if (s->req && s->bev) {
-    evbuffer* out = bufferevent_get_output(s->bev);
-    const bool idle = evbuffer_get_length(out) == 0;
     const MonoNs now = NowNs();  // right before the hand-over
     bufferevent_write(s->bev, staged.data(), staged.size());
     if (truth.is_open()) {
@@ -501,7 +499,7 @@ void SimServer::Impl::FlushStaged() {
         }
       }
     }
-    if (idle) WriteNow(s->bev);
+    WriteNow(s->bev);
   }
   staged.clear();
   staged_truth.clear();
@@ -509,10 +507,11 @@ void SimServer::Impl::FlushStaged() {
 
 // A server writes a frame when it hands it over, as llama.cpp's and vLLM's do, not on its loop's
 // next turn: left to libevent, a step's frames for 256 streams would wait until all 256 were staged
-// and then each for its socket's writable event. Only a connection with nothing else queued is
-// written here (what evhttp queued itself, e.g. the end of a reply, keeps its own callbacks); a
-// socket that takes only part leaves the rest to libevent. The bufferevent keeps its output's
-// front frozen between its own writes, so it is thawed for this one.
+// and then each for its socket's writable event. What evhttp queued ahead of the frame (a reply's
+// headers) goes with it: evhttp waits on no write of a reply until its end, and the staged path is
+// never used after that (EndReply writes what is staged first). A socket that takes only part
+// leaves the rest to libevent. The bufferevent keeps its output's front frozen between its own
+// writes, so it is thawed for this one.
 void SimServer::Impl::WriteNow(bufferevent* bev) {
   evbuffer* out = bufferevent_get_output(bev);
   evbuffer_unfreeze(out, 1);

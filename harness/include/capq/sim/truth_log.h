@@ -6,8 +6,9 @@
 // (t0 + virtual / time_scale), so wall_mono_ns - due_mono_ns is the hand-over's lateness.
 // written_mono_ns: right after the write(2) that put the frame's last byte into the kernel (the
 // wire, as far as a process can see it); 0 where the server does not track it (error replies and
-// faults answered through evhttp's own calls). written - wall is the server's own write queue:
-// the sockets written before this one in the same loop turn.
+// faults answered through evhttp's own calls). The server writes a frame when it hands it over, so
+// written - wall is that write(2) alone, unless the socket took only part and libevent wrote the
+// rest on a later turn.
 // The loop thread only copies each record into a block (no formatting, no allocation once both
 // blocks have grown); a writer thread formats full blocks as JSON lines and writes them, so the
 // loop never blocks on the file. The two blocks trade places and keep their memory.
