@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "capq/clock.h"
+#include "capq/engine/profile.h"
 #include "capq/log.h"
 #include "capq/measurement/decode.h"
 #include "capq/measurement/fail_fast.h"
@@ -17,7 +18,6 @@
 #include "capq/model/plan.h"
 #include "capq/model/row_loader.h"
 #include "capq/protocol/artifacts.h"
-#include "capq/sim/profile.h"
 #include "capq/targets/target.h"
 #include "trial_internal.h"
 
@@ -331,11 +331,11 @@ PhaseEnd PinIdentity(Trial& t) {
   IdentityInputs id_in;
   int sim_draft_tokens = 0;
   if (row.identity.engine == Engine::kSim) {
-    Result<sim::EngineProfile> prof = sim::LoadProfile(row.identity.sim_profile);
+    Result<engine::EngineProfile> prof = engine::LoadProfile(row.identity.sim_profile);
     if (!prof.ok()) {
       return CouldNotRun(t.s, "the row's simulator profile: " + prof.status().message());
     }
-    id_in.sim_profile_digest = sim::ProfileDigest(*prof);
+    id_in.sim_profile_digest = engine::ProfileDigest(*prof);
     sim_draft_tokens = prof->spec_draft_tokens;
     if (t.effective.identity.served_model_name.empty()) {
       t.effective.identity.served_model_name = prof->served_model_name;
