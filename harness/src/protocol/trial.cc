@@ -9,7 +9,6 @@
 #include <thread>
 
 #include "capq/clock.h"
-#include "capq/engine/profile.h"
 #include "capq/log.h"
 #include "capq/measurement/decode.h"
 #include "capq/measurement/fail_fast.h"
@@ -328,26 +327,18 @@ PhaseEnd PinIdentity(Trial& t) {
   info["served_models"] = facts->served_models;
   info["model_path"] = facts->model_path;
   info["version"] = facts->version;
-  IdentityInputs id_in;
-  int sim_draft_tokens = 0;
-  if (row.identity.engine == Engine::kSim) {
-    Result<engine::EngineProfile> prof = engine::LoadProfile(row.identity.sim_profile);
-    if (!prof.ok()) {
-      return CouldNotRun(t.s, "the row's simulator profile: " + prof.status().message());
-    }
-    id_in.sim_profile_digest = engine::ProfileDigest(*prof);
-    sim_draft_tokens = prof->spec_draft_tokens;
-    if (t.effective.identity.served_model_name.empty()) {
-      t.effective.identity.served_model_name = prof->served_model_name;
-    }
-  } else {
-    id_in = ResolveRunningImage();
+  // What the server must show (a real engine's running image, the digest of a sim row's profile),
+  // as the target finds it on this side.
+  Result<IdentityInputs> id_in = t.target->LocalIdentity();
+  if (!id_in.ok()) return CouldNotRun(t.s, id_in.status().message());
+  if (row.identity.engine == Engine::kSim && t.effective.identity.served_model_name.empty()) {
+    t.effective.identity.served_model_name = id_in->sim_served_model_name;
   }
-  IdentityCheck check = CheckIdentity(row, *facts, id_in);
+  IdentityCheck check = CheckIdentity(row, *facts, *id_in);
   t.s.identity["check"] = check.ToJson();
   if (!check.ok()) return CouldNotRun(t.s, check.Summary());
   t.ev.served_model_name = t.effective.identity.served_model_name;
-  t.ev.max_tokens_per_chunk = MaxTokensPerChunk(*facts, sim_draft_tokens);
+  t.ev.max_tokens_per_chunk = MaxTokensPerChunk(*facts, id_in->sim_spec_draft_tokens);
   t.s.identity["served_model_name"] = t.ev.served_model_name;
   t.s.identity["max_tokens_per_chunk"] = t.ev.max_tokens_per_chunk;
   return std::nullopt;
