@@ -5,16 +5,16 @@
 
 #include <vector>
 
-#include "capq/sim/engine.h"
-#include "capq/sim/predict.h"
-#include "capq/sim/profile.h"
+#include "capq/engine/engine.h"
+#include "capq/engine/predict.h"
+#include "capq/engine/profile.h"
 
 namespace {
 
-using capq::sim::Engine;
-using capq::sim::EngineEvent;
-using capq::sim::EngineProfile;
-using capq::sim::EngineRequest;
+using capq::engine::Engine;
+using capq::engine::EngineEvent;
+using capq::engine::EngineProfile;
+using capq::engine::EngineRequest;
 
 EngineProfile DecodeHeavy(int rows, int spec_draft_tokens) {
   EngineProfile p;
@@ -41,7 +41,7 @@ void BM_EngineDecode(benchmark::State& state) {
     state.PauseTiming();
     Engine engine(profile);
     uint64_t next_id = 0;
-    auto submit = [&](capq::sim::VirtNs at) {
+    auto submit = [&](capq::engine::VirtNs at) {
       EngineRequest r;
       r.id = next_id++;
       r.prompt_tokens.resize(kPrompt);
@@ -87,12 +87,12 @@ BENCHMARK(BM_EngineDecode)
 // prediction costs.
 void BM_PredictB70Trial(benchmark::State& state) {
   auto profile =
-      capq::sim::LoadProfile(std::string(CAPQ_SOURCE_DIR) + "/rows/sim/profiles/b70_twin.yaml");
+      capq::engine::LoadProfile(std::string(CAPQ_SOURCE_DIR) + "/rows/sim/profiles/b70_twin.yaml");
   if (!profile.ok()) {
     state.SkipWithError(profile.status().ToString().c_str());
     return;
   }
-  capq::sim::PredictOptions o;
+  capq::engine::PredictOptions o;
   o.prompt_tokens = 8243;
   o.output_tokens = 1024;
   o.concurrency = 8;
@@ -100,7 +100,7 @@ void BM_PredictB70Trial(benchmark::State& state) {
   o.warmup_requests = 8;
   int64_t tokens = 0;
   for (auto _ : state) {
-    auto t = capq::sim::PredictTrial(*profile, o);
+    auto t = capq::engine::PredictTrial(*profile, o);
     if (!t.ok()) {
       state.SkipWithError(t.status().ToString().c_str());
       return;

@@ -10,10 +10,10 @@
 #include <sstream>
 #include <thread>
 
+#include "capq/engine/profile.h"
 #include "capq/measurement/loadgen.h"
 #include "capq/measurement/raw_evidence.h"
 #include "capq/protocol/artifacts.h"
-#include "capq/sim/profile.h"
 #include "trial_test_util.h"
 
 namespace capq::testing {
@@ -21,7 +21,7 @@ namespace {
 
 // Virtual TTFT of a lone prompt on a cold engine: its uncached tokens prefilled in chunks of
 // chunked_prefill_size, one step per chunk (the engine model's definition; engine.h).
-double AnalyticTtftMs(const sim::EngineProfile& p, int64_t uncached_tokens) {
+double AnalyticTtftMs(const engine::EngineProfile& p, int64_t uncached_tokens) {
   double s = 0;
   for (int64_t left = uncached_tokens; left > 0; left -= p.chunked_prefill_size) {
     int64_t chunk = std::min<int64_t>(left, p.chunked_prefill_size);

@@ -311,7 +311,7 @@ TEST_F(LlamacppConformanceTest, DefaultServerStreamsCachesAndErrors) {
     });
   }
   ASSERT_TRUE(WaitFor([&] {
-    const EngineStats st = server_->engine_stats();
+    const engine::EngineStats st = server_->engine_stats();
     return st.running == 8 && st.waiting == 4;
   }));
   const RawResponse metrics = Check("21-load12-metrics");

@@ -106,7 +106,7 @@ TEST_F(VllmTest, ResetPrefixCacheIs200EvenWhenItCannotReset) {
   stop = true;
   client.join();
   ASSERT_TRUE(WaitFor([&] {
-    EngineStats st = slow->engine_stats();
+    engine::EngineStats st = slow->engine_stats();
     return st.running == 0 && st.waiting == 0;
   }));
   EXPECT_EQ(Cached(Decode(Chat(surl, ChatBody(p, 2, true)))), 12);

@@ -11,7 +11,7 @@
 #include <set>
 #include <sstream>
 
-#include "capq/sim/profile.h"
+#include "capq/engine/profile.h"
 #include "server_test_util.h"
 
 namespace capq::sim {
@@ -171,13 +171,13 @@ TEST_F(ServerHttpTest, MetricsCacheHitRateResetsOnFlush) {
 
 TEST_F(ServerHttpTest, HealthDoesNotGenerate) {
   Chat(ChatBody("warm", 2, true));
-  const EngineStats before = server_->engine_stats();
+  const engine::EngineStats before = server_->engine_stats();
   for (int i = 0; i < 5; ++i) {
     HttpResult h = Get(url_ + "/health");
     EXPECT_EQ(h.status, 200);
     EXPECT_EQ(h.body, "");
   }
-  const EngineStats after = server_->engine_stats();
+  const engine::EngineStats after = server_->engine_stats();
   EXPECT_EQ(after.steps, before.steps);
   EXPECT_EQ(after.prompt_tokens_total, before.prompt_tokens_total);
   EXPECT_EQ(after.generated_tokens_total, before.generated_tokens_total);
@@ -192,7 +192,7 @@ TEST_F(ServerHttpTest, ServerInfoCarriesProfileAndDigest) {
   EXPECT_EQ(info["page_size"], 16);
   EXPECT_TRUE(info["speculative_algorithm"].is_null());
   EXPECT_EQ(info["capq_sim"]["profile"], "tiny");
-  EXPECT_EQ(info["capq_sim"]["identity_digest"], ProfileDigest(server_->profile()));
+  EXPECT_EQ(info["capq_sim"]["identity_digest"], engine::ProfileDigest(server_->profile()));
   EXPECT_EQ(info["capq_sim"]["time_scale"], 1000.0);
   // The same identity in the sim-only endpoint every dialect serves.
   json sim = json::parse(Get(url_ + "/capq/sim").body);
@@ -330,7 +330,7 @@ TEST(ServerBusyTest, FlushRefusedWhileBusyThenAcceptedWhenIdle) {
   client.join();
   EXPECT_NE(streamed.curl_code, CURLE_OK);
   EXPECT_TRUE(WaitFor([&] {
-    EngineStats st = s->engine_stats();
+    engine::EngineStats st = s->engine_stats();
     return st.running == 0 && st.waiting == 0 && st.requests_cancelled == 1;
   }));
   EXPECT_EQ(Get(url + "/flush_cache").status, 200);

@@ -15,6 +15,8 @@
 #include <sstream>
 #include <thread>
 
+#include "capq/engine/profile.h"
+
 namespace capq {
 namespace {
 
@@ -121,6 +123,34 @@ TEST(MakeTarget, RefusesNonHttpUrls) {
   auto t = MakeTarget(Engine::kSglang, o);
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("http://"), std::string::npos);
+}
+
+// The simulator's digest is hashed from the row's own profile file, never taken from the server,
+// and comes with what the profile says of the model and its speculative steps.
+TEST(SimTarget, LocalIdentityIsTheDigestOfTheRowsOwnProfile) {
+  Identity id;
+  id.engine = Engine::kSim;
+  id.sim_profile = std::string(CAPQ_SOURCE_DIR) + "/rows/sim/profiles/b70_twin.yaml";
+  TargetOptions o;
+  o.base_url = "http://127.0.0.1:1";  // never contacted
+  auto t = MakeTarget(id, o);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  Result<IdentityInputs> in = (*t)->LocalIdentity();
+  ASSERT_TRUE(in.ok()) << in.status().ToString();
+  Result<engine::EngineProfile> profile = engine::LoadProfile(id.sim_profile);
+  ASSERT_TRUE(profile.ok()) << profile.status().ToString();
+  EXPECT_EQ(in->sim_profile_digest, engine::ProfileDigest(*profile));
+  EXPECT_EQ(in->sim_served_model_name, "Qwen3.8-27B");
+  EXPECT_EQ(in->sim_spec_draft_tokens, 7);
+  EXPECT_TRUE(in->running_image.empty());
+
+  id.sim_profile = "/nonexistent/profile.yaml";
+  auto missing = MakeTarget(id, o);
+  ASSERT_TRUE(missing.ok()) << missing.status().ToString();
+  Result<IdentityInputs> none = (*missing)->LocalIdentity();
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message().rfind("the row's simulator profile: ", 0), 0u)
+      << none.status().message();
 }
 
 TEST(SglangTarget, ProbeDoesNotTouchGeneratingHealthAndFlushRetriesWhileBusy) {

@@ -17,7 +17,6 @@
 #include "capq/model/plan.h"
 #include "capq/model/row_loader.h"
 #include "capq/protocol/artifacts.h"
-#include "capq/sim/profile.h"
 #include "capq/targets/target.h"
 #include "trial_internal.h"
 
@@ -328,26 +327,18 @@ PhaseEnd PinIdentity(Trial& t) {
   info["served_models"] = facts->served_models;
   info["model_path"] = facts->model_path;
   info["version"] = facts->version;
-  IdentityInputs id_in;
-  int sim_draft_tokens = 0;
-  if (row.identity.engine == Engine::kSim) {
-    Result<sim::EngineProfile> prof = sim::LoadProfile(row.identity.sim_profile);
-    if (!prof.ok()) {
-      return CouldNotRun(t.s, "the row's simulator profile: " + prof.status().message());
-    }
-    id_in.sim_profile_digest = sim::ProfileDigest(*prof);
-    sim_draft_tokens = prof->spec_draft_tokens;
-    if (t.effective.identity.served_model_name.empty()) {
-      t.effective.identity.served_model_name = prof->served_model_name;
-    }
-  } else {
-    id_in = ResolveRunningImage();
+  // What the server must show (a real engine's running image, the digest of a sim row's profile),
+  // as the target finds it on this side.
+  Result<IdentityInputs> id_in = t.target->LocalIdentity();
+  if (!id_in.ok()) return CouldNotRun(t.s, id_in.status().message());
+  if (row.identity.engine == Engine::kSim && t.effective.identity.served_model_name.empty()) {
+    t.effective.identity.served_model_name = id_in->sim_served_model_name;
   }
-  IdentityCheck check = CheckIdentity(row, *facts, id_in);
+  IdentityCheck check = CheckIdentity(row, *facts, *id_in);
   t.s.identity["check"] = check.ToJson();
   if (!check.ok()) return CouldNotRun(t.s, check.Summary());
   t.ev.served_model_name = t.effective.identity.served_model_name;
-  t.ev.max_tokens_per_chunk = MaxTokensPerChunk(*facts, sim_draft_tokens);
+  t.ev.max_tokens_per_chunk = MaxTokensPerChunk(*facts, id_in->sim_spec_draft_tokens);
   t.s.identity["served_model_name"] = t.ev.served_model_name;
   t.s.identity["max_tokens_per_chunk"] = t.ev.max_tokens_per_chunk;
   return std::nullopt;

@@ -1,7 +1,7 @@
 // The simulated server: one libevent loop thread owns the engine, every connection and two timers.
 //
 // Virtual time: virtual_ns = (mono_ns - t0) * time_scale. The engine timer is armed at the wall
-// instant of Engine::NextEventTime(); when it fires the loop advances the engine to
+// instant of engine::Engine::NextEventTime(); when it fires the loop advances the engine to
 // max(now, that instant) and hands each event's chunks to their connections right away, so a
 // chunk's lateness (truth log) is the timer's wake-up error plus the time spent handing over the
 // chunks before it in the same step. The loop writes the connections' buffers to their sockets
@@ -315,7 +315,7 @@ void SimServer::Impl::Dispatch(const EngineEvent& e) {
 
 void SimServer::Impl::SubmitStream(Stream* s) {
   VirtNs now = VirtNow();
-  // Collect every step that ended before this arrival first (Engine::Submit's contract).
+  // Collect every step that ended before this arrival first (engine::Engine::Submit's contract).
   Pump(now);
   s->arrival_v = last_v;
   s->in_engine = true;
@@ -1449,10 +1449,10 @@ Result<std::unique_ptr<SimServer>> SimServer::Start(const ServerOptions& options
   impl->scale = options.time_scale;
   impl->spec = &SpecFor(options.dialect);
   impl->BuildChunkParts();
-  Result<EngineProfile> profile = LoadProfile(options.profile_path);
+  Result<EngineProfile> profile = engine::LoadProfile(options.profile_path);
   if (!profile.ok()) return profile.status();
   impl->profile = profile.value();
-  impl->digest = ProfileDigest(impl->profile);
+  impl->digest = engine::ProfileDigest(impl->profile);
   impl->tmpl = ChatTemplate{impl->profile.chat_template_tokens,
                             impl->profile.template_prefix_tokens, impl->profile.template_bos};
   if (impl->profile.cache_model == CacheModel::kSlots) {
@@ -1466,7 +1466,7 @@ Result<std::unique_ptr<SimServer>> SimServer::Start(const ServerOptions& options
   }
   if (!options.truth_log_path.empty())
     CAPQ_RETURN_IF_ERROR(impl->truth.Open(options.truth_log_path));
-  impl->engine = std::make_unique<Engine>(impl->profile);
+  impl->engine = std::make_unique<engine::Engine>(impl->profile);
 
   // A write to a socket the client closed raises SIGPIPE; the server must see EPIPE instead.
   struct sigaction old_sa {};

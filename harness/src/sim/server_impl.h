@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "capq/clock.h"
+#include "capq/engine/engine.h"
+#include "capq/engine/profile.h"
 #include "capq/sim/dialect.h"
 #include "capq/sim/faults.h"
 #include "capq/sim/server.h"
@@ -30,6 +32,16 @@
 namespace capq::sim {
 
 using json = nlohmann::json;
+
+// The engine model's names the server code uses throughout. Its class stays qualified
+// (engine::Engine): capq::Engine is the row's engine kind.
+using engine::CacheModel;
+using engine::EngineEvent;
+using engine::EngineProfile;
+using engine::EngineRequest;
+using engine::EngineStats;
+using engine::SlotState;
+using engine::VirtNs;
 
 inline constexpr double kTtftBucketsS[] = {
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,  0.75, 1.0,  2.5,   5.0,
@@ -133,7 +145,7 @@ struct SimServer::Impl {
   std::atomic<bool> stopped{false};
   std::mutex stop_mu;
 
-  std::unique_ptr<Engine> engine;
+  std::unique_ptr<engine::Engine> engine;
   std::vector<EngineEvent> events;
   VirtNs last_v = 0;
   std::optional<VirtNs> timer_at;

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <thread>
 
+#include "capq/engine/profile.h"
 #include "capq/model/engine_limits.h"
 #include "capq/targets/http.h"
 #include "capq/targets/target.h"
@@ -508,11 +509,24 @@ class LlamacppTarget : public Target {
 
 // The simulator speaks one real engine's dialect, so everything goes to that engine's adapter;
 // only its identity (the profile digest and time scale, GET /capq/sim) is the simulator's own.
+// The digest the server must report is the row's own profile file's, hashed here.
 class SimTarget : public Target {
  public:
-  SimTarget(TargetOptions o, std::unique_ptr<Target> dialect)
-      : Target(std::move(o)), dialect_(std::move(dialect)) {}
+  SimTarget(TargetOptions o, std::string profile_path, std::unique_ptr<Target> dialect)
+      : Target(std::move(o)),
+        profile_path_(std::move(profile_path)),
+        dialect_(std::move(dialect)) {}
   Engine engine() const override { return Engine::kSim; }
+
+  Result<IdentityInputs> LocalIdentity() const override {
+    Result<engine::EngineProfile> profile = engine::LoadProfile(profile_path_);
+    if (!profile.ok()) return profile.status().WithContext("the row's simulator profile");
+    IdentityInputs in;
+    in.sim_profile_digest = engine::ProfileDigest(*profile);
+    in.sim_served_model_name = profile->served_model_name;
+    in.sim_spec_draft_tokens = profile->spec_draft_tokens;
+    return in;
+  }
 
   Result<ServerFacts> Facts() override {
     Result<ServerFacts> f = dialect_->Facts();
@@ -561,6 +575,7 @@ class SimTarget : public Target {
   std::string ProbePath() const override { return "/health"; }
 
  private:
+  std::string profile_path_;  // the row's identity.sim_profile
   std::unique_ptr<Target> dialect_;
 };
 
@@ -587,7 +602,7 @@ Result<std::unique_ptr<Target>> MakeTarget(const Identity& identity, const Targe
   }
   Result<std::unique_ptr<Target>> t = MakeEngineTarget(LimitsEngine(identity), options);
   if (!t.ok() || identity.engine != Engine::kSim) return t;
-  return std::unique_ptr<Target>(new SimTarget(options, std::move(*t)));
+  return std::unique_ptr<Target>(new SimTarget(options, identity.sim_profile, std::move(*t)));
 }
 
 Result<std::unique_ptr<Target>> MakeTarget(Engine engine, const TargetOptions& options) {

@@ -120,6 +120,8 @@ Result<std::string> Target::WaitIdle(MonoNs deadline_ns, const std::atomic<bool>
   }
 }
 
+Result<IdentityInputs> Target::LocalIdentity() const { return ResolveRunningImage(); }
+
 std::map<std::string, double> ParsePrometheus(const std::string& text) {
   std::map<std::string, double> out;
   std::istringstream in(text);

@@ -49,11 +49,11 @@ struct QualifyOptions {
 };
 
 // Predicts Cmax offline for a simulator row: each C from 1 up runs through the row's engine
-// profile (capq/sim/predict.h, virtual time, no sockets) with the row's prompt, output, warm-up and
-// measured counts, until the row's first SLO gate (TTFT only) is no longer met. nullopt when the
-// row is not a sim row, its gate is not TTFT, or nothing fails up to `max_concurrency`.
-// `note` says what was predicted, e.g. "engine model: p95 TTFT 858 ms at C=6, 2222 ms at C=7".
-// nullopt for a rate row too: the engine model runs closed loops only.
+// profile (capq/engine/predict.h, virtual time, no sockets) with the row's prompt, output, warm-up
+// and measured counts, until the row's first SLO gate (TTFT only) is no longer met. nullopt when
+// the row is not a sim row, its gate is not TTFT, or nothing fails up to `max_concurrency`. `note`
+// says what was predicted, e.g. "engine model: p95 TTFT 858 ms at C=6, 2222 ms at C=7". nullopt for
+// a rate row too: the engine model runs closed loops only.
 std::optional<int> PredictCmax(const Row& row, int max_concurrency, std::string* note);
 
 // A rate row's first guess from a closed-loop qualification of the same identity and shape

@@ -1,6 +1,6 @@
-// The simulated engine's OpenAI-compatible HTTP server (`capq sim`): the pure Engine (engine.h)
-// driven by a libevent loop in wall time, speaking one server dialect's endpoint names, chunk
-// shapes and metrics (server-apis.md).
+// The simulated engine's OpenAI-compatible HTTP server (`capq sim`): the pure engine model
+// (capq/engine/engine.h) driven by a libevent loop in wall time, speaking one server dialect's
+// endpoint names, chunk shapes and metrics (server-apis.md).
 //
 // Endpoints (all dialects): POST /v1/chat/completions (stream true|false), GET /health,
 // GET /v1/models, GET /metrics (Prometheus text), POST /tokenize, and GET /capq/sim:
@@ -34,8 +34,8 @@
 #include <memory>
 #include <string>
 
+#include "capq/engine/engine.h"
 #include "capq/model/row.h"
-#include "capq/sim/engine.h"
 #include "capq/status.h"
 
 namespace capq::sim {
@@ -67,12 +67,12 @@ class SimServer {
 
   int port() const;
   std::string url() const;  // "http://127.0.0.1:PORT"
-  const EngineProfile& profile() const;
-  std::string identity_digest() const;  // ProfileDigest(profile())
+  const engine::EngineProfile& profile() const;
+  std::string identity_digest() const;  // engine::ProfileDigest(profile())
 
   // A snapshot of the engine's counters, taken on the loop thread after its last activity (it lags
   // the loop by at most one callback). For tests: e.g. /health must leave them unchanged.
-  EngineStats engine_stats() const;
+  engine::EngineStats engine_stats() const;
   // Chat completion requests received so far (any outcome), in arrival order.
   int64_t requests_received() const;
   // Connections the kernel queues for accept on the listening socket (what it granted: the

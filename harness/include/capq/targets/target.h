@@ -12,7 +12,9 @@
 //                      message), from the server's own template/tokenize endpoints: the most a
 //                      cold cache can show as cached for distinct prompts;
 //  - ColdHint():       what to change on this engine when measured requests show a warm cache;
-//  - Metrics():        Prometheus text from /metrics (snapshots and samples during a trial).
+//  - Metrics():        Prometheus text from /metrics (snapshots and samples during a trial);
+//  - LocalIdentity():  what this side knows of the identity the server must show: a real
+//                      engine's running image, the simulator's digest of the row's own profile.
 //
 // Thread safety: a Target is used by one thread at a time (it owns one HTTP connection).
 #pragma once
@@ -33,6 +35,7 @@
 namespace capq {
 
 class HttpClient;
+struct IdentityInputs;
 
 struct TargetOptions {
   std::string base_url;  // "http://127.0.0.1:30000" (a trailing '/' is removed)
@@ -121,6 +124,11 @@ class Target {
   // Waits until ParseLoad() says nothing runs or waits, or `deadline_ns`. Returns a note in words
   // (also when the server has no load metrics: then the flush's busy retry is the only guard).
   Result<std::string> WaitIdle(MonoNs deadline_ns, const std::atomic<bool>* cancel);
+  // What CheckIdentity compares with the server's own word, found on this side, never asked of
+  // the server: for a real engine ResolveRunningImage(); for the simulator the digest of the
+  // row's own profile file, with what that profile says of the model and its steps. Error when
+  // the row's profile does not load.
+  virtual Result<IdentityInputs> LocalIdentity() const;
 
  protected:
   explicit Target(TargetOptions options);
@@ -135,7 +143,7 @@ class Target {
 
 // The adapter for a row's identity: its engine's, or for a simulator the adapter of the engine
 // its dialect stands in for, wrapped so that Facts() also reads the simulator's identity
-// (GET /capq/sim).
+// (GET /capq/sim) and LocalIdentity() hashes the row's profile (identity.sim_profile).
 Result<std::unique_ptr<Target>> MakeTarget(const Identity& identity, const TargetOptions& options);
 // The same for a bare engine (a simulator speaking SGLang's dialect for Engine::kSim).
 Result<std::unique_ptr<Target>> MakeTarget(Engine engine, const TargetOptions& options);
@@ -178,6 +186,10 @@ struct IdentityInputs {
   std::string model_revision;
   // Simulator rows: the digest of the row's own profile, computed locally ("sha256:<hex>").
   std::string sim_profile_digest;
+  // Simulator rows: the profile's served model name (for a row that leaves it to the profile) and
+  // the draft tokens one speculative step may add to a chunk.
+  std::string sim_served_model_name;
+  int sim_spec_draft_tokens = 0;
 };
 
 // Compares a row's identity and server_expect with what the server says. Numbers compare

@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-namespace capq::sim::internal {
+namespace capq::engine::internal {
 
 class RadixCache {
  public:
@@ -53,4 +53,4 @@ class RadixCache {
   uint64_t clock_ = 0;
 };
 
-}  // namespace capq::sim::internal
+}  // namespace capq::engine::internal

@@ -1,4 +1,4 @@
-#include "capq/sim/predict.h"
+#include "capq/engine/predict.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "capq/hash.h"
 
-namespace capq::sim {
+namespace capq::engine {
 namespace {
 
 std::vector<uint32_t> MakePrompt(const PredictOptions& o, int shared, uint64_t request_key) {
@@ -136,4 +136,4 @@ double TtftPercentileNs(const std::vector<PredictedRequest>& requests, double q)
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
-}  // namespace capq::sim
+}  // namespace capq::engine

@@ -1,11 +1,11 @@
 // Offline trial prediction: closed-loop bursts through the engine alone.
-#include "capq/sim/predict.h"
+#include "capq/engine/predict.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-namespace capq::sim {
+namespace capq::engine {
 namespace {
 
 EngineProfile Simple() {
@@ -162,4 +162,4 @@ TEST(PredictTest, IsPure) {
 }
 
 }  // namespace
-}  // namespace capq::sim
+}  // namespace capq::engine

@@ -5,9 +5,9 @@
 #include <map>
 #include <set>
 
-#include "capq/sim/engine.h"
+#include "capq/engine/engine.h"
 
-namespace capq::sim {
+namespace capq::engine {
 namespace {
 
 using Kind = EngineEvent::Kind;
@@ -234,4 +234,4 @@ TEST(EngineSlotsTest, IdleStartDelayBatchesNearSimultaneousArrivals) {
 }
 
 }  // namespace
-}  // namespace capq::sim
+}  // namespace capq::engine

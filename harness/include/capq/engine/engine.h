@@ -1,6 +1,7 @@
 // The simulated engine model: a pure discrete-event continuous-batching scheduler in virtual time.
 // No I/O, no clocks, no threads: the caller says what time it is and collects events. The same code
-// drives the live simulated server and offline prediction.
+// drives the live simulated server (capq/sim/server.h) and offline prediction (predict.h), so it
+// sits in a layer of its own below both, over the model and core layers only.
 //
 // Semantics (architecture.md, "The simulated engine"):
 //  - Arrivals join an FCFS waiting queue. At each step start the scheduler admits from the head of
@@ -66,9 +67,9 @@
 #include <optional>
 #include <vector>
 
-#include "capq/sim/profile.h"
+#include "capq/engine/profile.h"
 
-namespace capq::sim {
+namespace capq::engine {
 
 using VirtNs = int64_t;  // virtual nanoseconds
 
@@ -162,4 +163,4 @@ class Engine {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace capq::sim
+}  // namespace capq::engine

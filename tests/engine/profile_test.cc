@@ -1,5 +1,5 @@
 // Profile loading (strict, errors that point at the line and key) and the identity digest.
-#include "capq/sim/profile.h"
+#include "capq/engine/profile.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-namespace capq::sim {
+namespace capq::engine {
 namespace {
 
 using ::testing::HasSubstr;
@@ -263,4 +263,4 @@ TEST(ProfileTest, DigestOfTheDefaultProfileIsPinned) {
 }
 
 }  // namespace
-}  // namespace capq::sim
+}  // namespace capq::engine

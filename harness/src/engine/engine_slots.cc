@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace capq::sim::internal {
+namespace capq::engine::internal {
 namespace {
 
 // A restored entry must keep at least this share of its tokens (ts/server-task.cpp:1746-1820).
@@ -124,4 +124,4 @@ std::optional<int64_t> SlotCache::Erase(int slot) {
   return n;
 }
 
-}  // namespace capq::sim::internal
+}  // namespace capq::engine::internal

@@ -1,5 +1,5 @@
 // The simulated engine against hand-computed schedules (engine.h states the semantics).
-#include "capq/sim/engine.h"
+#include "capq/engine/engine.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <random>
 #include <set>
 
-namespace capq::sim {
+namespace capq::engine {
 namespace {
 
 using Kind = EngineEvent::Kind;
@@ -731,4 +731,4 @@ TEST(EngineTest, RandomScheduleKeepsEveryInvariant) {
 }
 
 }  // namespace
-}  // namespace capq::sim
+}  // namespace capq::engine

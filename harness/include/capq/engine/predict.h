@@ -6,11 +6,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "capq/sim/engine.h"
-#include "capq/sim/profile.h"
+#include "capq/engine/engine.h"
+#include "capq/engine/profile.h"
 #include "capq/status.h"
 
-namespace capq::sim {
+namespace capq::engine {
 
 struct PredictOptions {
   int64_t prompt_tokens = 0;  // server-side prompt length, chat template included
@@ -59,4 +59,4 @@ Result<PredictedTrial> PredictTrialOn(Engine* engine, VirtNs start_ns,
 // Linear-interpolation percentile (q in [0, 100]) of TTFT over `requests`, in ns; 0 when empty.
 double TtftPercentileNs(const std::vector<PredictedRequest>& requests, double q);
 
-}  // namespace capq::sim
+}  // namespace capq::engine

@@ -1,4 +1,4 @@
-#include "capq/sim/profile.h"
+#include "capq/engine/profile.h"
 
 #include <openssl/evp.h>
 #include <yaml-cpp/yaml.h>
@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-namespace capq::sim {
+namespace capq::engine {
 namespace {
 
 std::string Where(const std::string& source, const YAML::Mark& mark) {
@@ -280,4 +280,4 @@ std::string ProfileDigest(const EngineProfile& p) {
   return out;
 }
 
-}  // namespace capq::sim
+}  // namespace capq::engine

@@ -7,7 +7,7 @@
 
 #include "capq/status.h"
 
-namespace capq::sim {
+namespace capq::engine {
 
 enum class SchedulePolicy { kPrefillFirst, kDecodeFirst };  // SGLang-like, vLLM-like
 
@@ -102,4 +102,4 @@ const char* CacheModelName(CacheModel model);           // "radix" | "slots"
 std::string CanonicalProfileJson(const EngineProfile& p);
 std::string ProfileDigest(const EngineProfile& p);
 
-}  // namespace capq::sim
+}  // namespace capq::engine

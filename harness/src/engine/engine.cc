@@ -1,4 +1,4 @@
-#include "capq/sim/engine.h"
+#include "capq/engine/engine.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "engine_radix.h"
 #include "engine_slots.h"
 
-namespace capq::sim {
+namespace capq::engine {
 namespace {
 
 uint64_t HashTokens(const std::vector<uint32_t>& tokens) {
@@ -550,4 +550,4 @@ std::vector<SlotState> Engine::Slots() const {
 
 const EngineProfile& Engine::profile() const { return impl_->profile; }
 
-}  // namespace capq::sim
+}  // namespace capq::engine

@@ -7,7 +7,7 @@
 #include <optional>
 #include <vector>
 
-namespace capq::sim::internal {
+namespace capq::engine::internal {
 
 int64_t CommonPrefix(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b);
 
@@ -51,4 +51,4 @@ class SlotCache {
   int64_t clock_ = 0;
 };
 
-}  // namespace capq::sim::internal
+}  // namespace capq::engine::internal

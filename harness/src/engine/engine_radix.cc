@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace capq::sim::internal {
+namespace capq::engine::internal {
 
 RadixCache::RadixCache() : root_(std::make_unique<Node>()) {}
 
@@ -109,4 +109,4 @@ void RadixCache::Clear() {
   locked_tokens_ = 0;
 }
 
-}  // namespace capq::sim::internal
+}  // namespace capq::engine::internal
