@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "capq/clock.h"
 #include "capq/log.h"
@@ -783,28 +784,83 @@ void Decode(Trial& t) {
   t.s.load->results.clear();
 }
 
+// What reading the raw evidence back found: the re-count's counts, or why there are none.
+struct ReadBackOutcome {
+  nlohmann::json counts = nlohmann::json::object();  // {id: tokens}
+  std::string recount_unavailable;                   // "" = every text was counted
+  std::string problem;  // "" = every record read back as the load decoded it
+};
+
+// Puts one record read back into its stream's result (its chunk gaps) and counts a measured
+// stream's text. The read-back must decode as the load did, else the evidence does not hold.
+void ReadBackRecord(RequestResult&& back, RequestResult* live, Target& target,
+                    ReadBackOutcome* out) {
+  if (live->output_sha256 != back.output_sha256 || live->chunks != back.chunks) {
+    if (out->problem.empty()) out->problem = back.id + " reads back other than it was streamed";
+    return;
+  }
+  live->text_gaps_ms = std::move(back.text_gaps_ms);
+  if (!out->recount_unavailable.empty() || back.phase != Phase::kMeasured) return;
+  if (back.output_text.empty()) return;
+  Result<int64_t> n = target.CountTokens(back.output_text);
+  if (!n.ok()) {
+    out->recount_unavailable = "the server's tokenizer: " + n.status().message();
+    return;
+  }
+  out->counts[back.id] = *n;
+}
+
+// The raw evidence read back in one pass, after the load: what its recorder kept of a stream was
+// its facts (LoadResult::results), so each stream's chunk gaps come back from the file here, and
+// the server's tokenizer re-counts each measured stream's text as its record ends in the file.
+ReadBackOutcome ReadBackEvidence(TrialState& s, Target& target) {
+  ReadBackOutcome out;
+  std::unordered_map<std::string, RequestResult*> live;
+  for (auto* phase : {&s.warm, &s.meas}) {
+    for (RequestResult& r : *phase) live.emplace(r.id, &r);
+  }
+  if (Status st = s.evidence->Flush(); !st.ok()) {
+    out.problem = st.message();
+    return out;
+  }
+  size_t seen = 0;
+  Result<RawEvidenceSummary> read =
+      ReadRawEvidence(s.evidence->path(), [&](RawRecord&&, RequestResult&& back) {
+        auto it = live.find(back.id);
+        if (it == live.end()) {
+          if (out.problem.empty()) out.problem = back.id + " is not one of the load's requests";
+          return;
+        }
+        ++seen;
+        ReadBackRecord(std::move(back), it->second, target, &out);
+      });
+  if (!read.ok()) {
+    out.problem = read.status().message();
+  } else if (out.problem.empty() && seen != live.size()) {
+    out.problem = std::to_string(live.size() - seen) + " requests have no record in it";
+  }
+  return out;
+}
+
 // The server's own tokenizer re-counts each measured stream's text, after the load and never on
-// its timing path: usage fields alone would let an endpoint claim tokens it never streamed.
-void Recount(Trial& t) {
+// its timing path: usage fields alone would let an endpoint claim tokens it never streamed. The
+// texts (and the chunk gaps) are read back from the raw evidence: a trial whose evidence does not
+// read back as it was streamed has no result.
+PhaseEnd ReadBackAndRecount(Trial& t) {
   const MonoNs start = NowNs();
-  nlohmann::json counts = nlohmann::json::object();
-  std::string unavailable;
-  for (const RequestResult& r : t.s.meas) {
-    if (r.output_text.empty()) continue;
-    Result<int64_t> n = t.target->CountTokens(r.output_text);
-    if (!n.ok()) {
-      unavailable = "the server's tokenizer: " + n.status().message();
-      break;
-    }
-    counts[r.id] = *n;
+  ReadBackOutcome back = ReadBackEvidence(t.s, *t.target);
+  if (!back.problem.empty()) {
+    return CouldNotRun(t.s, "the raw evidence does not read back: " + back.problem);
   }
   t.s.recount = {{"method",
                   "the server's tokenize endpoint on each stream's text, no special "
                   "tokens"},
-                 {"unavailable", unavailable}};
-  if (unavailable.empty()) t.s.recount["counts"] = counts;
-  t.s.recount["wall_s"] = NsToS(NowNs() - start);  // its cost, after the timed load
+                 {"unavailable", back.recount_unavailable}};
+  if (back.recount_unavailable.empty()) t.s.recount["counts"] = std::move(back.counts);
+  // Its cost, after the timed load: the evidence read back, the texts counted.
+  t.s.recount["wall_s"] = NsToS(NowNs() - start);
   t.ev.recount = t.s.recount;
+  return std::nullopt;
 }
 
 // Validate, measure, decide.
@@ -885,7 +941,7 @@ TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
     if (PhaseEnd end = phase(t)) return std::move(*end);
   }
   Decode(t);
-  Recount(t);
+  if (PhaseEnd end = ReadBackAndRecount(t)) return std::move(*end);
   Judge(t);
   if (PhaseEnd end = CheckCompleted(t)) return std::move(*end);
   t.s.ctx.complete = true;
