@@ -100,12 +100,14 @@ nlohmann::json Snapshot(Target& t, const char* kind, MonoNs t0, std::string* raw
   return line;
 }
 
+void AppendJsonLine(const nlohmann::json& line, std::string* out) {
+  *out += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  *out += '\n';
+}
+
 std::string Jsonl(const std::vector<nlohmann::json>& lines) {
   std::string out;
-  for (const auto& l : lines) {
-    out += l.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    out += '\n';
-  }
+  for (const auto& l : lines) AppendJsonLine(l, &out);
   return out;
 }
 
@@ -128,7 +130,17 @@ struct TrialState {
   // the load runs (raw_evidence.h).
   std::optional<TrialDirWriter> dir;
   std::unique_ptr<EvidenceWriter> evidence;
+  // plan.json in `dir` is the plan as it stands: written when the load starts and again when the
+  // calibration rewords it, so the trial's end need not build its JSON (MBs at thousands of
+  // prompts) a second time when the streams' results are largest.
+  bool plan_written = false;
 };
+
+Status WritePlan(TrialState& s) {
+  CAPQ_RETURN_IF_ERROR(s.dir->Write("plan.json", PlanToJson(*s.plan).dump(1) + "\n"));
+  s.plan_written = true;
+  return Status::Ok();
+}
 
 void Progress(const TrialOptions& o, const std::string& line) {
   if (o.on_progress) o.on_progress(line);
@@ -185,13 +197,14 @@ Status WriteDirectory(TrialState& s, const std::string& dir) {
   CAPQ_RETURN_IF_ERROR(SealEvidence(s));
   CAPQ_RETURN_IF_ERROR(w->Write("row.yaml", RowToYaml(*s.row)));
   CAPQ_RETURN_IF_ERROR(w->Write("command.txt", s.opt->command_line + "\n"));
-  if (s.plan) CAPQ_RETURN_IF_ERROR(w->Write("plan.json", PlanToJson(*s.plan).dump(1) + "\n"));
+  if (s.plan && !s.plan_written) CAPQ_RETURN_IF_ERROR(WritePlan(s));
   if (s.load) {
-    std::vector<nlohmann::json> res;
+    // A line at a time: thousands of results held as JSON objects weigh four times their text.
+    std::string res;
     for (const auto* phase : {&s.warm, &s.meas}) {
-      for (const auto& r : *phase) res.push_back(RequestResultToJson(r));
+      for (const auto& r : *phase) AppendJsonLine(RequestResultToJson(r), &res);
     }
-    CAPQ_RETURN_IF_ERROR(w->Write("results.jsonl", Jsonl(res)));
+    CAPQ_RETURN_IF_ERROR(w->Write("results.jsonl", res));
   }
   if (s.metrics) {
     nlohmann::json m = MetricsToJson(*s.metrics);
@@ -584,6 +597,8 @@ Result<std::optional<LoadResult>> CalibrateWordCount(Trial& t, const LoadSpec& c
                   "a word was taken as a token");
   }
   plan.calibration_note = note;
+  // The reworded prompts are the ones sent from here on: what a killed trial leaves says so too.
+  if (Status st = WritePlan(t.s); !st.ok()) return st;
   return std::optional<LoadResult>(std::move(*cl));
 }
 
@@ -670,7 +685,7 @@ Status OpenEvidence(Trial& t) {
   if (!dir.ok()) return dir.status();
   s.dir = std::move(*dir);
   CAPQ_RETURN_IF_ERROR(s.dir->Write("row.yaml", RowToYaml(*s.row)));
-  CAPQ_RETURN_IF_ERROR(s.dir->Write("plan.json", PlanToJson(*s.plan).dump(1) + "\n"));
+  CAPQ_RETURN_IF_ERROR(WritePlan(s));
   const TrialPlan& plan = *s.plan;
   const int64_t tokens = static_cast<int64_t>(plan.warmup.size() + plan.measured.size()) *
                          s.row->workload.output_tokens;
@@ -894,6 +909,10 @@ void Judge(Trial& t) {
   // Wall seconds the load generator waited for its recorder (loadgen.h): reads that much late.
   s.metrics_extra["recorder_wait_s"] = NsToS(s.load->recorder_wait_ns);
   s.verdict = Decide(row, *s.metrics, correctness, StopOf(s), lat.stability);
+  // The chunk gaps have been measured; nothing after reads them (results.jsonl leaves them out).
+  for (auto* phase : {&s.warm, &s.meas}) {
+    for (RequestResult& r : *phase) std::vector<float>().swap(r.text_gaps_ms);
+  }
 }
 
 // An interrupted load or a server that went away: no verdict can be green, the records stay.
