@@ -1,6 +1,8 @@
 // RunTrial: prepare, measure, decode, validate, decide, write (issue 4; seed Parts III-IV).
 #include "capq/protocol/trial.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -960,6 +962,9 @@ TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
     if (PhaseEnd end = phase(t)) return std::move(*end);
   }
   Decode(t);
+  // The load's connections and its recorder's buffers are freed, most of them in the recorder
+  // thread's arena, which the reading back on this thread does not reuse: give their pages back.
+  malloc_trim(0);
   if (PhaseEnd end = ReadBackAndRecount(t)) return std::move(*end);
   Judge(t);
   if (PhaseEnd end = CheckCompleted(t)) return std::move(*end);
