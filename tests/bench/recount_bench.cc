@@ -2,7 +2,8 @@
 // text_recount gate), on the real trial path: one RunTrial at C = 1,024 (4,096 measured streams)
 // against the in-process simulator, then the re-count's wall time from recount.json beside the
 // trial's. The re-count runs after the load, so it costs wall time, never TTFT.
-//   recount_s           wall seconds of the re-count (every stream, one tokenize request each)
+//   recount_s           wall seconds of the re-count (the raw evidence read back in one pass,
+//                       every stream's text one tokenize request)
 //   recount_us_per_stream
 //   recount_share       recount_s / the whole trial's wall seconds
 // Prints figures; asserts nothing.

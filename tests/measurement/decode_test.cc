@@ -92,6 +92,33 @@ TEST(DecodeRecord, KernelStampIsTheArrivalWhereProven) {
   EXPECT_FLOAT_EQ(r.text_gaps_ms[1], 10.0f);
 }
 
+// The load's recorder keeps a stream's facts only: no text, no chunk gaps, everything else the
+// same, the text's size, UTF-8 check and SHA-256 taken as it arrived.
+TEST(StreamDecoder, KeepingFactsOnlyDropsTheTextAndGapsAndNothingElse) {
+  RawRecord raw = Stream(
+      {R"({"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]})",
+       R"({"model":"m","choices":[{"index":0,"delta":{"content":"caf\u00c3"}}]})",
+       R"({"model":"m","choices":[{"index":0,"delta":{"content":"\u00a9 \u20ac"}}]})",
+       R"({"model":"m","choices":[{"index":0,"delta":{"reasoning":"hm"},"finish_reason":"length"}]})",
+       R"({"model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3}})",
+       "[DONE]"});
+  const RequestResult all = DecodeRecord(raw);
+  StreamDecoder d(raw.actual_send_ns, StreamDecoder::Keep::kFacts);
+  for (const SseEvent& ev : raw.events) d.Feed(ev);
+  const RequestResult facts = d.Finish(raw);
+  EXPECT_EQ(all.text_gaps_ms.size(), 2u);
+  EXPECT_FALSE(all.output_text.empty());
+  EXPECT_TRUE(facts.text_gaps_ms.empty());
+  EXPECT_TRUE(facts.output_text.empty());
+  RequestResult same = all;
+  same.text_gaps_ms.clear();
+  same.output_text.clear();
+  EXPECT_EQ(RequestResultToJson(facts), RequestResultToJson(same));
+  EXPECT_EQ(facts.output_sha256, Sha256Hex(all.output_text));
+  EXPECT_EQ(facts.output_utf8_bytes, static_cast<int64_t>(all.output_text.size()));
+  EXPECT_EQ(facts.output_valid_utf8, IsValidUtf8(all.output_text));
+}
+
 // vLLM: unset keys are absent; newer versions stream `reasoning`, older `reasoning_content`.
 TEST(DecodeRecord, VllmReasoningCountsAsText) {
   RawRecord raw = Stream(

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <random>
 #include <vector>
 
 namespace capq {
@@ -90,6 +93,42 @@ RequestResult Req(const std::string& id, int index, int64_t start_ms, int64_t tt
   r.chunks = chunks;
   r.nonempty_chunks = chunks;
   return r;
+}
+
+// The pooled chunk gaps are summarized as the floats they are, scaled as read: every figure is the
+// one the scaled doubles give.
+TEST(ComputeMetrics, ChunkGapsAreThoseOfTheScaledDoubles) {
+  std::mt19937 rng(3);
+  std::lognormal_distribution<float> gap(1.5f, 1.0f);
+  std::vector<RequestResult> rs = {Req("m0", 0, 0, 100, 1000, 10, 2),
+                                   Req("m1", 1, 5, 100, 1000, 10, 2)};
+  std::vector<double> want;
+  for (RequestResult& r : rs) {
+    r.text_gaps_ms.clear();
+    for (int i = 0; i < 1001; ++i) r.text_gaps_ms.push_back(gap(rng));
+  }
+  for (double scale : {1.0, 10.0, 0.3}) {
+    want.clear();
+    for (const RequestResult& r : rs) {
+      for (float g : r.text_gaps_ms) want.push_back(static_cast<double>(g) * scale);
+    }
+    for (PercentileMethod m : {PercentileMethod::kLinear, PercentileMethod::kNearestRank}) {
+      const Distribution got = ComputeMetrics(rs, 2, scale, m).chunk_gap_ms;
+      const Distribution ref = Summarize(want, m);
+      EXPECT_EQ(got.n, 2002u);
+      EXPECT_EQ(got.min, ref.min);
+      EXPECT_EQ(got.max, ref.max);
+      EXPECT_EQ(got.mean, ref.mean);
+      EXPECT_EQ(got.p50, ref.p50);
+      EXPECT_EQ(got.p90, ref.p90);
+      EXPECT_EQ(got.p95, ref.p95);
+      EXPECT_EQ(got.p99, ref.p99);
+      EXPECT_EQ(ref.p50, Percentile(want, 50, m));
+      std::vector<double> sorted = want;
+      std::sort(sorted.begin(), sorted.end());
+      EXPECT_EQ(got.mean, std::accumulate(sorted.begin(), sorted.end(), 0.0) / 2002.0);
+    }
+  }
 }
 
 TEST(ComputeMetrics, WallTimesScaledToVirtualTime) {

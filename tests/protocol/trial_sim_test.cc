@@ -122,6 +122,28 @@ TEST(TrialSim, PassDirectoryValidatesAndTamperIsCaught) {
     EXPECT_EQ(id["cold_prefix"]["allowed_tokens"], 3);  // the profile's template prefix
     EXPECT_EQ(id["check"]["ok"], true);
   }
+  {
+    // The load kept no text and no chunk gaps: both were read back from the raw evidence, the
+    // texts re-counted and the gaps measured, one per pair of text chunks of every stream.
+    std::ifstream rin(dir + "/trial/recount.json");
+    const auto recount = nlohmann::json::parse(rin);
+    std::ifstream min(dir + "/trial/metrics.json");
+    const auto metrics = nlohmann::json::parse(min);
+    std::ifstream res(dir + "/trial/results.jsonl");
+    int64_t measured = 0, gaps = 0;
+    for (std::string line; std::getline(res, line);) {
+      const auto r = nlohmann::json::parse(line);
+      if (r["phase"] != "measured") continue;
+      ++measured;
+      gaps += r["nonempty_chunks"].get<int64_t>() - 1;
+      ASSERT_TRUE(recount["counts"].contains(r["id"].get<std::string>())) << r["id"];
+      EXPECT_GT(recount["counts"][r["id"].get<std::string>()].get<int64_t>(), 0);
+    }
+    EXPECT_GT(measured, 0);
+    EXPECT_EQ(recount["counts"].size(), static_cast<size_t>(measured));
+    EXPECT_EQ(recount["unavailable"], "");
+    EXPECT_EQ(metrics["chunk_gap_ms"]["n"], gaps);
+  }
   auto v = ValidateTrialDir(dir + "/trial");
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   EXPECT_TRUE(v->checksums_ok);

@@ -127,7 +127,7 @@ std::string LowerHex(std::string_view bytes) {
   return out;
 }
 
-StreamDecoder::StreamDecoder(MonoNs start_ns) : start_ns_(start_ns) {}
+StreamDecoder::StreamDecoder(MonoNs start_ns, Keep keep) : start_ns_(start_ns), keep_(keep) {}
 
 // One event of the stream: its text, usage and errors. Errors name the event by number and time.
 void StreamDecoder::Feed(const SseEvent& ev) {
@@ -178,7 +178,7 @@ void StreamDecoder::Feed(const SseEvent& ev) {
   if (text_bytes > 0) {
     ++out_.nonempty_chunks;
     if (!out_.ttft_ns) out_.ttft_ns = t - start_ns_;
-    if (last_text_ns_ != 0) {
+    if (last_text_ns_ != 0 && keep_ == Keep::kAll) {
       out_.text_gaps_ms.push_back(static_cast<float>(NsToMs(t - last_text_ns_)));
     }
     last_text_ns_ = t;
@@ -223,7 +223,8 @@ int64_t StreamDecoder::FeedChoices(const nlohmann::json& j, MonoNs arrival_ns) {
         text_bytes += static_cast<int64_t>(s.size());
         (key[0] == 'c' ? out_.content_bytes : out_.reasoning_bytes) +=
             static_cast<int64_t>(s.size());
-        text_ += s;
+        digest_.Append(s);
+        if (keep_ == Keep::kAll) text_ += s;
       }
     }
     if (const nlohmann::json* fr = Field(choice, "finish_reason")) {
@@ -310,10 +311,10 @@ RequestResult StreamDecoder::Finish(const RawRecord& r) {
       out.errors.push_back("usage without completion_tokens");
     }
   }
-  out.output_utf8_bytes = static_cast<int64_t>(text_.size());
-  out.output_valid_utf8 = IsValidUtf8(text_);
+  out.output_utf8_bytes = digest_.bytes();
+  out.output_valid_utf8 = digest_.valid_utf8();
   if (!out.output_valid_utf8) out.errors.push_back("the streamed text is not valid UTF-8");
-  out.output_sha256 = Sha256Hex(text_);
+  out.output_sha256 = digest_.FinishSha256Hex();
   out.output_text = std::move(text_);
   return out;
 }

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
+#include <utility>
 
 namespace capq {
 namespace {
@@ -14,52 +14,69 @@ nlohmann::json Num(double v) {
   return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
 }
 
-}  // namespace
-
-double Percentile(std::vector<double> values, double p, PercentileMethod m) {
-  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return std::isnan(v); }),
-               values.end());
-  if (values.empty() || std::isnan(p)) return kNaN;
+// The percentile of values already sorted, NaN-free and non-empty, each read as at(i).
+template <typename At>
+double SortedPercentile(size_t n, const At& at, double p, PercentileMethod m) {
   p = std::clamp(p, 0.0, 100.0);
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
   if (m == PercentileMethod::kNearestRank) {
     // Rank ceil(p·n/100); the tolerance keeps 95·20/100 = 19 from becoming 20 through rounding.
     const double x = p * static_cast<double>(n) / 100.0;
     double k = std::ceil(x - 1e-9 * std::max(1.0, x));
     if (k < 1) k = 1;
     if (k > static_cast<double>(n)) k = static_cast<double>(n);
-    return values[static_cast<size_t>(k) - 1];
+    return at(static_cast<size_t>(k) - 1);
   }
   // numpy "linear": virtual index (n-1)·p/100 between the two neighbours.
   const double rank = static_cast<double>(n - 1) * p / 100.0;
   const size_t lo = static_cast<size_t>(std::floor(rank));
   const size_t hi = std::min(lo + 1, n - 1);
   const double frac = rank - static_cast<double>(lo);
-  return values[lo] + (values[hi] - values[lo]) * frac;
+  return at(lo) + (at(hi) - at(lo)) * frac;
 }
 
-Distribution Summarize(const std::vector<double>& values, PercentileMethod m) {
-  std::vector<double> v;
-  v.reserve(values.size());
-  for (double x : values) {
-    if (!std::isnan(x)) v.push_back(x);
-  }
+template <typename T>
+void DropNaNAndSort(std::vector<T>* values) {
+  values->erase(std::remove_if(values->begin(), values->end(), [](T v) { return std::isnan(v); }),
+                values->end());
+  std::sort(values->begin(), values->end());
+}
+
+// The distribution of values sorted in place, each read as double(v) * scale: a positive scale
+// keeps their order, so every figure is the one the scaled doubles would give.
+template <typename T>
+Distribution SummarizeScaled(std::vector<T>* values, double scale, PercentileMethod m) {
+  DropNaNAndSort(values);
+  const std::vector<T>& v = *values;
+  const auto at = [&v, scale](size_t i) { return static_cast<double>(v[i]) * scale; };
   Distribution d;
   d.n = v.size();
   if (v.empty()) {
     d.min = d.p50 = d.p90 = d.p95 = d.p99 = d.max = d.mean = kNaN;
     return d;
   }
-  std::sort(v.begin(), v.end());
-  d.min = v.front();
-  d.max = v.back();
-  d.mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-  d.p50 = Percentile(v, 50, m);
-  d.p90 = Percentile(v, 90, m);
-  d.p95 = Percentile(v, 95, m);
-  d.p99 = Percentile(v, 99, m);
+  d.min = at(0);
+  d.max = at(v.size() - 1);
+  double sum = 0.0;
+  for (size_t i = 0; i < v.size(); ++i) sum += at(i);
+  d.mean = sum / static_cast<double>(v.size());
+  d.p50 = SortedPercentile(v.size(), at, 50, m);
+  d.p90 = SortedPercentile(v.size(), at, 90, m);
+  d.p95 = SortedPercentile(v.size(), at, 95, m);
+  d.p99 = SortedPercentile(v.size(), at, 99, m);
   return d;
+}
+
+}  // namespace
+
+double Percentile(std::vector<double> values, double p, PercentileMethod m) {
+  DropNaNAndSort(&values);
+  if (values.empty() || std::isnan(p)) return kNaN;
+  return SortedPercentile(
+      values.size(), [&values](size_t i) { return values[i]; }, p, m);
+}
+
+Distribution Summarize(std::vector<double> values, PercentileMethod m) {
+  return SummarizeScaled(&values, 1.0, m);
 }
 
 TrialMetrics ComputeMetrics(const std::vector<RequestResult>& measured, int concurrency,
@@ -87,7 +104,12 @@ TrialMetrics ComputeMetricsOf(const std::vector<const RequestResult*>& measured,
   const double k = time_scale;
   auto ms = [k](int64_t ns) { return static_cast<double>(ns) / 1e6 * k; };
 
-  std::vector<double> ttfb, first_event, gaps, lag;
+  std::vector<double> ttfb, first_event, lag;
+  // Millions at thousands of long streams: pooled as the floats they are, sized once.
+  std::vector<float> gaps;
+  size_t gap_count = 0;
+  for (const RequestResult* r : order) gap_count += r->text_gaps_ms.size();
+  gaps.reserve(gap_count);
   int64_t chunks_total = 0, tokens_for_chunks = 0;
   MonoNs first_start = 0, last_end = 0;
   size_t completed = 0;
@@ -108,7 +130,7 @@ TrialMetrics ComputeMetricsOf(const std::vector<const RequestResult*>& measured,
       t.itl_values_ms.push_back(ms(*r->e2e_ns - *r->ttft_ns) /
                                 static_cast<double>(*r->completion_tokens - 1));
     }
-    for (float g : r->text_gaps_ms) gaps.push_back(static_cast<double>(g) * k);
+    gaps.insert(gaps.end(), r->text_gaps_ms.begin(), r->text_gaps_ms.end());
     if (r->completion_tokens) {
       t.completion_tokens_total += *r->completion_tokens;
       if (r->nonempty_chunks > 0) {
@@ -128,7 +150,7 @@ TrialMetrics ComputeMetricsOf(const std::vector<const RequestResult*>& measured,
   t.ttfb_ms = Summarize(ttfb, m);
   t.first_event_ms = Summarize(first_event, m);
   t.itl_ms = Summarize(t.itl_values_ms, m);
-  t.chunk_gap_ms = Summarize(gaps, m);
+  t.chunk_gap_ms = SummarizeScaled(&gaps, k, m);
   t.e2e_ms = Summarize(t.e2e_values_ms, m);
   t.scheduling_lag_ms = Summarize(lag, m);
   t.tokens_per_chunk_mean =

@@ -97,7 +97,7 @@ void Recorder::Handle(RecorderBatch::Kind kind, size_t index, bool check, const 
   std::optional<StreamDecoder>& d = decoders_[index];
   switch (kind) {
     case RecorderBatch::kSent:
-      d.emplace(rec.actual_send_ns);
+      d.emplace(rec.actual_send_ns, StreamDecoder::Keep::kFacts);  // the evidence has the rest
       if (evidence_) evidence_->Append(RawSentLine(rec.id, rec.actual_send_ns));
       return;
     case RecorderBatch::kEvent:

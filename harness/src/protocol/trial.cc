@@ -1,12 +1,15 @@
 // RunTrial: prepare, measure, decode, validate, decide, write (issue 4; seed Parts III-IV).
 #include "capq/protocol/trial.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "capq/clock.h"
 #include "capq/log.h"
@@ -98,12 +101,14 @@ nlohmann::json Snapshot(Target& t, const char* kind, MonoNs t0, std::string* raw
   return line;
 }
 
+void AppendJsonLine(const nlohmann::json& line, std::string* out) {
+  *out += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  *out += '\n';
+}
+
 std::string Jsonl(const std::vector<nlohmann::json>& lines) {
   std::string out;
-  for (const auto& l : lines) {
-    out += l.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    out += '\n';
-  }
+  for (const auto& l : lines) AppendJsonLine(l, &out);
   return out;
 }
 
@@ -126,7 +131,17 @@ struct TrialState {
   // the load runs (raw_evidence.h).
   std::optional<TrialDirWriter> dir;
   std::unique_ptr<EvidenceWriter> evidence;
+  // plan.json in `dir` is the plan as it stands: written when the load starts and again when the
+  // calibration rewords it, so the trial's end need not build its JSON (MBs at thousands of
+  // prompts) a second time when the streams' results are largest.
+  bool plan_written = false;
 };
+
+Status WritePlan(TrialState& s) {
+  CAPQ_RETURN_IF_ERROR(s.dir->Write("plan.json", PlanToJson(*s.plan).dump(1) + "\n"));
+  s.plan_written = true;
+  return Status::Ok();
+}
 
 void Progress(const TrialOptions& o, const std::string& line) {
   if (o.on_progress) o.on_progress(line);
@@ -183,13 +198,14 @@ Status WriteDirectory(TrialState& s, const std::string& dir) {
   CAPQ_RETURN_IF_ERROR(SealEvidence(s));
   CAPQ_RETURN_IF_ERROR(w->Write("row.yaml", RowToYaml(*s.row)));
   CAPQ_RETURN_IF_ERROR(w->Write("command.txt", s.opt->command_line + "\n"));
-  if (s.plan) CAPQ_RETURN_IF_ERROR(w->Write("plan.json", PlanToJson(*s.plan).dump(1) + "\n"));
+  if (s.plan && !s.plan_written) CAPQ_RETURN_IF_ERROR(WritePlan(s));
   if (s.load) {
-    std::vector<nlohmann::json> res;
+    // A line at a time: thousands of results held as JSON objects weigh four times their text.
+    std::string res;
     for (const auto* phase : {&s.warm, &s.meas}) {
-      for (const auto& r : *phase) res.push_back(RequestResultToJson(r));
+      for (const auto& r : *phase) AppendJsonLine(RequestResultToJson(r), &res);
     }
-    CAPQ_RETURN_IF_ERROR(w->Write("results.jsonl", Jsonl(res)));
+    CAPQ_RETURN_IF_ERROR(w->Write("results.jsonl", res));
   }
   if (s.metrics) {
     nlohmann::json m = MetricsToJson(*s.metrics);
@@ -574,6 +590,8 @@ Result<std::optional<LoadResult>> CalibrateWordCount(Trial& t, const LoadSpec& c
                   "a word was taken as a token");
   }
   plan.calibration_note = note;
+  // The reworded prompts are the ones sent from here on: what a killed trial leaves says so too.
+  if (Status st = WritePlan(t.s); !st.ok()) return st;
   return std::optional<LoadResult>(std::move(*cl));
 }
 
@@ -660,7 +678,7 @@ Status OpenEvidence(Trial& t) {
   if (!dir.ok()) return dir.status();
   s.dir = std::move(*dir);
   CAPQ_RETURN_IF_ERROR(s.dir->Write("row.yaml", RowToYaml(*s.row)));
-  CAPQ_RETURN_IF_ERROR(s.dir->Write("plan.json", PlanToJson(*s.plan).dump(1) + "\n"));
+  CAPQ_RETURN_IF_ERROR(WritePlan(s));
   const TrialPlan& plan = *s.plan;
   const int64_t tokens = static_cast<int64_t>(plan.warmup.size() + plan.measured.size()) *
                          s.row->workload.output_tokens;
@@ -774,28 +792,83 @@ void Decode(Trial& t) {
   t.s.load->results.clear();
 }
 
+// What reading the raw evidence back found: the re-count's counts, or why there are none.
+struct ReadBackOutcome {
+  nlohmann::json counts = nlohmann::json::object();  // {id: tokens}
+  std::string recount_unavailable;                   // "" = every text was counted
+  std::string problem;  // "" = every record read back as the load decoded it
+};
+
+// Puts one record read back into its stream's result (its chunk gaps) and counts a measured
+// stream's text. The read-back must decode as the load did, else the evidence does not hold.
+void ReadBackRecord(RequestResult&& back, RequestResult* live, Target& target,
+                    ReadBackOutcome* out) {
+  if (live->output_sha256 != back.output_sha256 || live->chunks != back.chunks) {
+    if (out->problem.empty()) out->problem = back.id + " reads back other than it was streamed";
+    return;
+  }
+  live->text_gaps_ms = std::move(back.text_gaps_ms);
+  if (!out->recount_unavailable.empty() || back.phase != Phase::kMeasured) return;
+  if (back.output_text.empty()) return;
+  Result<int64_t> n = target.CountTokens(back.output_text);
+  if (!n.ok()) {
+    out->recount_unavailable = "the server's tokenizer: " + n.status().message();
+    return;
+  }
+  out->counts[back.id] = *n;
+}
+
+// The raw evidence read back in one pass, after the load: what its recorder kept of a stream was
+// its facts (LoadResult::results), so each stream's chunk gaps come back from the file here, and
+// the server's tokenizer re-counts each measured stream's text as its record ends in the file.
+ReadBackOutcome ReadBackEvidence(TrialState& s, Target& target) {
+  ReadBackOutcome out;
+  std::unordered_map<std::string, RequestResult*> live;
+  for (auto* phase : {&s.warm, &s.meas}) {
+    for (RequestResult& r : *phase) live.emplace(r.id, &r);
+  }
+  if (Status st = s.evidence->Flush(); !st.ok()) {
+    out.problem = st.message();
+    return out;
+  }
+  size_t seen = 0;
+  Result<RawEvidenceSummary> read =
+      ReadRawEvidence(s.evidence->path(), [&](RawRecord&&, RequestResult&& back) {
+        auto it = live.find(back.id);
+        if (it == live.end()) {
+          if (out.problem.empty()) out.problem = back.id + " is not one of the load's requests";
+          return;
+        }
+        ++seen;
+        ReadBackRecord(std::move(back), it->second, target, &out);
+      });
+  if (!read.ok()) {
+    out.problem = read.status().message();
+  } else if (out.problem.empty() && seen != live.size()) {
+    out.problem = std::to_string(live.size() - seen) + " requests have no record in it";
+  }
+  return out;
+}
+
 // The server's own tokenizer re-counts each measured stream's text, after the load and never on
-// its timing path: usage fields alone would let an endpoint claim tokens it never streamed.
-void Recount(Trial& t) {
+// its timing path: usage fields alone would let an endpoint claim tokens it never streamed. The
+// texts (and the chunk gaps) are read back from the raw evidence: a trial whose evidence does not
+// read back as it was streamed has no result.
+PhaseEnd ReadBackAndRecount(Trial& t) {
   const MonoNs start = NowNs();
-  nlohmann::json counts = nlohmann::json::object();
-  std::string unavailable;
-  for (const RequestResult& r : t.s.meas) {
-    if (r.output_text.empty()) continue;
-    Result<int64_t> n = t.target->CountTokens(r.output_text);
-    if (!n.ok()) {
-      unavailable = "the server's tokenizer: " + n.status().message();
-      break;
-    }
-    counts[r.id] = *n;
+  ReadBackOutcome back = ReadBackEvidence(t.s, *t.target);
+  if (!back.problem.empty()) {
+    return CouldNotRun(t.s, "the raw evidence does not read back: " + back.problem);
   }
   t.s.recount = {{"method",
                   "the server's tokenize endpoint on each stream's text, no special "
                   "tokens"},
-                 {"unavailable", unavailable}};
-  if (unavailable.empty()) t.s.recount["counts"] = counts;
-  t.s.recount["wall_s"] = NsToS(NowNs() - start);  // its cost, after the timed load
+                 {"unavailable", back.recount_unavailable}};
+  if (back.recount_unavailable.empty()) t.s.recount["counts"] = std::move(back.counts);
+  // Its cost, after the timed load: the evidence read back, the texts counted.
+  t.s.recount["wall_s"] = NsToS(NowNs() - start);
   t.ev.recount = t.s.recount;
+  return std::nullopt;
 }
 
 // Validate, measure, decide.
@@ -829,6 +902,10 @@ void Judge(Trial& t) {
   // Wall seconds the load generator waited for its recorder (loadgen.h): reads that much late.
   s.metrics_extra["recorder_wait_s"] = NsToS(s.load->recorder_wait_ns);
   s.verdict = Decide(row, *s.metrics, correctness, StopOf(s), lat.stability);
+  // The chunk gaps have been measured; nothing after reads them (results.jsonl leaves them out).
+  for (auto* phase : {&s.warm, &s.meas}) {
+    for (RequestResult& r : *phase) std::vector<float>().swap(r.text_gaps_ms);
+  }
 }
 
 // An interrupted load or a server that went away: no verdict can be green, the records stay.
@@ -876,7 +953,10 @@ TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
     if (PhaseEnd end = phase(t)) return std::move(*end);
   }
   Decode(t);
-  Recount(t);
+  // The load's connections and its recorder's buffers are freed, most of them in the recorder
+  // thread's arena, which the reading back on this thread does not reuse: give their pages back.
+  malloc_trim(0);
+  if (PhaseEnd end = ReadBackAndRecount(t)) return std::move(*end);
   Judge(t);
   if (PhaseEnd end = CheckCompleted(t)) return std::move(*end);
   t.s.ctx.complete = true;

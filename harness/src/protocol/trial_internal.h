@@ -53,11 +53,12 @@ struct Evidence {
 // identity.json (required) and recount.json (may be null: not re-counted).
 Evidence EvidenceFromJson(const nlohmann::json& identity, const nlohmann::json& recount);
 
-// Validator input for a decoded trial.
+// Validator input for a decoded trial; its copies of the streams leave their texts and chunk gaps
+// out (no gate reads them).
 ValidationInput MakeValidationInput(const Row& row, const TrialPlan& plan,
-                                    std::vector<RequestResult> warmup,
-                                    std::vector<RequestResult> measured, const ColdPrefix& cold,
-                                    const Evidence& evidence);
+                                    const std::vector<RequestResult>& warmup,
+                                    const std::vector<RequestResult>& measured,
+                                    const ColdPrefix& cold, const Evidence& evidence);
 
 // The latency side of a trial. Closed loop: the metrics of the measured streams. Open loop (issue
 // 13): `meas` holds every scheduled stream, ramp first as planned; the metrics cover the measured

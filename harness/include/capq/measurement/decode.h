@@ -16,6 +16,7 @@
 
 #include "capq/clock.h"
 #include "capq/measurement/raw_record.h"
+#include "capq/measurement/text_digest.h"
 
 namespace capq {
 
@@ -41,14 +42,17 @@ struct RequestResult {
   int64_t chunks = 0;         // decoded chunk frames (usage and role chunks included)
   int64_t nonempty_chunks = 0;
   // Wall milliseconds between consecutive chunks with text: all a stream's timing needs beyond the
-  // fields above (four bytes a chunk, where the chunk itself may be a few hundred).
+  // fields above (four bytes a chunk, where the chunk itself may be a few hundred). Empty when the
+  // decoder kept facts only (StreamDecoder::Keep): the trial reads them back from the evidence.
   std::vector<float> text_gaps_ms;
   int64_t output_utf8_bytes = 0;
   int64_t content_bytes = 0, reasoning_bytes = 0;
   bool output_valid_utf8 = true;
   std::string
       output_sha256;  // lowercase hex of the concatenated text (reasoning and content, in order)
-  std::string output_text;  // that text (for reading the streams; may be large)
+  // That text, when the decoder kept it (StreamDecoder::Keep): the load's recorder does not, and
+  // the re-count reads the texts back from the raw evidence after the load.
+  std::string output_text;
   // Every distinct "model" the chunks named, in order of first appearance ("" for a chunk that
   // named none).
   std::vector<std::string> models;
@@ -67,7 +71,12 @@ void CountFromIntendedSend(RequestResult* r);
 // record (whose `events` it does not read). Thread safety: none; one decoder per stream.
 class StreamDecoder {
  public:
-  explicit StreamDecoder(MonoNs start_ns);
+  // What it keeps beyond the stream's facts. kAll: its text (output_text) and chunk gaps
+  // (text_gaps_ms). kFacts: neither, so that a stream in flight holds a few hundred bytes however
+  // long it runs; the text's size, UTF-8 check and SHA-256 are taken as it arrives
+  // (text_digest.h), and every other field is the same as with kAll.
+  enum class Keep { kAll, kFacts };
+  explicit StreamDecoder(MonoNs start_ns, Keep keep = Keep::kAll);
   void Feed(const SseEvent& ev);
   RequestResult Finish(const RawRecord& r);
 
@@ -81,7 +90,9 @@ class StreamDecoder {
   MonoNs last_text_ns_ = 0;
   size_t events_ = 0;
   bool usage_seen_ = false;
-  std::string text_;
+  Keep keep_;
+  TextDigest digest_;
+  std::string text_;  // kAll only
   std::vector<std::string> event_errors_;
 };
 

@@ -116,7 +116,9 @@ struct LoadSpec {
 struct LoadResult {
   std::vector<RawRecord> records;  // warm-up records first, then measured, each in send order
   // records[i] decoded, as its events arrived (decode.h): the same as DecodeRecord(records[i])
-  // when the records keep their events.
+  // when the records keep their events, but with the stream's facts only (StreamDecoder::Keep):
+  // no text (its size, UTF-8 check and SHA-256 are there) and no chunk gaps, so that a stream in
+  // flight holds neither; both are in `evidence`.
   std::vector<RequestResult> results;
   RealtimeAnchor anchor;         // taken at the start of the run
   MonoNs start_ns = 0;           // first warm-up send (or measured burst start if no warm-up)
