@@ -792,37 +792,11 @@ void Decode(Trial& t) {
   t.s.load->results.clear();
 }
 
-// What reading the raw evidence back found: the re-count's counts, or why there are none.
-struct ReadBackOutcome {
-  nlohmann::json counts = nlohmann::json::object();  // {id: tokens}
-  std::string recount_unavailable;                   // "" = every text was counted
-  std::string problem;  // "" = every record read back as the load decoded it
-};
-
-// Puts one record read back into its stream's result (its chunk gaps) and counts a measured
-// stream's text. The read-back must decode as the load did, else the evidence does not hold.
-void ReadBackRecord(RequestResult&& back, RequestResult* live, Target& target,
-                    ReadBackOutcome* out) {
-  if (live->output_sha256 != back.output_sha256 || live->chunks != back.chunks) {
-    if (out->problem.empty()) out->problem = back.id + " reads back other than it was streamed";
-    return;
-  }
-  live->text_gaps_ms = std::move(back.text_gaps_ms);
-  if (!out->recount_unavailable.empty() || back.phase != Phase::kMeasured) return;
-  if (back.output_text.empty()) return;
-  Result<int64_t> n = target.CountTokens(back.output_text);
-  if (!n.ok()) {
-    out->recount_unavailable = "the server's tokenizer: " + n.status().message();
-    return;
-  }
-  out->counts[back.id] = *n;
-}
-
 // The raw evidence read back in one pass, after the load: what its recorder kept of a stream was
 // its facts (LoadResult::results), so each stream's chunk gaps come back from the file here, and
 // the server's tokenizer re-counts each measured stream's text as its record ends in the file.
-ReadBackOutcome ReadBackEvidence(TrialState& s, Target& target) {
-  ReadBackOutcome out;
+internal::ReadBackOutcome ReadBackEvidence(TrialState& s, Target& target) {
+  internal::ReadBackOutcome out;
   std::unordered_map<std::string, RequestResult*> live;
   for (auto* phase : {&s.warm, &s.meas}) {
     for (RequestResult& r : *phase) live.emplace(r.id, &r);
@@ -840,7 +814,7 @@ ReadBackOutcome ReadBackEvidence(TrialState& s, Target& target) {
           return;
         }
         ++seen;
-        ReadBackRecord(std::move(back), it->second, target, &out);
+        internal::ReadBackRecord(std::move(back), it->second, target, &out);
       });
   if (!read.ok()) {
     out.problem = read.status().message();
@@ -856,7 +830,7 @@ ReadBackOutcome ReadBackEvidence(TrialState& s, Target& target) {
 // read back as it was streamed has no result.
 PhaseEnd ReadBackAndRecount(Trial& t) {
   const MonoNs start = NowNs();
-  ReadBackOutcome back = ReadBackEvidence(t.s, *t.target);
+  internal::ReadBackOutcome back = ReadBackEvidence(t.s, *t.target);
   if (!back.problem.empty()) {
     return CouldNotRun(t.s, "the raw evidence does not read back: " + back.problem);
   }
@@ -965,6 +939,27 @@ TrialReport RunTrialImpl(const Row& row, const TrialOptions& opt) {
 }
 
 }  // namespace
+
+namespace internal {
+
+void ReadBackRecord(RequestResult&& back, RequestResult* live, Target& target,
+                    ReadBackOutcome* out) {
+  if (live->output_sha256 != back.output_sha256 || live->chunks != back.chunks) {
+    if (out->problem.empty()) out->problem = back.id + " reads back other than it was streamed";
+    return;
+  }
+  live->text_gaps_ms = std::move(back.text_gaps_ms);
+  if (!out->recount_unavailable.empty() || back.phase != Phase::kMeasured) return;
+  if (back.output_text.empty()) return;
+  Result<int64_t> n = target.CountTokens(back.output_text);
+  if (!n.ok()) {
+    out->recount_unavailable = "the server's tokenizer: " + n.status().message();
+    return;
+  }
+  out->counts[back.id] = *n;
+}
+
+}  // namespace internal
 
 TrialReport RunTrial(const Row& row, const TrialOptions& options) {
   try {

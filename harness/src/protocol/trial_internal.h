@@ -14,6 +14,10 @@
 #include "capq/model/plan.h"
 #include "capq/model/row.h"
 
+namespace capq {
+class Target;
+}
+
 namespace capq::internal {
 
 // The cached prompt tokens a cold server shows anyway: the chat template's shared leading tokens,
@@ -75,5 +79,18 @@ LatencyJudgement JudgeLatency(const Row& row, const TrialPlan& plan,
                               const std::vector<ServerLoadSample>& server, double time_scale);
 // The server's load gauges from server_metrics.jsonl's sample lines ("waiting", "running").
 std::vector<ServerLoadSample> ServerLoadSamples(const std::vector<nlohmann::json>& lines);
+
+// What reading the raw evidence back after the load found: the re-count's counts, or why there are
+// none.
+struct ReadBackOutcome {
+  nlohmann::json counts = nlohmann::json::object();  // {id: tokens}
+  std::string recount_unavailable;                   // "" = every text was counted
+  std::string problem;  // "" = every record read back as the load decoded it
+};
+// Puts one record read back into its stream's result (its chunk gaps) and counts a measured
+// stream's text with the server's tokenizer. The read-back must decode as the load did (the text's
+// SHA-256 and the chunk count), else `problem` names the request and the evidence does not hold.
+void ReadBackRecord(RequestResult&& back, RequestResult* live, Target& target,
+                    ReadBackOutcome* out);
 
 }  // namespace capq::internal
