@@ -1,0 +1,179 @@
+#include "capq/engine/calibrate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace capq::engine {
+namespace {
+
+std::string Fmt(const char* fmt, double a, double b = 0, double c = 0, double d = 0) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, fmt, a, b, c, d);
+  return buf;
+}
+
+int64_t Chunks(const EngineProfile& p, int64_t prompt_tokens) {
+  const int64_t chunk = std::max<int64_t>(1, p.chunked_prefill_size);
+  return (prompt_tokens + chunk - 1) / chunk;
+}
+
+// Tokens one decode step emits at C = 1, and the acceptance it implies, in `cal`.
+double TokensPerStep(const BaselinePoint& b, Calibration* cal) {
+  EngineProfile& p = cal->profile;
+  if (p.spec_draft_tokens <= 0) {
+    p.spec_accept_mean = 0;
+    return 1;
+  }
+  const double k = p.spec_draft_tokens;
+  if (b.tokens_per_chunk > 1) {
+    p.spec_accept_mean = std::clamp(b.tokens_per_chunk - 1, 0.0, k);
+    cal->parameters.push_back({"spec_accept_mean", p.spec_accept_mean, Basis::kMeasured,
+                               Fmt("%.3f completion tokens per chunk at C=1 (one chunk per "
+                                   "verify step) - 1",
+                                   b.tokens_per_chunk)});
+  } else {
+    p.spec_accept_mean = std::min(kAssumedSpecAcceptMean, k);
+    cal->parameters.push_back({"spec_accept_mean", p.spec_accept_mean, Basis::kAssumed,
+                               "a typical EAGLE chain acceptance; the baseline has no chunk "
+                               "counts"});
+  }
+  return 1 + p.spec_accept_mean;
+}
+
+double DecodeStepS(const BaselinePoint& b, double tokens_per_step) {
+  return b.itl_p50_ms / 1000 * tokens_per_step;
+}
+
+double ContextTokens(const BaselinePoint& b) {
+  return static_cast<double>(b.prompt_tokens) + static_cast<double>(b.output_tokens) / 2;
+}
+
+Status CheckPoint(const BaselinePoint& b) {
+  if (b.prompt_tokens < 1 || b.output_tokens < 2 || !(b.ttft_p50_ms > 0) || !(b.itl_p50_ms > 0)) {
+    return Status::InvalidArgument(
+        Fmt("a baseline needs prompt tokens >= 1, output tokens >= 2 and positive TTFT and ITL "
+            "(got %.0f prompt, %.0f output tokens, TTFT p50 %g ms, ITL p50 %g ms)",
+            static_cast<double>(b.prompt_tokens), static_cast<double>(b.output_tokens),
+            b.ttft_p50_ms, b.itl_p50_ms));
+  }
+  return Status::Ok();
+}
+
+// One length: b4 = 0 and b3 = (1 + k) * b1 assumed; b0 and b1 from TTFT and the decode step.
+Status FitOne(const BaselinePoint& b, double tps, Calibration* cal) {
+  EngineProfile& p = cal->profile;
+  const double rows_tokens = 1.0 + std::max(0, p.spec_draft_tokens);
+  const double n = static_cast<double>(Chunks(p, b.prompt_tokens));
+  const double step_s = DecodeStepS(b, tps), ttft_s = b.ttft_p50_ms / 1000;
+  const double denom = static_cast<double>(b.prompt_tokens) - n * rows_tokens;
+  const double b1 = denom > 0 ? (ttft_s - n * step_s) / denom : -1;
+  const double b0 = step_s - rows_tokens * b1;
+  if (!(b1 > 0) || !(b0 > 0)) {
+    return Status::InvalidArgument(Fmt(
+        "baseline TTFT p50 %.1f ms over %.0f prefill steps cannot be fitted with a decode step of "
+        "%.2f ms: it leaves no positive per-token or fixed cost",
+        b.ttft_p50_ms, n, step_s * 1000));
+  }
+  p.b0_s = b0;
+  p.b1_s_per_prefill_token = b1;
+  p.b3_s_per_decode_row = rows_tokens * b1;
+  p.b4_s_per_decode_kv_token = 0;
+  const std::string step = Fmt("decode step %.2f ms = ITL p50 %.3f ms x %.2f tokens per step",
+                               step_s * 1000, b.itl_p50_ms, tps);
+  cal->parameters.push_back(
+      {"b1_s_per_prefill_token", b1, Basis::kMeasured,
+       Fmt("(TTFT p50 %.1f ms - %.0f steps x decode step) / (%.0f prompt tokens - ", b.ttft_p50_ms,
+           n, static_cast<double>(b.prompt_tokens)) +
+           Fmt("%.0f x %.0f row tokens); ", n, rows_tokens) + step});
+  cal->parameters.push_back({"b0_s", b0, Basis::kMeasured,
+                             "decode step - b3 (scheduler overhead included; overhead_s = 0)"});
+  cal->parameters.push_back(
+      {"b3_s_per_decode_row", p.b3_s_per_decode_row, Basis::kAssumed,
+       Fmt("%.0f tokens a decode row computes x b1: the prompt's per-token cost", rows_tokens)});
+  cal->parameters.push_back({"b4_s_per_decode_kv_token", 0, Basis::kAssumed,
+                             "one prompt length cannot separate it from b0 (a second baseline at "
+                             "another length measures it)"});
+  return Status::Ok();
+}
+
+// Two lengths: b0 and b1 from the TTFTs, b4 and b3 from the decode steps.
+Status FitTwo(const BaselinePoint& a, const BaselinePoint& b, double tps, Calibration* cal) {
+  EngineProfile& p = cal->profile;
+  const double na = static_cast<double>(Chunks(p, a.prompt_tokens));
+  const double nb = static_cast<double>(Chunks(p, b.prompt_tokens));
+  const double pa = static_cast<double>(a.prompt_tokens), pb = static_cast<double>(b.prompt_tokens);
+  const double ta = a.ttft_p50_ms / 1000, tb = b.ttft_p50_ms / 1000;
+  const double det = na * pb - nb * pa;
+  const double b0 = det != 0 ? (ta * pb - tb * pa) / det : -1;
+  const double b1 = det != 0 ? (na * tb - nb * ta) / det : -1;
+  if (!(b0 > 0) || !(b1 > 0)) {
+    return Status::InvalidArgument(
+        Fmt("baselines TTFT p50 %.1f ms at %.0f and %.1f ms at %.0f prompt tokens give no positive "
+            "fixed and per-token cost",
+            a.ttft_p50_ms, pa, b.ttft_p50_ms, pb));
+  }
+  const double sa = DecodeStepS(a, tps), sb = DecodeStepS(b, tps);
+  const double b4 = std::max(0.0, (sa - sb) / (ContextTokens(a) - ContextTokens(b)));
+  const double b3 =
+      std::max(0.0, ((sa - b0 - b4 * ContextTokens(a)) + (sb - b0 - b4 * ContextTokens(b))) / 2);
+  p.b0_s = b0;
+  p.b1_s_per_prefill_token = b1;
+  p.b3_s_per_decode_row = b3;
+  p.b4_s_per_decode_kv_token = b4;
+  const std::string ttfts = Fmt("TTFT p50 %.1f ms at %.0f and %.1f ms at %.0f prompt tokens",
+                                a.ttft_p50_ms, pa, b.ttft_p50_ms, pb);
+  const std::string steps = Fmt("decode steps %.2f ms and %.2f ms", sa * 1000, sb * 1000);
+  cal->parameters.push_back({"b0_s", b0, Basis::kMeasured, "from " + ttfts});
+  cal->parameters.push_back({"b1_s_per_prefill_token", b1, Basis::kMeasured, "from " + ttfts});
+  cal->parameters.push_back({"b4_s_per_decode_kv_token", b4, Basis::kMeasured,
+                             "the difference of " + steps + " over their context (>= 0)"});
+  cal->parameters.push_back(
+      {"b3_s_per_decode_row", b3, Basis::kMeasured, steps + " - b0 - b4 x context (>= 0)"});
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* BasisName(Basis b) {
+  switch (b) {
+    case Basis::kReported:
+      return "reported";
+    case Basis::kMeasured:
+      return "measured";
+    case Basis::kAssumed:
+      return "assumed";
+  }
+  return "?";
+}
+
+Result<Calibration> Calibrate(const ServerShape& shape, const std::vector<BaselinePoint>& points) {
+  if (points.empty() || points.size() > 2) {
+    return Status::InvalidArgument("calibration takes one or two baseline points");
+  }
+  for (const BaselinePoint& b : points) CAPQ_RETURN_IF_ERROR(CheckPoint(b));
+  Calibration cal;
+  cal.profile = shape.profile;
+  cal.parameters = shape.facts;
+  cal.profile.overhead_s = 0;
+  cal.profile.b2_s_per_chunk_token_sq = 0;
+  cal.profile.step_jitter = 0;
+  cal.profile.epoch_jitter = 0;
+  const double tps = TokensPerStep(points[0], &cal);
+  const BaselinePoint* a = &points[0];
+  const BaselinePoint* b = points.size() == 2 ? &points[1] : nullptr;
+  if (b && a->prompt_tokens < b->prompt_tokens) std::swap(a, b);
+  if (b && a->prompt_tokens < b->prompt_tokens * 11 / 10) {
+    return Status::InvalidArgument(
+        Fmt("two baselines must differ in prompt length by at least 10%% (%.0f and %.0f tokens)",
+            static_cast<double>(a->prompt_tokens), static_cast<double>(b->prompt_tokens)));
+  }
+  CAPQ_RETURN_IF_ERROR(b ? FitTwo(*a, *b, tps, &cal) : FitOne(*a, tps, &cal));
+  cal.parameters.push_back({"b2_s_per_chunk_token_sq", 0, Basis::kAssumed,
+                            "a quadratic prefill term needs more than two prompt lengths"});
+  CAPQ_RETURN_IF_ERROR(ValidateProfile(cal.profile));
+  return cal;
+}
+
+}  // namespace capq::engine

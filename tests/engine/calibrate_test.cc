@@ -1,0 +1,150 @@
+// Calibration: the engine model's costs fitted back from C = 1 baselines that a known profile
+// produced, so every fitted figure has a true value to meet.
+#include "capq/engine/calibrate.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "capq/engine/predict.h"
+
+namespace capq::engine {
+namespace {
+
+EngineProfile Truth() {
+  EngineProfile p;
+  p.name = "truth";
+  p.max_total_tokens = 1 << 22;
+  p.page_size = 16;
+  p.max_running_requests = 8;
+  p.chunked_prefill_size = 4096;
+  p.b0_s = 0.02;
+  p.b1_s_per_prefill_token = 2e-4;
+  p.b2_s_per_chunk_token_sq = 0;
+  p.b3_s_per_decode_row = 2e-4;  // one token per row at the prompt's per-token cost
+  p.b4_s_per_decode_kv_token = 0;
+  p.overhead_s = 0;
+  p.template_prefix_tokens = 0;
+  return p;
+}
+
+ServerShape ShapeOf(const EngineProfile& truth) {
+  ServerShape s;
+  s.profile = truth;
+  s.profile.b0_s = s.profile.b1_s_per_prefill_token = s.profile.b3_s_per_decode_row = 1;
+  s.profile.b4_s_per_decode_kv_token = 1;
+  return s;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// A C = 1 baseline of `truth`: TTFT and ITL medians over 9 requests.
+BaselinePoint Measure(const EngineProfile& truth, int64_t prompt_tokens, int64_t output_tokens) {
+  PredictOptions o;
+  o.prompt_tokens = prompt_tokens;
+  o.output_tokens = output_tokens;
+  o.measured_requests = 9;
+  o.shared_prefix_tokens = 0;
+  Result<PredictedTrial> t = PredictTrial(truth, o);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  std::vector<double> ttft, itl;
+  for (const auto& r : t->measured) {
+    ttft.push_back(static_cast<double>(r.ttft_ns()) / 1e6);
+    itl.push_back(r.itl_ns() / 1e6);
+  }
+  return BaselinePoint{prompt_tokens, output_tokens, Median(ttft), Median(itl), 0};
+}
+
+const Parameter* Find(const Calibration& c, const std::string& name) {
+  for (const Parameter& p : c.parameters) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+double TtftAt(const EngineProfile& p, int concurrency) {
+  PredictOptions o;
+  o.prompt_tokens = 3000;
+  o.output_tokens = 200;
+  o.concurrency = concurrency;
+  o.measured_requests = 32;
+  o.shared_prefix_tokens = 0;
+  Result<PredictedTrial> t = PredictTrial(p, o);
+  EXPECT_TRUE(t.ok());
+  return TtftPercentileNs(t->measured, 95) / 1e6;
+}
+
+TEST(CalibrateTest, OneLengthRecoversFixedAndPerTokenCostsAndPredictsLoadAsTheTruth) {
+  const EngineProfile truth = Truth();
+  Result<Calibration> c = Calibrate(ShapeOf(truth), {Measure(truth, 3000, 200)});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_NEAR(c->profile.b0_s, truth.b0_s, 1e-4);
+  EXPECT_NEAR(c->profile.b1_s_per_prefill_token, truth.b1_s_per_prefill_token, 1e-6);
+  EXPECT_EQ(c->profile.b4_s_per_decode_kv_token, 0);
+  EXPECT_EQ(Find(*c, "b1_s_per_prefill_token")->basis, Basis::kMeasured);
+  EXPECT_EQ(Find(*c, "b3_s_per_decode_row")->basis, Basis::kAssumed);
+  EXPECT_EQ(Find(*c, "b4_s_per_decode_kv_token")->basis, Basis::kAssumed);
+  // Where the truth matches the assumptions, load is predicted as the truth runs it.
+  for (int conc : {4, 12}) EXPECT_NEAR(TtftAt(c->profile, conc), TtftAt(truth, conc), 2.0);
+}
+
+TEST(CalibrateTest, TwoLengthsMeasureTheDecodeRowAndContextCosts) {
+  EngineProfile truth = Truth();
+  truth.b3_s_per_decode_row = 5e-3;
+  truth.b4_s_per_decode_kv_token = 1e-6;
+  const BaselinePoint longer = Measure(truth, 3000, 200), shorter = Measure(truth, 1000, 200);
+  Result<Calibration> two = Calibrate(ShapeOf(truth), {shorter, longer});
+  ASSERT_TRUE(two.ok()) << two.status().ToString();
+  EXPECT_NEAR(two->profile.b0_s, truth.b0_s, 2e-4);
+  EXPECT_NEAR(two->profile.b1_s_per_prefill_token, 2e-4, 2e-6);
+  EXPECT_NEAR(two->profile.b4_s_per_decode_kv_token, 1e-6, 2e-8);
+  EXPECT_NEAR(two->profile.b3_s_per_decode_row, 5e-3, 2e-4);
+  for (const char* name :
+       {"b0_s", "b1_s_per_prefill_token", "b3_s_per_decode_row", "b4_s_per_decode_kv_token"}) {
+    EXPECT_EQ(Find(*two, name)->basis, Basis::kMeasured) << name;
+  }
+  // One length cannot see b3 or b4: it assumes them, and says so.
+  Result<Calibration> one = Calibrate(ShapeOf(truth), {longer});
+  ASSERT_TRUE(one.ok());
+  EXPECT_NEAR(one->profile.b3_s_per_decode_row, one->profile.b1_s_per_prefill_token, 1e-9);
+  EXPECT_EQ(Find(*one, "b3_s_per_decode_row")->basis, Basis::kAssumed);
+}
+
+TEST(CalibrateTest, SpeculativeAcceptanceIsMeasuredFromChunksOrAssumed) {
+  EngineProfile truth = Truth();
+  truth.spec_draft_tokens = 7;
+  BaselinePoint b{8000, 512, 2000, 9, 3.6};
+  Result<Calibration> measured = Calibrate(ShapeOf(truth), {b});
+  ASSERT_TRUE(measured.ok()) << measured.status().ToString();
+  EXPECT_DOUBLE_EQ(measured->profile.spec_accept_mean, 2.6);
+  EXPECT_EQ(Find(*measured, "spec_accept_mean")->basis, Basis::kMeasured);
+  // A decode row of a verify step computes 1 + 7 tokens.
+  EXPECT_NEAR(measured->profile.b3_s_per_decode_row, 8 * measured->profile.b1_s_per_prefill_token,
+              1e-12);
+  b.tokens_per_chunk = 0;
+  Result<Calibration> assumed = Calibrate(ShapeOf(truth), {b});
+  ASSERT_TRUE(assumed.ok());
+  EXPECT_DOUBLE_EQ(assumed->profile.spec_accept_mean, kAssumedSpecAcceptMean);
+  EXPECT_EQ(Find(*assumed, "spec_accept_mean")->basis, Basis::kAssumed);
+}
+
+TEST(CalibrateTest, ABaselineThatCannotBeFittedIsRefusedWithItsFigures) {
+  const ServerShape shape = ShapeOf(Truth());
+  // A prefill faster than one decode step leaves no per-token cost.
+  Result<Calibration> c = Calibrate(shape, {BaselinePoint{3000, 200, 10, 30, 0}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("TTFT p50 10.0 ms"), std::string::npos)
+      << c.status().message();
+  EXPECT_FALSE(Calibrate(shape, {BaselinePoint{3000, 1, 500, 30, 0}}).ok());
+  EXPECT_FALSE(Calibrate(shape, {}).ok());
+  Result<Calibration> close = Calibrate(
+      shape, {BaselinePoint{3000, 200, 620, 20, 0}, BaselinePoint{2900, 200, 600, 20, 0}});
+  ASSERT_FALSE(close.ok());
+  EXPECT_NE(close.status().message().find("at least 10%"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace capq::engine
