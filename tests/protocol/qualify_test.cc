@@ -197,7 +197,7 @@ TEST(QualifyTest, BrokenStreamDuringLocateIsNotTreatedAsAnSloFailure) {
 
 TEST(QualifyTest, BaselineOutsideToleranceStopsBeforeTheSearch) {
   Row row = FakeRow();
-  row.expect.baseline = Baseline{300.0, 10.0, 15};  // the fake measures p50 = 100 ms at C=1
+  row.expect.baseline = Baseline{300.0, 10.0, 15, std::nullopt};  // the fake measures p50 = 100 ms at C=1
   FakeServer server{[](int c, int) { return 200.0 * c; }};
   RowQualification q = Qualify(row, Runner(server), QualifyOptions{});
   EXPECT_EQ(q.status, QualifyStatus::kBaselineMismatch);
@@ -211,7 +211,7 @@ TEST(QualifyTest, BaselineOutsideToleranceStopsBeforeTheSearch) {
 
 TEST(QualifyTest, BaselineWithinToleranceProceeds) {
   Row row = FakeRow();
-  row.expect.baseline = Baseline{105.0, 10.5, 15};
+  row.expect.baseline = Baseline{105.0, 10.5, 15, std::nullopt};
   FakeServer server{[](int c, int) { return 200.0 * c; }};
   RowQualification q = Qualify(row, Runner(server), QualifyOptions{});
   EXPECT_EQ(q.status, QualifyStatus::kProven);

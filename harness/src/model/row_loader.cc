@@ -1235,7 +1235,9 @@ bool RowParser::ParseExpect(const Entry& entry, const Workload& w, Expect* x) {
   if ((e = m.Find("baseline"))) {
     MapView b;
     if (!OpenMap(*e, "expect.baseline", "the C=1 baseline", &b)) return false;
-    if (!CheckKeys(b, {"ttft_p50_ms", "itl_p50_ms", "tolerance_pct"})) return false;
+    if (!CheckKeys(b, {"ttft_p50_ms", "itl_p50_ms", "tolerance_pct", "prompt_tokens"})) {
+      return false;
+    }
     Baseline base;
     double v = 0;
     if ((e = b.Find("ttft_p50_ms"))) {
@@ -1249,6 +1251,11 @@ bool RowParser::ParseExpect(const Entry& entry, const Workload& w, Expect* x) {
         return false;
       }
       base.itl_p50_ms = v;
+    }
+    if ((e = b.Find("prompt_tokens"))) {
+      int64_t n = 0;
+      if (!GetInt(*e, "expect.baseline.prompt_tokens", 1, kMaxTokens, &n)) return false;
+      base.prompt_tokens = n;
     }
     if (!base.ttft_p50_ms && !base.itl_p50_ms) {
       return Fail(b.missing_at, "expect.baseline",
@@ -1657,6 +1664,7 @@ std::string RowToYaml(const Row& r) {
       o << "  baseline:\n";
       if (b.ttft_p50_ms) o << "    ttft_p50_ms: " << Num(*b.ttft_p50_ms) << "\n";
       if (b.itl_p50_ms) o << "    itl_p50_ms: " << Num(*b.itl_p50_ms) << "\n";
+      if (b.prompt_tokens) o << "    prompt_tokens: " << *b.prompt_tokens << "\n";
       o << "    tolerance_pct: " << Num(b.tolerance_pct) << "\n";
     }
   }

@@ -747,6 +747,8 @@ Result<TrialSummary> ReadTrialDir(const std::string& dir) {
       t.duration_s = GetNum(m, "duration_s");
       t.prompt_tokens_min = Get<int64_t>(m, "prompt_tokens_min", 0);
       t.prompt_tokens_max = Get<int64_t>(m, "prompt_tokens_max", 0);
+      t.tokens_per_chunk_mean = GetNum(m, "tokens_per_chunk_mean");
+      if (!std::isfinite(t.tokens_per_chunk_mean)) t.tokens_per_chunk_mean = 0;
     } catch (const json::exception& e) {
       return Status::InvalidArgument(dir + "/metrics.json: " + e.what());
     }
@@ -764,6 +766,14 @@ Result<TrialSummary> ReadTrialDir(const std::string& dir) {
       t.cold_allowed_tokens = Get<int64_t>(c, "allowed_tokens", -1);
       if (c.contains("max_cached_tokens") && c["max_cached_tokens"].is_number_integer()) {
         t.max_cached_tokens = c["max_cached_tokens"].get<int64_t>();
+      }
+    }
+  }
+  if (auto i = capdata::ReadFileToString((fs::path(dir) / "server_info.json").string()); i.ok()) {
+    json info = json::parse(*i, nullptr, false);
+    if (info.is_object() && info.contains("limits") && info["limits"].is_object()) {
+      for (const auto& [k, v] : info["limits"].items()) {
+        if (v.is_string()) t.server_limits[k] = v.get<std::string>();
       }
     }
   }

@@ -1,51 +1,14 @@
-// Offline predictions, the locator's first guess and never evidence: Cmax for simulator rows from
-// the engine model, and a rate row's level from a closed-loop qualification by Little's law.
+// A rate row's first guess from a closed-loop qualification, by Little's law: the locator's first
+// guess and never evidence (the engine model's predictions are predict_row.cc's).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "capq/engine/predict.h"
-#include "capq/engine/profile.h"
 #include "capq/protocol/qualify.h"
 
 namespace capq {
-
-std::optional<int> PredictCmax(const Row& row, int max_concurrency, std::string* note) {
-  if (row.identity.engine != Engine::kSim || row.open_loop() || row.slo.empty() ||
-      row.slo.front().metric != SloMetric::kTtft) {
-    return std::nullopt;
-  }
-  Result<engine::EngineProfile> profile = engine::LoadProfile(row.identity.sim_profile);
-  if (!profile.ok()) return std::nullopt;
-  const SloGate& gate = row.slo.front();
-  double last_pass_ms = 0;
-  for (int c = 1; c <= max_concurrency; ++c) {
-    engine::PredictOptions o;
-    o.prompt_tokens = row.workload.input_tokens + profile->chat_template_tokens;
-    o.output_tokens = row.workload.output_tokens;
-    o.concurrency = c;
-    o.measured_requests = row.measured.RequestsAt(c);
-    o.warmup_requests = row.warmup.requests;
-    o.warmup_concurrency = row.warmup.concurrency;
-    Result<engine::PredictedTrial> t = engine::PredictTrial(*profile, o);
-    if (!t.ok()) return std::nullopt;
-    double ms = engine::TtftPercentileNs(t->measured, gate.percentile) / 1e6;
-    if (!(ms < gate.below_ms)) {
-      if (c == 1) return std::nullopt;
-      if (note) {
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "engine model: p%g TTFT %.0f ms at C=%d, %.0f ms at C=%d",
-                      gate.percentile, last_pass_ms, c - 1, ms, c);
-        *note = buf;
-      }
-      return c - 1;
-    }
-    last_pass_ms = ms;
-  }
-  return std::nullopt;
-}
 
 namespace {
 

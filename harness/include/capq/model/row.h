@@ -166,6 +166,9 @@ struct Baseline {
   std::optional<double> ttft_p50_ms;
   std::optional<double> itl_p50_ms;
   double tolerance_pct = 15;
+  // The server's prompt tokens at C = 1 (usage.prompt_tokens, template included), when the
+  // source gives them: calibration reads the template's overhead from it (capq predict).
+  std::optional<int64_t> prompt_tokens;
 };
 
 struct Expect {

@@ -8,11 +8,13 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "capq/engine/calibrate.h"
 #include "capq/measurement/metrics.h"
 #include "capq/measurement/validator.h"
 #include "capq/model/row.h"
@@ -28,6 +30,13 @@ struct SloCheck {
   double below_ms = 0;
   double measured_ms = 0;  // NaN when nothing was measured
   bool passed = false;
+};
+
+// A level's gating value as the engine model predicted it (capq/protocol/predict.h).
+struct PredictedPoint {
+  int level = 0;
+  double gating_ms = 0;  // the row's first SLO gate, predicted
+  bool passes = false;   // every gate of the row predicted strictly below its limit
 };
 
 // One trial as the capacity data keeps it. Durations are in the row's time base (virtual ms on
@@ -78,6 +87,10 @@ struct TrialSummary {
   double request_per_s = 0;
   double duration_s = 0;
   int64_t prompt_tokens_min = 0, prompt_tokens_max = 0;
+  double tokens_per_chunk_mean = 0;  // completion tokens per content chunk (0: not recorded)
+  // What the server reported about itself (server_info.json "limits"), under its engine's names;
+  // read from the trial directory and not kept in the capacity data.
+  std::map<std::string, std::string> server_limits;
   CorrectnessTotals totals;
   std::string dir;      // trial directory, relative to the capacity data's folder when inside it
   std::string command;  // the exact command (command.txt)
@@ -184,6 +197,11 @@ struct RowQualification {
   int probe_budget = 0;               // ceil(log2 Cmax) + 2 when a Cmax was found
   std::optional<int> predicted_cmax;  // the locator's hint, when one was given
   std::string prediction_note;
+  // Where the hint came from ("engine profile small", "baseline calibration ..."), the predicted
+  // gating value per level, and for a calibrated engine model how each parameter was obtained.
+  std::string prediction_source;
+  std::vector<PredictedPoint> predicted_curve;
+  std::vector<engine::Parameter> prediction_parameters;
   BaselineCheck baseline;
   std::vector<PhaseCost> phases;
   std::vector<TrialSummary> trials;  // in the order they ran

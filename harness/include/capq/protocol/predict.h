@@ -1,0 +1,58 @@
+// A row's boundary predicted through the engine model (capq/engine/predict.h): from a sim row's own
+// profile, or from a profile calibrated on a real server's C = 1 baseline (capq/engine/
+// calibrate.h). A prediction is navigation, never evidence: it chooses where to probe first and
+// is printed beside what the trials then measured.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capq/engine/calibrate.h"
+#include "capq/model/row.h"
+#include "capq/protocol/capacity_data.h"
+
+namespace capq {
+
+struct BoundaryPrediction {
+  std::string source;       // "engine profile small" | "baseline calibration (...)"
+  std::optional<int> cmax;  // nullopt: C = 1 already fails, or nothing fails up to the cap
+  std::vector<PredictedPoint> curve;  // C = 1 up to the first failing C, the first gate's value
+  std::string note;                   // "engine model: p95 TTFT 858 ms at C=6, 2222 ms at C=7"
+  std::vector<engine::Parameter> parameters;  // calibrated predictions: how each was obtained
+  int64_t prompt_tokens = 0;                  // the server prompt length predicted for
+};
+
+// Runs the row's closed loop (its output, warm-up and measured counts) through `profile` for
+// C = 1, 2, ... until one of the row's SLO gates is no longer met (or max_level passes), with
+// prompts of `prompt_tokens` server tokens. InvalidArgument for a rate row or a row without
+// gates, or when the profile rejects the shape.
+Result<BoundaryPrediction> PredictBoundary(const engine::EngineProfile& profile, const Row& row,
+                                           int64_t prompt_tokens, int max_level);
+
+// One C = 1 baseline of a real (or simulated) server, as calibration takes it.
+struct MeasuredBaseline {
+  std::string source;                         // "baseline trial DIR", "expect.baseline of ROW"
+  Engine engine = Engine::kSglang;            // whose names `limits` uses
+  std::map<std::string, std::string> limits;  // what the server reported (or the row pins)
+  int64_t input_tokens = 0;                   // the row's user tokens behind point.prompt_tokens
+  engine::BaselinePoint point;
+  std::vector<std::string> assumed;  // what the source did not say, in words
+};
+
+// From a baseline trial (ReadTrialDir: the server's limits, prompt tokens, TTFT and ITL p50,
+// tokens per chunk) of `row`.
+Result<MeasuredBaseline> BaselineFromTrial(const TrialSummary& trial, const Row& row);
+// From a row's published expect.baseline and its identity.server_expect; the server's prompt
+// tokens are expect.baseline.prompt_tokens when given, else input_tokens (assumed).
+Result<MeasuredBaseline> BaselineFromRow(const Row& row);
+
+// Calibrates on `baselines` (one, or two prompt lengths of one identity) and predicts `row`'s
+// boundary. The row's server prompt is its input_tokens plus the template overhead the first
+// baseline showed (its prompt tokens minus its input tokens).
+Result<BoundaryPrediction> PredictFromBaselines(const Row& row,
+                                                const std::vector<MeasuredBaseline>& baselines,
+                                                int max_level);
+
+}  // namespace capq
