@@ -78,6 +78,12 @@ TEST(CapacityDataTest, QualificationResultRoundTrips) {
   };
   RowQualification q = Qualify(row, runner, QualifyOptions{});
   ASSERT_EQ(q.status, QualifyStatus::kProven);
+  q.predicted_cmax = 4;
+  q.prediction_source = "baseline calibration on baseline trial rt/baseline/c1-t1";
+  q.predicted_curve = {{4, 420.5, true}, {5, 560.0, false}};
+  q.prediction_parameters = {
+      {"b1_s_per_prefill_token", 2.5e-4, engine::Basis::kMeasured, "TTFT"},
+      {"b4_s_per_decode_kv_token", 0, engine::Basis::kAssumed, "one length"}};
   CapacityData d;
   d.generated_utc = "2026-11-29T12:00:00.000Z";
   d.rows.push_back(q);
@@ -97,6 +103,14 @@ TEST(CapacityDataTest, QualificationResultRoundTrips) {
   EXPECT_EQ(b.trials[0].cold_allowed_tokens, 4);
   EXPECT_TRUE(std::isnan(b.trials[0].ttft_ms_by_arrival[1]));
   EXPECT_EQ(b.phases.size(), 3u);
+  // The prediction stands beside the outcome: its curve, its parameters and its miss.
+  EXPECT_EQ(b.prediction_source, q.prediction_source);
+  ASSERT_EQ(b.predicted_curve.size(), 2u);
+  EXPECT_DOUBLE_EQ(b.predicted_curve[0].gating_ms, 420.5);
+  EXPECT_FALSE(b.predicted_curve[1].passes);
+  ASSERT_EQ(b.prediction_parameters.size(), 2u);
+  EXPECT_EQ(b.prediction_parameters[1].basis, engine::Basis::kAssumed);
+  EXPECT_EQ(RowQualificationToJson(b)["locate"]["prediction_detail"]["error_levels"], *q.cmax - 4);
   // Atomic write leaves no temporary files behind.
   size_t files = 0;
   for (const auto& e : fs::directory_iterator(dir)) files += e.is_regular_file();
@@ -179,7 +193,10 @@ TEST(CapacityDataTest, ReadsATrialDirectory) {
     "itl_ms":{"n":64,"min":1,"p50":12,"p90":14,"p95":15,"p99":16,"max":17,"mean":12.5},
     "e2e_ms":{"n":0,"min":null,"p50":null,"p90":null,"p95":null,"p99":null,"max":null,"mean":null},
     "output_tok_s":812.5,"request_per_s":3.2,"duration_s":20,"prompt_tokens_min":530,
-    "prompt_tokens_max":533,"ttft_ms_by_arrival":[100,null,300],"ttft_p95_steady_ms":640})");
+    "prompt_tokens_max":533,"ttft_ms_by_arrival":[100,null,300],"ttft_p95_steady_ms":640,
+    "tokens_per_chunk_mean":3.25})");
+  WriteText(dir / "server_info.json", R"({"schema":"capq/server_info/v1",
+    "limits":{"total_slots":"8","n_ctx":"2048"}})");
   WriteText(dir / "command.txt", "capq trial --row r.yaml --concurrency 5 --trial 2\n");
   WriteText(dir / "SHA256SUMS", "abc  verdict.json\n");
   auto t = ReadTrialDir(dir.string());
@@ -196,6 +213,8 @@ TEST(CapacityDataTest, ReadsATrialDirectory) {
   EXPECT_TRUE(std::isnan(t->e2e_ms.p95));
   EXPECT_DOUBLE_EQ(t->itl_ms.p50, 12);
   EXPECT_EQ(t->prompt_tokens_max, 533);
+  EXPECT_DOUBLE_EQ(t->tokens_per_chunk_mean, 3.25);  // what calibration reads
+  EXPECT_EQ(t->server_limits.at("total_slots"), "8");
   EXPECT_EQ(t->totals.completion_tokens, 4096);
   ASSERT_EQ(t->ttft_ms_by_arrival.size(), 3u);
   EXPECT_TRUE(std::isnan(t->ttft_ms_by_arrival[1]));

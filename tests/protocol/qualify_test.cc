@@ -197,7 +197,8 @@ TEST(QualifyTest, BrokenStreamDuringLocateIsNotTreatedAsAnSloFailure) {
 
 TEST(QualifyTest, BaselineOutsideToleranceStopsBeforeTheSearch) {
   Row row = FakeRow();
-  row.expect.baseline = Baseline{300.0, 10.0, 15, std::nullopt};  // the fake measures p50 = 100 ms at C=1
+  row.expect.baseline =
+      Baseline{300.0, 10.0, 15, std::nullopt};  // the fake measures p50 = 100 ms at C=1
   FakeServer server{[](int c, int) { return 200.0 * c; }};
   RowQualification q = Qualify(row, Runner(server), QualifyOptions{});
   EXPECT_EQ(q.status, QualifyStatus::kBaselineMismatch);
@@ -764,7 +765,8 @@ class QualifyEndToEndTest : public ::testing::Test {
   }
   // Qualifies `row` with one capq process per trial against a simulator started from the row's
   // own profile and time scale; trial directories go under `out`.
-  static RowQualification QualifyOnItsSimulator(const Row& row, const fs::path& out) {
+  static RowQualification QualifyOnItsSimulator(const Row& row, const fs::path& out,
+                                                QualifyOptions qo = QualifyOptions{}) {
     sim::ServerOptions so = sim::ServerOptionsForRow(row);
     auto srv = sim::SimServer::Start(so);
     if (!srv.ok()) {
@@ -776,7 +778,6 @@ class QualifyEndToEndTest : public ::testing::Test {
     ro.row_path = row.source_path;
     ro.url = (*srv)->url();
     ro.out_dir = out.string();
-    QualifyOptions qo;
     qo.max_concurrency = 32;
     RowQualification q = Qualify(row, MakeProcessTrialRunner(ro), qo);
     (*srv)->Stop();
@@ -840,6 +841,35 @@ TEST_F(QualifyEndToEndTest, ProcessPerTrialFindsTheRowsCmaxOnTheSimulator) {
   }
   EXPECT_GT(q.trials.size(), 2u * row->trials.count);
   EXPECT_EQ(sent_by.size(), sent);
+  fs::remove_all(out);
+}
+
+// A real server has no profile: the engine model calibrated on its C = 1 baseline trial (the
+// server's reported limits, TTFT and ITL) chooses the first probes. On the simulator, treated as a
+// black box, that proves the same Cmax with fewer trials than a blind search.
+TEST_F(QualifyEndToEndTest, ABaselineCalibratedPredictionProvesTheSameCmaxWithFewerTrials) {
+  Result<Row> row = LoadRow(kRows + "/qualify_tiny.yaml");
+  ASSERT_TRUE(row.ok()) << row.status().ToString();
+  fs::path out = E2eDir("predict");
+  RowQualification blind = QualifyOnItsSimulator(*row, out / "blind");
+  QualifyOptions qo;
+  qo.predict_from_baseline = PredictFromBaselineTrial(*row, 32);
+  RowQualification predicted = QualifyOnItsSimulator(*row, out / "predicted", qo);
+  ASSERT_EQ(blind.status, QualifyStatus::kProven) << blind.message;
+  ASSERT_EQ(predicted.status, QualifyStatus::kProven) << predicted.message;
+  EXPECT_EQ(predicted.cmax, blind.cmax);
+  EXPECT_FALSE(blind.predicted_cmax);
+  ASSERT_TRUE(predicted.predicted_cmax) << predicted.prediction_note;
+  EXPECT_LE(std::abs(*predicted.predicted_cmax - *predicted.cmax), 1) << predicted.prediction_note;
+  EXPECT_LT(predicted.trials.size(), blind.trials.size())
+      << CostLine(predicted) << " vs " << CostLine(blind);
+  EXPECT_NE(predicted.prediction_source.find("baseline trial"), std::string::npos);
+  EXPECT_EQ(predicted.predicted_curve.size(), static_cast<size_t>(*predicted.predicted_cmax + 1));
+  bool measured_b1 = false;
+  for (const auto& p : predicted.prediction_parameters) {
+    measured_b1 |= p.name == "b1_s_per_prefill_token" && p.basis == engine::Basis::kMeasured;
+  }
+  EXPECT_TRUE(measured_b1);
   fs::remove_all(out);
 }
 

@@ -55,7 +55,10 @@ constexpr const char* kUsage =
     "                       failure up to N is not a claim\n"
     "  --trials N           confirmation trials per side (default: the row's trials.count)\n"
     "  --max-trials N       per side when the sides overlap (default 2 x trials)\n"
-    "  --no-predict         sim rows: do not start the search at the engine model's prediction\n"
+    "  --predict HOW        where the search starts: profile (a sim row's engine profile, the\n"
+    "                       default there), baseline (the engine model calibrated on the C=1\n"
+    "                       baseline, the default on a real server) or none\n"
+    "  --no-predict         the same as --predict none\n"
     "  --from-closed-loop F rate rows: start the search at Little's law on the capacity data F of\n"
     "                       a closed-loop qualification of the same identity and shape\n"
     "                       (Cmax / mean E2E at Cmax); refused when F is another identity\n"
@@ -120,13 +123,40 @@ Status WriteOutputs(const std::string& out_dir, const CapacityData& data) {
   return WriteReport((fs::path(out_dir) / "report.html").string(), data);
 }
 
+// Navigation only, the probes and confirmations still decide. `how` "profile": a sim row's own
+// engine profile, before any trial; "baseline": the engine model calibrated on the C = 1 baseline
+// trial; "none". Empty: profile for a sim row, baseline otherwise.
+void SetPrediction(const std::string& how, const Row& row, QualifyOptions* qo) {
+  const bool sim = row.identity.engine == Engine::kSim;
+  if (how == "none" || row.open_loop()) return;
+  if (how == "baseline" || (how.empty() && !sim)) {
+    qo->predict_from_baseline = PredictFromBaselineTrial(row, qo->max_concurrency);
+    return;
+  }
+  Result<BoundaryPrediction> pred = PredictFromProfile(row, qo->max_concurrency);
+  if (!pred.ok()) {
+    qo->prediction_note = "no prediction: " + pred.status().message();
+    return;
+  }
+  qo->predicted_cmax = pred->cmax;
+  qo->prediction_note = pred->note;
+  qo->prediction_source = pred->source;
+  qo->predicted_curve = pred->curve;
+}
+
 }  // namespace
 
 int RunQualify(const Args& args) {
-  ArgParser p(
-      {"url", "out", "max-concurrency", "trials", "max-trials", "sim-faults", "from-closed-loop"},
-      {"update", "insecure", "no-predict", "help"});
+  ArgParser p({"url", "out", "max-concurrency", "trials", "max-trials", "sim-faults",
+               "from-closed-loop", "predict"},
+              {"update", "insecure", "no-predict", "help"});
   if (std::optional<int> rc = ParseCommand(p, args, "qualify", kUsage, 3)) return *rc;
+  const std::string predict = p.Has("no-predict") ? "none" : p.GetOr("predict", "");
+  if (predict != "" && predict != "profile" && predict != "baseline" && predict != "none") {
+    std::fprintf(stderr, "capq qualify: --predict must be profile, baseline or none, not '%s'\n",
+                 predict.c_str());
+    return 2;
+  }
   Result<long long> max_c = p.GetInt("max-concurrency", 256);
   Result<long long> trials = p.GetInt("trials", 0);
   Result<long long> max_trials = p.GetInt("max-trials", 0);
@@ -254,9 +284,8 @@ int RunQualify(const Args& args) {
       Result<int> level =
           PredictLevelFromClosedLoop(row, *closed_loop, closed_loop_path, &qo.prediction_note);
       if (level.ok()) qo.predicted_cmax = std::min(*level, qo.max_concurrency);
-    } else if (!p.Has("no-predict")) {
-      // Navigation only: the probes and confirmations still decide.
-      qo.predicted_cmax = PredictCmax(row, qo.max_concurrency, &qo.prediction_note);
+    } else {
+      SetPrediction(predict, row, &qo);
     }
     qo.cancel = &g_qualify_cancel;
     qo.progress = [](const std::string& line) {

@@ -209,6 +209,46 @@ json QueueSeriesToJson(const std::vector<TrialSummary::QueuePoint>& series) {
   return a;
 }
 
+// Where the locator's hint came from, the curve it predicted and how each engine-model parameter
+// was obtained: the prediction beside the outcome.
+json PredictionToJson(const RowQualification& q) {
+  json curve = json::array(), params = json::array();
+  for (const PredictedPoint& p : q.predicted_curve) {
+    curve.push_back({{"level", p.level}, {"gating_ms", Num(p.gating_ms)}, {"passes", p.passes}});
+  }
+  for (const engine::Parameter& p : q.prediction_parameters) {
+    params.push_back({{"name", p.name},
+                      {"value", Num(p.value)},
+                      {"basis", engine::BasisName(p.basis)},
+                      {"how", p.how}});
+  }
+  const std::optional<int> proven = q.proven_level();
+  return json{{"source", q.prediction_source},
+              {"curve", curve},
+              {"parameters", params},
+              {"error_levels",
+               proven && q.predicted_cmax ? json(*proven - *q.predicted_cmax) : json(nullptr)}};
+}
+
+engine::Basis BasisFromName(const std::string& name) {
+  if (name == "reported") return engine::Basis::kReported;
+  if (name == "measured") return engine::Basis::kMeasured;
+  return engine::Basis::kAssumed;
+}
+
+void PredictionFromJson(const json& d, RowQualification* q) {
+  q->prediction_source = Get<std::string>(d, "source", "");
+  for (const auto& p : d.value("curve", json::array())) {
+    q->predicted_curve.push_back(PredictedPoint{p.at("level").get<int>(), GetNum(p, "gating_ms"),
+                                                Get<bool>(p, "passes", false)});
+  }
+  for (const auto& p : d.value("parameters", json::array())) {
+    q->prediction_parameters.push_back(engine::Parameter{
+        Get<std::string>(p, "name", ""), GetNum(p, "value"),
+        BasisFromName(Get<std::string>(p, "basis", "")), Get<std::string>(p, "how", "")});
+  }
+}
+
 TrialSummary TrialFromJson(const json& j) {
   TrialSummary t;
   t.phase = j.at("phase").get<std::string>();
@@ -485,6 +525,7 @@ json RowQualificationToJson(const RowQualification& q) {
               {"summary_line", q.summary_line}};
   json locate{
       {"probes", q.probes}, {"probe_budget", q.probe_budget}, {"prediction", q.prediction_note}};
+  if (!q.prediction_source.empty()) locate["prediction_detail"] = PredictionToJson(q);
   if (q.row.open_loop()) {
     // A rate row's result is a rate; its levels are written beside the rates they stand for.
     const LoadScale scale = q.row.scale();
@@ -574,6 +615,9 @@ Result<CapacityData> CapacityDataFromJson(const json& j) {
           if (loc.contains(key) && !loc[key].is_null()) q.predicted_cmax = loc[key].get<int>();
         }
         q.prediction_note = Get<std::string>(rj["locate"], "prediction", "");
+        if (const json d = loc.value("prediction_detail", json()); d.is_object()) {
+          PredictionFromJson(d, &q);
+        }
       }
       if (rj.contains("baseline")) {
         const json& b = rj["baseline"];

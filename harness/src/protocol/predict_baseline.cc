@@ -88,4 +88,13 @@ Result<BoundaryPrediction> PredictFromBaselines(const Row& row,
   return p;
 }
 
+std::function<Result<BoundaryPrediction>(const TrialSummary&)> PredictFromBaselineTrial(
+    const Row& row, int max_level) {
+  return [row, max_level](const TrialSummary& t) -> Result<BoundaryPrediction> {
+    Result<MeasuredBaseline> b = BaselineFromTrial(t, row);
+    if (!b.ok()) return b.status();
+    return PredictFromBaselines(row, {*b}, max_level);
+  };
+}
+
 }  // namespace capq

@@ -95,14 +95,23 @@ Result<BoundaryPrediction> PredictBoundary(const engine::EngineProfile& profile,
   return out;
 }
 
+Result<BoundaryPrediction> PredictFromProfile(const Row& row, int max_level) {
+  if (row.identity.engine != Engine::kSim) {
+    return Status::InvalidArgument("row " + row.id + " is not a sim row: it has no engine profile");
+  }
+  Result<engine::EngineProfile> profile = engine::LoadProfile(row.identity.sim_profile);
+  if (!profile.ok()) return profile.status();
+  Result<BoundaryPrediction> p = PredictBoundary(
+      *profile, row, row.workload.input_tokens + profile->chat_template_tokens, max_level);
+  if (p.ok()) p->source = "engine profile " + profile->name;
+  return p;
+}
+
 std::optional<int> PredictCmax(const Row& row, int max_concurrency, std::string* note) {
   if (row.identity.engine != Engine::kSim || row.open_loop() || row.slo.empty()) {
     return std::nullopt;
   }
-  Result<engine::EngineProfile> profile = engine::LoadProfile(row.identity.sim_profile);
-  if (!profile.ok()) return std::nullopt;
-  Result<BoundaryPrediction> p = PredictBoundary(
-      *profile, row, row.workload.input_tokens + profile->chat_template_tokens, max_concurrency);
+  Result<BoundaryPrediction> p = PredictFromProfile(row, max_concurrency);
   if (!p.ok() || !p->cmax) return std::nullopt;
   if (note) *note = p->note;
   return p->cmax;

@@ -96,6 +96,8 @@ class Run {
     q_.max_concurrency = opt.max_concurrency;
     q_.predicted_cmax = opt.predicted_cmax;
     q_.prediction_note = opt.prediction_note;
+    q_.prediction_source = opt.prediction_source;
+    q_.predicted_curve = opt.predicted_curve;
     q_.url = opt.url;
     q_.started_utc = FormatUtc(RealtimeAnchor::Take().unix_ns);
   }
@@ -213,14 +215,15 @@ class Run {
     if (StopOn(base)) return;
     if (!CheckBaseline(base)) return;
     if (Cancelled()) return Interrupt("baseline");
+    PredictFromBaseline(base);
 
     // 3. Locate.
     Locator loc(Locator::Options{opt_.max_concurrency, true});
     loc.AddKnown(ProbePoint{1, ToProbeVerdict(base.outcome), base.GateRatio(), ""});
-    if (opt_.predicted_cmax) {
-      loc.SetPrediction(*opt_.predicted_cmax);
-      Say("locate: predicted " + scale_.Max() + " = " + scale_.Value(*opt_.predicted_cmax) +
-          (opt_.prediction_note.empty() ? "" : " (" + opt_.prediction_note + ")") +
+    if (q_.predicted_cmax) {
+      loc.SetPrediction(*q_.predicted_cmax);
+      Say("locate: predicted " + scale_.Max() + " = " + scale_.Value(*q_.predicted_cmax) +
+          (q_.prediction_note.empty() ? "" : " (" + q_.prediction_note + ")") +
           "; probing it and its neighbour first");
     }
     BeginPhase("locate");
@@ -284,6 +287,23 @@ class Run {
     BeginPhase("confirm");
     Confirm(loc.last_pass());
     EndPhase();
+  }
+
+  // 2b. Without a hint, the engine model calibrated on the baseline predicts where to probe.
+  void PredictFromBaseline(const TrialSummary& base) {
+    if (q_.predicted_cmax || !opt_.predict_from_baseline || !base.passed()) return;
+    Result<BoundaryPrediction> p = opt_.predict_from_baseline(base);
+    if (!p.ok()) {
+      q_.prediction_note = "no prediction from the baseline: " + p.status().message();
+      Say("predict: " + q_.prediction_note);
+      return;
+    }
+    q_.prediction_source = p->source;
+    q_.prediction_note = p->note;
+    q_.predicted_curve = p->curve;
+    q_.prediction_parameters = p->parameters;
+    if (p->cmax) q_.predicted_cmax = std::min(*p->cmax, opt_.max_concurrency);
+    Say("predict: " + p->note + " (" + p->source + ")");
   }
 
   void Interrupt(const std::string& phase) {

@@ -4,6 +4,7 @@
 // is printed beside what the trials then measured.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -31,6 +32,10 @@ struct BoundaryPrediction {
 Result<BoundaryPrediction> PredictBoundary(const engine::EngineProfile& profile, const Row& row,
                                            int64_t prompt_tokens, int max_level);
 
+// PredictBoundary through a sim row's own engine profile (its prompt: input_tokens plus the
+// profile's chat template), source "engine profile NAME".
+Result<BoundaryPrediction> PredictFromProfile(const Row& row, int max_level);
+
 // One C = 1 baseline of a real (or simulated) server, as calibration takes it.
 struct MeasuredBaseline {
   std::string source;                         // "baseline trial DIR", "expect.baseline of ROW"
@@ -54,5 +59,9 @@ Result<MeasuredBaseline> BaselineFromRow(const Row& row);
 Result<BoundaryPrediction> PredictFromBaselines(const Row& row,
                                                 const std::vector<MeasuredBaseline>& baselines,
                                                 int max_level);
+
+// QualifyOptions::predict_from_baseline for `row`: calibrates on the baseline trial it is given.
+std::function<Result<BoundaryPrediction>(const TrialSummary&)> PredictFromBaselineTrial(
+    const Row& row, int max_level);
 
 }  // namespace capq

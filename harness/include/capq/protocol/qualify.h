@@ -20,6 +20,7 @@
 
 #include "capq/model/row.h"
 #include "capq/protocol/capacity_data.h"
+#include "capq/protocol/predict.h"
 
 namespace capq {
 
@@ -42,8 +43,14 @@ struct QualifyOptions {
   // A hint for the locator, navigation only: the predicted boundary level (Cmax, or Rmax in rate
   // steps; PredictCmax, PredictLevelFromClosedLoop).
   std::optional<int> predicted_cmax;
-  std::string prediction_note;  // how it was predicted, recorded in the capacity data
-  std::string url;              // recorded
+  std::string prediction_note;    // how it was predicted, recorded in the capacity data
+  std::string prediction_source;  // where it came from (engine profile NAME)
+  std::vector<PredictedPoint> predicted_curve;  // what it predicted per level
+  // Without a hint: a prediction made from the C = 1 baseline trial once it has run (a real
+  // server's calibrated engine model, PredictFromBaselineTrial). A failure is recorded and the
+  // search starts blind.
+  std::function<Result<BoundaryPrediction>(const TrialSummary& baseline)> predict_from_baseline;
+  std::string url;  // recorded
   const std::atomic<bool>* cancel = nullptr;
   std::function<void(const std::string&)> progress;  // one line per event, no newline
 };
