@@ -23,6 +23,7 @@ commands:
   validate DIR         re-derive a trial's metrics and gates from its raw records
   qualify ROW...       baseline, locate, confirm: the row's Cmax with its evidence
   report DIR...        rebuild report.html from capacity data
+  predict ROW          the engine model's Cmax for a row and its capacity surface
 
 environment: CAPQ_URL, CAPQ_API_KEY, CAPQ_CONTAINER, CAPQ_IMAGE_DIGEST, CAPQ_LOG_LEVEL
 )";
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
   if (cmd == "validate") return capq::cli::RunValidate(args);
   if (cmd == "qualify") return capq::cli::RunQualify(args);
   if (cmd == "report") return capq::cli::RunReport(args);
+  if (cmd == "predict") return capq::cli::RunPredict(args);
   std::fprintf(stderr, "capq: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return 2;
 }

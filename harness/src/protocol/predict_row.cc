@@ -107,6 +107,30 @@ Result<BoundaryPrediction> PredictFromProfile(const Row& row, int max_level) {
   return p;
 }
 
+std::vector<SurfacePoint> PredictSurface(const Row& row, const RowPredictor& predict,
+                                         const std::vector<int64_t>& input_tokens,
+                                         const std::vector<int64_t>& output_tokens) {
+  std::vector<SurfacePoint> out;
+  for (int64_t in : input_tokens) {
+    for (int64_t o : output_tokens) {
+      Row shape = row;
+      shape.workload.input_tokens = in;
+      shape.workload.output_tokens = o;
+      out.push_back(SurfacePoint{in, o, predict(shape)});
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> GridAround(int64_t tokens, std::vector<double> factors) {
+  std::vector<int64_t> out;
+  for (double f : factors) {
+    const int64_t v = std::max<int64_t>(1, std::llround(static_cast<double>(tokens) * f));
+    if (out.empty() || out.back() != v) out.push_back(v);
+  }
+  return out;
+}
+
 std::optional<int> PredictCmax(const Row& row, int max_concurrency, std::string* note) {
   if (row.identity.engine != Engine::kSim || row.open_loop() || row.slo.empty()) {
     return std::nullopt;

@@ -68,7 +68,7 @@ Result<ServerShape> Sglang(const std::map<std::string, std::string>& l) {
   p.policy = engine::SchedulePolicy::kPrefillFirst;
   p.mixed_chunks = false;
   p.prefix_cache = !Flag(l, "disable_radix_cache", false);
-  Structural("policy", 0, "prefill first, mixed chunks off (SGLang's get_next_batch_to_run)", &s);
+  Structural("prefill_first", 1, "mixed chunks off (SGLang's get_next_batch_to_run)", &s);
   return s;
 }
 
@@ -93,8 +93,8 @@ Result<ServerShape> Vllm(const std::map<std::string, std::string>& l) {
   p.policy = engine::SchedulePolicy::kDecodeFirst;
   p.mixed_chunks = true;
   p.prefix_cache = Flag(l, "enable_prefix_caching", true);
-  Structural("policy", 1, "decode rows first, the rest of the budget prefill (chunked prefill)",
-             &s);
+  Structural("decode_first", 1,
+             "decode rows first, the rest of the budget prefill (chunked prefill)", &s);
   return s;
 }
 
@@ -119,7 +119,8 @@ Result<ServerShape> Llamacpp(const std::map<std::string, std::string>& l) {
   p.policy = engine::SchedulePolicy::kDecodeFirst;
   p.mixed_chunks = false;
   p.host_prompt_cache = false;
-  Structural("policy", 1, "every llama_decode() carries all decode rows, then prompt tokens", &s);
+  Structural("decode_first", 1, "every llama_decode() carries all decode rows, then prompt tokens",
+             &s);
   return s;
 }
 

@@ -60,6 +60,19 @@ Result<BoundaryPrediction> PredictFromBaselines(const Row& row,
                                                 const std::vector<MeasuredBaseline>& baselines,
                                                 int max_level);
 
+// The capacity surface (the seed's Figure 3) before paying for it: `row`'s identity at other
+// shapes. Each point is `row` with input_tokens x output_tokens, predicted by `predict`.
+struct SurfacePoint {
+  int64_t input_tokens = 0, output_tokens = 0;
+  Result<BoundaryPrediction> prediction = Status::Internal("not predicted");
+};
+using RowPredictor = std::function<Result<BoundaryPrediction>(const Row& row)>;
+std::vector<SurfacePoint> PredictSurface(const Row& row, const RowPredictor& predict,
+                                         const std::vector<int64_t>& input_tokens,
+                                         const std::vector<int64_t>& output_tokens);
+// The default grid around a shape: inputs /4, x1, x2 and outputs /2, x1, x2.
+std::vector<int64_t> GridAround(int64_t tokens, std::vector<double> factors);
+
 // QualifyOptions::predict_from_baseline for `row`: calibrates on the baseline trial it is given.
 std::function<Result<BoundaryPrediction>(const TrialSummary&)> PredictFromBaselineTrial(
     const Row& row, int max_level);
