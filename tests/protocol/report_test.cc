@@ -162,6 +162,29 @@ TEST(ReportTest, OneRowHasNoSurfaceButEveryOtherFigure) {
   EXPECT_EQ(Count(Figure(html, "fig-boundary"), "<circle class=\"pt "), 6u);
 }
 
+TEST(ReportTest, ThePredictedCurveIsDrawnOverTheMeasuredPointsAndTabledBesideThem) {
+  auto d = ReadCapacityData(kFixture);
+  ASSERT_TRUE(d.ok());
+  CapacityData one = *d;
+  one.rows.resize(1);
+  RowQualification& q = one.rows[0];
+  ASSERT_TRUE(q.proven_level());
+  const int cmax = *q.proven_level();
+  EXPECT_EQ(Count(RenderReportHtml(one), "class=\"pred-pt\""), 0u) << "no prediction, no curve";
+  q.predicted_cmax = cmax - 1;
+  q.prediction_source = "baseline calibration on baseline trial b/c1-t1";
+  for (int c = 1; c <= cmax; ++c) q.predicted_curve.push_back({c, 100.0 * c, c < cmax});
+  q.prediction_parameters = {{"b1_s_per_prefill_token", 2.5e-4, engine::Basis::kMeasured, "TTFT"}};
+  std::string html = RenderReportHtml(one);
+  const std::string fig = Figure(html, "fig-ttft-" + q.row.id);
+  ASSERT_FALSE(fig.empty());
+  EXPECT_EQ(Count(fig, "class=\"pred-pt\""), static_cast<size_t>(cmax));
+  EXPECT_EQ(Count(fig, "class=\"pred\""), static_cast<size_t>(cmax - 1));
+  EXPECT_NE(html.find("measured " + std::to_string(cmax) + " (+1 levels)"), std::string::npos);
+  EXPECT_NE(html.find("b1_s_per_prefill_token</td><td>0.00025</td><td class=\"l\">measured"),
+            std::string::npos);
+}
+
 TEST(ReportTest, RowWithoutBoundaryStillRendersItsTrialsAndSaysWhy) {
   auto d = ReadCapacityData(kFixture);
   ASSERT_TRUE(d.ok());

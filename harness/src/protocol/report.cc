@@ -65,6 +65,8 @@ svg .pt.probe, svg .pt.baseline { fill: #fff; stroke-width: 1.8; }
 svg .pt.probe.pass, svg .pt.baseline.pass { stroke: var(--pass); }
 svg .pt.probe.fail, svg .pt.baseline.fail { stroke: var(--fail); }
 svg .pt.other { fill: var(--probe); }
+svg .pred { fill: none; stroke: #8c6bb1; stroke-width: 1.6; stroke-dasharray: 5 3; }
+svg .pred-pt { fill: #8c6bb1; }
 svg .aux { fill: none; stroke: var(--probe); stroke-width: 1.4; }
 svg .qline { fill: none; stroke-width: 1.3; opacity: 0.8; }
 svg .qline.pass { stroke: var(--pass); }
@@ -269,6 +271,27 @@ std::vector<const TrialSummary*> WithMetrics(const RowQualification& q) {
   return out;
 }
 
+// The engine model's predicted curve on the TTFT figure, when it predicted the p95 TTFT gate: a
+// dashed line through the predicted points inside the axis. Returns whether it drew one.
+bool DrawPredictedCurve(const RowQualification& q, const Axis& x, const Unit& u, Plot* p) {
+  const RowInfo& r = q.row;
+  if (q.predicted_curve.empty() || r.slo.empty() || r.slo.front().metric != SloMetric::kTtft ||
+      r.slo.front().percentile != 95 || r.open_loop()) {
+    return false;
+  }
+  const PredictedPoint* last = nullptr;
+  for (const PredictedPoint& pt : q.predicted_curve) {
+    if (pt.level > x.max || !std::isfinite(pt.gating_ms)) break;
+    const double y = pt.gating_ms / u.div;
+    if (last) p->Line(last->level, last->gating_ms / u.div, pt.level, y, "pred");
+    p->Circle(pt.level, y, 2.5, "pred-pt",
+              "predicted " + r.scale().Label(pt.level) + ": p95 " + F(y, u.decimals) + " " +
+                  u.name + (pt.passes ? " (pass)" : " (fail)"));
+    last = &pt;
+  }
+  return last != nullptr;
+}
+
 // Figure: p95 TTFT (with p50 and p99) against C, every trial a point, the verdict per C on top.
 std::string FigTtft(const RowQualification& q) {
   const RowInfo& r = q.row;
@@ -283,6 +306,9 @@ std::string FigTtft(const RowQualification& q) {
       if (std::isfinite(v)) max_y = std::isfinite(max_y) ? std::max(max_y, v) : v;
     }
   }
+  for (const PredictedPoint& pt : q.predicted_curve) {
+    if (pt.level <= max_c && std::isfinite(pt.gating_ms)) max_y = std::max(max_y, pt.gating_ms);
+  }
   const LoadScale scale = r.scale();
   Axis x = LoadAxis(scale, max_c);
   Axis y =
@@ -292,6 +318,7 @@ std::string FigTtft(const RowQualification& q) {
   if (gate) {
     p.HLine(gate->below_ms / u.div, "slo", "SLO: " + GateSpec(*gate));
   }
+  const bool curve = DrawPredictedCurve(q, x, u, &p);
   std::map<int, std::vector<const TrialSummary*>> by_c;
   for (const auto* t : ts) by_c[t->concurrency].push_back(t);
   for (const auto& [c, list] : by_c) {
@@ -324,7 +351,11 @@ std::string FigTtft(const RowQualification& q) {
       "pass</span><span><i class=\"sw\" style=\"background:var(--fail)\"></i>confirm fail</span>"
       "<span><i class=\"sw\" style=\"border:2px solid var(--probe)\"></i>baseline / probe "
       "(navigation)</span><span>▲ p99 &nbsp;– p50</span><span>✓ ✗ verdict per " +
-      scale.Symbol() + "</span></div>\n";
+      scale.Symbol() + "</span>" +
+      (curve ? "<span><i class=\"sw\" style=\"border-top:2px dashed #8c6bb1\"></i>predicted "
+               "p95 (engine model)</span>"
+             : "") +
+      "</div>\n";
   html += "<figcaption><b>TTFT percentiles against " + scale.Symbol() + "</b> for every trial of " +
           Esc(r.id) + " (" + std::to_string(ts.size()) +
           " points). Circles are p95, triangles p99, dashes p50; " +
@@ -831,6 +862,47 @@ std::string TblBoundary(const RowQualification& q) {
   return html + "</table>\n";
 }
 
+// The prediction beside the outcome: per predicted level the predicted gating value and the
+// trials' measured p95, then how each engine-model parameter was obtained.
+std::string TblPrediction(const RowQualification& q) {
+  if (q.predicted_curve.empty()) return "";
+  const LoadScale scale = q.row.scale();
+  const std::optional<int> proven = q.proven_level();
+  std::string html =
+      "<p class=\"meta\" id=\"" + Id("prediction", q.row.id) + "\">Prediction (" +
+      Esc(q.prediction_source) + "): " + scale.Max() + " " +
+      (q.predicted_cmax ? scale.Value(*q.predicted_cmax) : std::string("none")) + "; measured " +
+      (proven ? scale.Value(*proven) : std::string("not proven")) +
+      (proven && q.predicted_cmax ? " (" + std::string(*proven >= *q.predicted_cmax ? "+" : "") +
+                                        std::to_string(*proven - *q.predicted_cmax) + " levels)"
+                                  : "") +
+      ".</p>\n<table><tr><th>" + scale.Symbol() +
+      "</th><th>predicted</th><th>measured (every trial)</th></tr>\n";
+  const Unit u = TtftUnit(q.row);
+  for (const PredictedPoint& pt : q.predicted_curve) {
+    std::string measured;
+    for (const auto& t : q.trials) {
+      if (t.concurrency != pt.level || !t.has_metrics) continue;
+      measured += (measured.empty() ? "" : ", ") + F(t.GatingMs() / u.div, u.decimals);
+    }
+    html += "<tr><td>" + scale.Figure(pt.level) + "</td><td>" +
+            F(pt.gating_ms / u.div, u.decimals) + " " + u.name + (pt.passes ? " pass" : " fail") +
+            "</td><td>" + (measured.empty() ? "—" : measured + " " + u.name) + "</td></tr>\n";
+  }
+  html += "</table>\n";
+  if (q.prediction_parameters.empty()) return html;
+  html += "<details><summary>Engine-model parameters (" +
+          std::to_string(q.prediction_parameters.size()) +
+          ")</summary>\n<table><tr><th class=\"l\">parameter</th><th>value</th><th "
+          "class=\"l\">basis</th><th class=\"l\">how</th></tr>\n";
+  for (const engine::Parameter& x : q.prediction_parameters) {
+    html += "<tr><td class=\"l\">" + Esc(x.name) + "</td><td>" + G(x.value) +
+            "</td><td class=\"l\">" + engine::BasisName(x.basis) + "</td><td class=\"l\">" +
+            Esc(x.how) + "</td></tr>\n";
+  }
+  return html + "</table>\n</details>\n";
+}
+
 std::string TblLocate(const RowQualification& q) {
   Unit u = TtftUnit(q.row);
   const LoadScale scale = q.row.scale();
@@ -1101,6 +1173,7 @@ std::string RowSection(const RowQualification& q) {
             (q.prediction_note.empty() ? "" : " (" + Esc(q.prediction_note) + ")") +
             "; a prediction only chooses where to probe.</p>\n";
   }
+  html += TblPrediction(q);
   html += TblLocate(q);
   html += "<h3>Qualification cost</h3>\n" + FigTimeline(q) + TblCost(q);
   html += "<details><summary>Trial directories, commands and checksums (" +
