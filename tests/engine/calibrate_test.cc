@@ -131,6 +131,37 @@ TEST(CalibrateTest, SpeculativeAcceptanceIsMeasuredFromChunksOrAssumed) {
   EXPECT_EQ(Find(*assumed, "spec_accept_mean")->basis, Basis::kAssumed);
 }
 
+// A decode row that costs far more than a prompt token (a CPU server's per-slot sampling): one
+// C = 1 baseline cannot see it, a trial under load measures it.
+TEST(CalibrateTest, ATrialUnderLoadMeasuresTheDecodeRowCost) {
+  EngineProfile truth = Truth();
+  truth.b0_s = 0.0004;
+  truth.b1_s_per_prefill_token = 2.5e-5;
+  truth.b3_s_per_decode_row = 3.5e-4;  // 14 x b1
+  truth.max_running_requests = 8;
+  const BaselinePoint base = Measure(truth, 523, 128);
+  Result<Calibration> one = Calibrate(ShapeOf(truth), {base});
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_LT(one->profile.b3_s_per_decode_row, 1e-4) << "assumed from the prompt's cost";
+  PredictOptions load;
+  load.prompt_tokens = 523;
+  load.output_tokens = 128;
+  load.concurrency = 14;
+  load.measured_requests = 56;
+  load.shared_prefix_tokens = 0;
+  Result<PredictedTrial> t = PredictTrial(truth, load);
+  ASSERT_TRUE(t.ok());
+  std::vector<double> itl;
+  for (const auto& r : t->measured) itl.push_back(r.itl_ns() / 1e6);
+  Result<Calibration> refined = RefineWithLoad(*one, base, load, Median(itl));
+  ASSERT_TRUE(refined.ok()) << refined.status().ToString();
+  EXPECT_NEAR(refined->profile.b3_s_per_decode_row, 3.5e-4, 2e-5);
+  EXPECT_NEAR(refined->profile.b0_s, 0.0004, 3e-5);
+  EXPECT_EQ(Find(*refined, "b3_s_per_decode_row")->basis, Basis::kMeasured);
+  for (int conc : {8, 9}) EXPECT_NEAR(TtftAt(refined->profile, conc), TtftAt(truth, conc), 5.0);
+  EXPECT_FALSE(RefineWithLoad(*one, base, load, 0).ok());
+}
+
 TEST(CalibrateTest, ABaselineThatCannotBeFittedIsRefusedWithItsFigures) {
   const ServerShape shape = ShapeOf(Truth());
   // A prefill faster than one decode step leaves no per-token cost.

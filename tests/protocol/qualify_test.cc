@@ -195,6 +195,68 @@ TEST(QualifyTest, BrokenStreamDuringLocateIsNotTreatedAsAnSloFailure) {
   EXPECT_TRUE(q.Trials("confirm", 1).empty());
 }
 
+BoundaryPrediction Predicted(int cmax, const std::string& source) {
+  BoundaryPrediction p;
+  p.cmax = cmax;
+  p.source = source;
+  p.note = "engine model: C=" + std::to_string(cmax);
+  for (int c = 1; c <= cmax + 1; ++c) p.curve.push_back({c, 100.0 * c, c <= cmax});
+  return p;
+}
+
+std::vector<int> ProbedLevels(const FakeServer& server) {
+  std::vector<int> out;
+  for (const auto& c : server.calls) {
+    if (c.phase == "probe") out.push_back(c.concurrency);
+  }
+  return out;
+}
+
+// A prediction from the baseline that misses is refined once, on the first probe's ITL, and the
+// locator aims at the refined boundary: three probes where a blind search needs more.
+TEST(QualifyTest, ABaselinePredictionThatMissesIsRefinedOnTheFirstProbe) {
+  Row row = FakeRow();  // p95 = 200 ms x C against 1000 ms: Cmax 4
+  FakeServer server{[](int c, int) { return 200.0 * c; }};
+  QualifyOptions opt;
+  opt.max_concurrency = 64;
+  int refined_on = 0;
+  opt.predict_from_baseline = [](const TrialSummary& base) -> Result<BoundaryPrediction> {
+    EXPECT_EQ(base.phase, "baseline");
+    return Predicted(14, "baseline calibration");
+  };
+  opt.refine_prediction = [&](const TrialSummary& base,
+                              const TrialSummary& probe) -> Result<BoundaryPrediction> {
+    EXPECT_EQ(base.phase, "baseline");
+    refined_on = probe.concurrency;
+    return Predicted(4, "baseline calibration and the ITL of the probe");
+  };
+  RowQualification q = Qualify(row, Runner(server), opt);
+  ASSERT_EQ(q.status, QualifyStatus::kProven) << q.message;
+  EXPECT_EQ(q.cmax, 4);
+  EXPECT_EQ(refined_on, 14);
+  EXPECT_EQ(ProbedLevels(server), (std::vector<int>{14, 4, 5}));
+  EXPECT_EQ(q.predicted_cmax, 14) << "the baseline's own prediction is kept beside the outcome";
+  EXPECT_EQ(q.refined_cmax, 4);
+  EXPECT_EQ(q.predicted_curve.size(), 5u);
+  EXPECT_NE(q.prediction_note.find("refined on the probe at C=14"), std::string::npos)
+      << q.prediction_note;
+}
+
+TEST(QualifyTest, ABaselineThatCannotBeCalibratedIsRecordedAndTheSearchStartsBlind) {
+  Row row = FakeRow();
+  FakeServer server{[](int c, int) { return 200.0 * c; }};
+  QualifyOptions opt;
+  opt.predict_from_baseline = [](const TrialSummary&) -> Result<BoundaryPrediction> {
+    return Status::InvalidArgument("no server limits");
+  };
+  RowQualification q = Qualify(row, Runner(server), opt);
+  ASSERT_EQ(q.status, QualifyStatus::kProven);
+  EXPECT_FALSE(q.predicted_cmax);
+  EXPECT_NE(q.prediction_note.find("no prediction from the baseline: no server limits"),
+            std::string::npos);
+  EXPECT_EQ(ProbedLevels(server).front(), 2) << "exponential search from the baseline";
+}
+
 TEST(QualifyTest, BaselineOutsideToleranceStopsBeforeTheSearch) {
   Row row = FakeRow();
   row.expect.baseline =
@@ -853,7 +915,9 @@ TEST_F(QualifyEndToEndTest, ABaselineCalibratedPredictionProvesTheSameCmaxWithFe
   fs::path out = E2eDir("predict");
   RowQualification blind = QualifyOnItsSimulator(*row, out / "blind");
   QualifyOptions qo;
-  qo.predict_from_baseline = PredictFromBaselineTrial(*row, 32);
+  TrialPredictors predictors = PredictFromBaselineTrial(*row, 32);
+  qo.predict_from_baseline = predictors.predict;
+  qo.refine_prediction = predictors.refine;
   RowQualification predicted = QualifyOnItsSimulator(*row, out / "predicted", qo);
   ASSERT_EQ(blind.status, QualifyStatus::kProven) << blind.message;
   ASSERT_EQ(predicted.status, QualifyStatus::kProven) << predicted.message;

@@ -130,7 +130,9 @@ void SetPrediction(const std::string& how, const Row& row, QualifyOptions* qo) {
   const bool sim = row.identity.engine == Engine::kSim;
   if (how == "none" || row.open_loop()) return;
   if (how == "baseline" || (how.empty() && !sim)) {
-    qo->predict_from_baseline = PredictFromBaselineTrial(row, qo->max_concurrency);
+    TrialPredictors t = PredictFromBaselineTrial(row, qo->max_concurrency);
+    qo->predict_from_baseline = std::move(t.predict);
+    qo->refine_prediction = std::move(t.refine);
     return;
   }
   Result<BoundaryPrediction> pred = PredictFromProfile(row, qo->max_concurrency);

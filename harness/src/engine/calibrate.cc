@@ -134,7 +134,77 @@ Status FitTwo(const BaselinePoint& a, const BaselinePoint& b, double tps, Calibr
   return Status::Ok();
 }
 
+// b0, b1 and b3 for a chosen b3, keeping the C = 1 decode step and TTFT.
+bool SetRowCost(const BaselinePoint& b, double tps, double b3, EngineProfile* p) {
+  const double n = static_cast<double>(Chunks(*p, b.prompt_tokens));
+  const double b0 = DecodeStepS(b, tps) - b3 - p->b4_s_per_decode_kv_token * ContextTokens(b);
+  const double b1 = (b.ttft_p50_ms / 1000 - n * b0) / static_cast<double>(b.prompt_tokens);
+  if (!(b0 > 0) || !(b1 > 0)) return false;
+  p->b0_s = b0;
+  p->b1_s_per_prefill_token = b1;
+  p->b3_s_per_decode_row = b3;
+  return true;
+}
+
+// The model's ITL p50 over `load` in ms; NaN when the trial cannot run.
+double ModelItlMs(const EngineProfile& p, const PredictOptions& load) {
+  Result<PredictedTrial> t = PredictTrial(p, load);
+  if (!t.ok() || t->measured.empty()) return NAN;
+  std::vector<double> itl;
+  for (const auto& r : t->measured) itl.push_back(r.itl_ns() / 1e6);
+  std::nth_element(itl.begin(), itl.begin() + static_cast<long>(itl.size() / 2), itl.end());
+  return itl[itl.size() / 2];
+}
+
+void ReplaceParameter(Parameter p, std::vector<Parameter>* list) {
+  for (Parameter& q : *list) {
+    if (q.name == p.name) {
+      q = std::move(p);
+      return;
+    }
+  }
+  list->push_back(std::move(p));
+}
+
 }  // namespace
+
+Result<Calibration> RefineWithLoad(const Calibration& cal, const BaselinePoint& base,
+                                   const PredictOptions& load, double itl_p50_ms) {
+  if (!(itl_p50_ms > 0) || load.concurrency < 2) {
+    return Status::InvalidArgument("a load point needs C >= 2 and a positive ITL p50");
+  }
+  const double tps = 1 + cal.profile.spec_accept_mean;
+  const double step_s = DecodeStepS(base, tps);
+  EngineProfile p = cal.profile;
+  // ITL under load grows with b3: bisect on [0, the whole C = 1 step].
+  double lo = 0, hi = step_s;
+  for (int i = 0; i < 40; ++i) {
+    const double mid = (lo + hi) / 2;
+    EngineProfile trial = p;
+    const bool fits = SetRowCost(base, tps, mid, &trial);
+    if (!fits || ModelItlMs(trial, load) > itl_p50_ms) {
+      hi = mid;
+    } else {
+      lo = mid;
+    }
+  }
+  if (!SetRowCost(base, tps, lo, &p)) {
+    return Status::InvalidArgument(Fmt("ITL p50 %.3f ms at C=%.0f leaves no positive step cost",
+                                       itl_p50_ms, load.concurrency));
+  }
+  Calibration out = cal;
+  out.profile = p;
+  ReplaceParameter({"b3_s_per_decode_row", p.b3_s_per_decode_row, Basis::kMeasured,
+                    Fmt("the model's ITL p50 matched to %.3f ms measured at C=%.0f (model %.3f ms)",
+                        itl_p50_ms, load.concurrency, ModelItlMs(p, load))},
+                   &out.parameters);
+  ReplaceParameter({"b0_s", p.b0_s, Basis::kMeasured, "C=1 decode step - b3"}, &out.parameters);
+  ReplaceParameter({"b1_s_per_prefill_token", p.b1_s_per_prefill_token, Basis::kMeasured,
+                    Fmt("(TTFT p50 %.1f ms - prefill steps x b0) / %.0f prompt tokens",
+                        base.ttft_p50_ms, static_cast<double>(base.prompt_tokens))},
+                   &out.parameters);
+  return out;
+}
 
 const char* BasisName(Basis b) {
   switch (b) {

@@ -224,6 +224,7 @@ json PredictionToJson(const RowQualification& q) {
   }
   const std::optional<int> proven = q.proven_level();
   return json{{"source", q.prediction_source},
+              {"refined_cmax", q.refined_cmax ? json(*q.refined_cmax) : json(nullptr)},
               {"curve", curve},
               {"parameters", params},
               {"error_levels",
@@ -238,6 +239,9 @@ engine::Basis BasisFromName(const std::string& name) {
 
 void PredictionFromJson(const json& d, RowQualification* q) {
   q->prediction_source = Get<std::string>(d, "source", "");
+  if (d.contains("refined_cmax") && d["refined_cmax"].is_number_integer()) {
+    q->refined_cmax = d["refined_cmax"].get<int>();
+  }
   for (const auto& p : d.value("curve", json::array())) {
     q->predicted_curve.push_back(PredictedPoint{p.at("level").get<int>(), GetNum(p, "gating_ms"),
                                                 Get<bool>(p, "passes", false)});

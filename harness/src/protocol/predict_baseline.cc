@@ -52,9 +52,26 @@ Result<MeasuredBaseline> BaselineFromRow(const Row& row) {
   return b;
 }
 
+namespace {
+
+// `row`'s closed loop at `c` as the engine model runs it.
+engine::PredictOptions LoadOptions(const Row& row, int64_t prompt_tokens, int c) {
+  engine::PredictOptions o;
+  o.prompt_tokens = prompt_tokens;
+  o.output_tokens = row.workload.output_tokens;
+  o.concurrency = c;
+  o.measured_requests = row.measured.RequestsAt(c);
+  o.warmup_requests = row.warmup.requests;
+  o.warmup_concurrency = row.warmup.concurrency;
+  return o;
+}
+
+}  // namespace
+
 Result<BoundaryPrediction> PredictFromBaselines(const Row& row,
                                                 const std::vector<MeasuredBaseline>& baselines,
-                                                int max_level) {
+                                                int max_level,
+                                                const std::optional<MeasuredLoad>& load) {
   if (baselines.empty()) return Status::InvalidArgument("no baseline to calibrate on");
   const MeasuredBaseline& first = baselines.front();
   if (LimitsEngine(row.identity) != first.engine) {
@@ -73,8 +90,14 @@ Result<BoundaryPrediction> PredictFromBaselines(const Row& row,
   Result<engine::Calibration> cal = engine::Calibrate(*shape, points);
   if (!cal.ok()) return Status::InvalidArgument(sources + ": " + cal.status().message());
   const int64_t overhead = std::max<int64_t>(0, first.point.prompt_tokens - first.input_tokens);
-  Result<BoundaryPrediction> p =
-      PredictBoundary(cal->profile, row, row.workload.input_tokens + overhead, max_level);
+  const int64_t prompt = row.workload.input_tokens + overhead;
+  if (load && baselines.size() == 1) {
+    cal = engine::RefineWithLoad(*cal, first.point, LoadOptions(row, prompt, load->concurrency),
+                                 load->itl_p50_ms);
+    if (!cal.ok()) return Status::InvalidArgument(load->source + ": " + cal.status().message());
+    sources += " and the ITL of " + load->source;
+  }
+  Result<BoundaryPrediction> p = PredictBoundary(cal->profile, row, prompt, max_level);
   if (!p.ok()) return p;
   p->source = "baseline calibration on " + sources;
   p->note = "calibrated " + p->note;
@@ -88,13 +111,22 @@ Result<BoundaryPrediction> PredictFromBaselines(const Row& row,
   return p;
 }
 
-std::function<Result<BoundaryPrediction>(const TrialSummary&)> PredictFromBaselineTrial(
-    const Row& row, int max_level) {
-  return [row, max_level](const TrialSummary& t) -> Result<BoundaryPrediction> {
+TrialPredictors PredictFromBaselineTrial(const Row& row, int max_level) {
+  TrialPredictors p;
+  p.predict = [row, max_level](const TrialSummary& t) -> Result<BoundaryPrediction> {
     Result<MeasuredBaseline> b = BaselineFromTrial(t, row);
     if (!b.ok()) return b.status();
     return PredictFromBaselines(row, {*b}, max_level);
   };
+  p.refine = [row, max_level](const TrialSummary& t,
+                              const TrialSummary& probe) -> Result<BoundaryPrediction> {
+    Result<MeasuredBaseline> b = BaselineFromTrial(t, row);
+    if (!b.ok()) return b.status();
+    MeasuredLoad load{"the probe at C=" + std::to_string(probe.concurrency), probe.concurrency,
+                      probe.itl_ms.p50};
+    return PredictFromBaselines(row, {*b}, max_level, load);
+  };
+  return p;
 }
 
 }  // namespace capq

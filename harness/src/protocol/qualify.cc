@@ -253,6 +253,7 @@ class Run {
         return;
       }
       loc.Record(ProbePoint{*next, ToProbeVerdict(t.outcome), t.GateRatio(), ""});
+      RefinePrediction(t, &loc);
     }
     EndPhase();
     switch (loc.state()) {
@@ -303,7 +304,32 @@ class Run {
     q_.predicted_curve = p->curve;
     q_.prediction_parameters = p->parameters;
     if (p->cmax) q_.predicted_cmax = std::min(*p->cmax, opt_.max_concurrency);
+    from_baseline_ = true;
     Say("predict: " + p->note + " (" + p->source + ")");
+  }
+
+  // Once, on the first probe above C = 1: the baseline's prediction refined with the decode step
+  // that probe measured under load, and the locator aimed at the refined boundary.
+  void RefinePrediction(const TrialSummary& probe, Locator* loc) {
+    if (!from_baseline_ || refined_ || !opt_.refine_prediction || probe.concurrency < 2 ||
+        !probe.has_metrics || !(probe.itl_ms.p50 > 0)) {
+      return;
+    }
+    refined_ = true;
+    const TrialSummary* base = q_.Trials("baseline", 1).front();
+    Result<BoundaryPrediction> p = opt_.refine_prediction(*base, probe);
+    if (!p.ok()) {
+      q_.prediction_note += "; not refined: " + p.status().message();
+      Say("predict: not refined — " + p.status().message());
+      return;
+    }
+    q_.refined_cmax = p->cmax;
+    q_.prediction_source = p->source;
+    q_.prediction_note += "; refined on the probe at " + L(probe.concurrency) + ": " + p->note;
+    q_.predicted_curve = p->curve;
+    q_.prediction_parameters = p->parameters;
+    if (p->cmax) loc->SetPrediction(std::min(*p->cmax, opt_.max_concurrency));
+    Say("predict: refined on the probe at " + L(probe.concurrency) + "'s ITL: " + p->note);
   }
 
   void Interrupt(const std::string& phase) {
@@ -435,6 +461,8 @@ class Run {
   int trials_ = 3;
   int max_per_side_ = 6;
   RowQualification q_;
+  bool from_baseline_ = false;  // the prediction came from the baseline (refinable)
+  bool refined_ = false;
 };
 
 }  // namespace

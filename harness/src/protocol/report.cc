@@ -871,8 +871,10 @@ std::string TblPrediction(const RowQualification& q) {
   std::string html =
       "<p class=\"meta\" id=\"" + Id("prediction", q.row.id) + "\">Prediction (" +
       Esc(q.prediction_source) + "): " + scale.Max() + " " +
-      (q.predicted_cmax ? scale.Value(*q.predicted_cmax) : std::string("none")) + "; measured " +
-      (proven ? scale.Value(*proven) : std::string("not proven")) +
+      (q.predicted_cmax ? scale.Value(*q.predicted_cmax) : std::string("none")) +
+      (q.refined_cmax ? ", refined to " + scale.Value(*q.refined_cmax) + " by a probe's ITL"
+                      : std::string()) +
+      "; measured " + (proven ? scale.Value(*proven) : std::string("not proven")) +
       (proven && q.predicted_cmax ? " (" + std::string(*proven >= *q.predicted_cmax ? "+" : "") +
                                         std::to_string(*proven - *q.predicted_cmax) + " levels)"
                                   : "") +

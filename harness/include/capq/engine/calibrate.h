@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "capq/engine/predict.h"
 #include "capq/engine/profile.h"
 #include "capq/status.h"
 
@@ -62,5 +63,14 @@ inline constexpr double kAssumedSpecAcceptMean = 2.2;
 // 10%). InvalidArgument, naming the figures, when the baseline cannot be fitted (a TTFT shorter
 // than its steps' fixed cost, non-positive figures).
 Result<Calibration> Calibrate(const ServerShape& shape, const std::vector<BaselinePoint>& points);
+
+// No C = 1 trial shows what one more decode row costs: at C = 1 the row and the step's fixed cost
+// are one figure. A trial under load does (its ITL is the decode step of many rows, prefill
+// interference included). Refits b3, keeping b0 + b3 (the C = 1 decode step) and the C = 1 TTFT
+// of `base` as they were measured, so that the model's ITL p50 over `load` matches `itl_p50_ms`
+// (bisection through the engine model). The b3 parameter then says it was measured.
+// REQUIRES: `cal` came from a one-length Calibrate of `base`.
+Result<Calibration> RefineWithLoad(const Calibration& cal, const BaselinePoint& base,
+                                   const PredictOptions& load, double itl_p50_ms);
 
 }  // namespace capq::engine

@@ -200,7 +200,8 @@ struct RowQualification {
   // Where the hint came from ("engine profile small", "baseline calibration ..."), the predicted
   // gating value per level, and for a calibrated engine model how each parameter was obtained.
   std::string prediction_source;
-  std::vector<PredictedPoint> predicted_curve;
+  std::optional<int> refined_cmax;  // the baseline's prediction refined by a probe under load
+  std::vector<PredictedPoint> predicted_curve;  // the latest prediction's
   std::vector<engine::Parameter> prediction_parameters;
   BaselineCheck baseline;
   std::vector<PhaseCost> phases;

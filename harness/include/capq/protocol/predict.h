@@ -53,12 +53,21 @@ Result<MeasuredBaseline> BaselineFromTrial(const TrialSummary& trial, const Row&
 // tokens are expect.baseline.prompt_tokens when given, else input_tokens (assumed).
 Result<MeasuredBaseline> BaselineFromRow(const Row& row);
 
+// A trial of the row under load: its ITL p50 shows what a decode row costs (RefineWithLoad).
+struct MeasuredLoad {
+  std::string source;  // "probe C=14"
+  int concurrency = 0;
+  double itl_p50_ms = 0;
+};
+
 // Calibrates on `baselines` (one, or two prompt lengths of one identity) and predicts `row`'s
 // boundary. The row's server prompt is its input_tokens plus the template overhead the first
-// baseline showed (its prompt tokens minus its input tokens).
+// baseline showed (its prompt tokens minus its input tokens). With `load` (a closed-loop trial of
+// `row` itself) a one-length calibration's b3 is refitted to the ITL it measured.
 Result<BoundaryPrediction> PredictFromBaselines(const Row& row,
                                                 const std::vector<MeasuredBaseline>& baselines,
-                                                int max_level);
+                                                int max_level,
+                                                const std::optional<MeasuredLoad>& load = {});
 
 // The capacity surface (the seed's Figure 3) before paying for it: `row`'s identity at other
 // shapes. Each point is `row` with input_tokens x output_tokens, predicted by `predict`.
@@ -73,8 +82,13 @@ std::vector<SurfacePoint> PredictSurface(const Row& row, const RowPredictor& pre
 // The default grid around a shape: inputs /4, x1, x2 and outputs /2, x1, x2.
 std::vector<int64_t> GridAround(int64_t tokens, std::vector<double> factors);
 
-// QualifyOptions::predict_from_baseline for `row`: calibrates on the baseline trial it is given.
-std::function<Result<BoundaryPrediction>(const TrialSummary&)> PredictFromBaselineTrial(
-    const Row& row, int max_level);
+// QualifyOptions::predict_from_baseline and refine_prediction for `row`: calibrate on the
+// baseline trial, and again with a probe's ITL.
+struct TrialPredictors {
+  std::function<Result<BoundaryPrediction>(const TrialSummary& baseline)> predict;
+  std::function<Result<BoundaryPrediction>(const TrialSummary& baseline, const TrialSummary& probe)>
+      refine;
+};
+TrialPredictors PredictFromBaselineTrial(const Row& row, int max_level);
 
 }  // namespace capq

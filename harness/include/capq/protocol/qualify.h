@@ -50,6 +50,10 @@ struct QualifyOptions {
   // server's calibrated engine model, PredictFromBaselineTrial). A failure is recorded and the
   // search starts blind.
   std::function<Result<BoundaryPrediction>(const TrialSummary& baseline)> predict_from_baseline;
+  // Once the first probe above C = 1 has measured the decode step under load, the prediction made
+  // from the baseline is refined with it (TrialPredictors::refine) and the locator aims anew.
+  std::function<Result<BoundaryPrediction>(const TrialSummary& baseline, const TrialSummary& probe)>
+      refine_prediction;
   std::string url;  // recorded
   const std::atomic<bool>* cancel = nullptr;
   std::function<void(const std::string&)> progress;  // one line per event, no newline
