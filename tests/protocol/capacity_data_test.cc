@@ -174,6 +174,54 @@ TEST(CapacityDataTest, OlderDataLoadsAndKeepsWhatDecidedItsTrials) {
   EXPECT_FALSE(tj.contains("concurrency"));
 }
 
+// The recommendation is written beside the result and read back as written; data written
+// without one reads with the one its trials give.
+TEST(CapacityDataTest, RecommendationRoundTripsAndOlderDataDerivesIt) {
+  auto d = ReadCapacityData(kFixture);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  // The fixture predates recommendations: C=7 of the reference row kept 6.9% headroom (thin).
+  const Recommendation& ref = d->rows[1].recommendation;
+  EXPECT_EQ(ref.level, 5);
+  EXPECT_TRUE(ref.thin_margin);
+  EXPECT_EQ(ref.requalify_on.at(1).field, "identity.image");
+  nlohmann::json j = CapacityDataToJson(*d);
+  nlohmann::json& rec = j["rows"][1]["recommendation"];
+  EXPECT_EQ(rec["level"], 5);
+  EXPECT_EQ(rec["from_level"], 7);
+  EXPECT_NEAR(rec["margin"]["headroom_pct"].get<double>(), 6.87, 0.01);
+  EXPECT_FALSE(rec.contains("rate_rps"));
+  // What is written is what is read, even where the trials would give another.
+  rec["level"] = 4;
+  rec["rule"] = "a stricter policy";
+  rec["requalify_on"] = {{{"field", "identity.driver"}, {"value", "1"}}};
+  auto back = CapacityDataFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  const Recommendation& read = back->rows[1].recommendation;
+  EXPECT_EQ(read.level, 4);
+  EXPECT_EQ(read.from_level, 7);
+  EXPECT_EQ(read.steps_down, 2);
+  EXPECT_EQ(read.rule, "a stricter policy");
+  EXPECT_EQ(read.reason, ref.reason);
+  ASSERT_TRUE(read.margin.has_value());
+  EXPECT_EQ(read.margin->text, ref.margin->text);
+  EXPECT_EQ(read.margin->measured_ms, ref.margin->measured_ms);
+  ASSERT_EQ(read.requalify_on.size(), 1u);
+  EXPECT_EQ(read.requalify_on[0].value, "1");
+  EXPECT_EQ(CapacityDataToJson(*back), j);
+  // No recommendation is written as a null level with its reason.
+  RowQualification none = d->rows[0];
+  none.status = QualifyStatus::kFailsAtOne;
+  none.recommendation = Recommendation{};
+  none.recommendation.reason = "no proven Cmax: C=1 misses the row's gates";
+  CapacityData one;
+  one.rows.push_back(none);
+  auto again = CapacityDataFromJson(CapacityDataToJson(one));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_FALSE(again->rows[0].recommendation.level.has_value());
+  EXPECT_FALSE(again->rows[0].recommendation.margin.has_value());
+  EXPECT_EQ(again->rows[0].recommendation.reason, none.recommendation.reason);
+}
+
 TEST(CapacityDataTest, ReadsATrialDirectory) {
   fs::path dir = TempDir("trial");
   WriteText(dir / "verdict.json", R"({"schema":"capq/verdict/v1","row_id":"r","concurrency":5,

@@ -1023,6 +1023,15 @@ TEST_F(QualifyEndToEndTest, CommandWritesDataReportAndUpdatesTheRow) {
   std::string html = Slurp(out / "report.html");
   EXPECT_NE(html.find("id=\"fig-ttft-qualify_tiny\""), std::string::npos);
   EXPECT_NE(html.find("id=\"fig-arrival-qualify_tiny\""), std::string::npos);
+  // The operating limit follows the result as a policy line, and is kept and shown.
+  const Recommendation& rec = data->rows[0].recommendation;
+  ASSERT_TRUE(rec.level.has_value());
+  EXPECT_LT(*rec.level, 6);
+  EXPECT_NE(stdout_text.find("\n  policy (not the benchmark answer): operate at C=" +
+                             std::to_string(*rec.level) + " — "),
+            std::string::npos)
+      << stdout_text;
+  EXPECT_NE(html.find("id=\"rec-qualify_tiny\""), std::string::npos);
 
   // The row beside the data and the row updated in place both carry the proven Cmax.
   auto beside = LoadRow((out / "qualify_tiny.yaml").string());

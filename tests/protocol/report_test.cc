@@ -151,6 +151,59 @@ TEST_F(ReportFixtureTest, SelfContained) {
   EXPECT_EQ(html_.find("href=\"http"), std::string::npos);
 }
 
+// The text of the element with id="ID" up to its closing </div>; empty when absent.
+std::string Div(const std::string& html, const std::string& id) {
+  size_t start = html.find("id=\"" + id + "\"");
+  if (start == std::string::npos) return "";
+  return html.substr(start, html.find("</div>", start) - start);
+}
+
+TEST_F(ReportFixtureTest, EachRowShowsItsOperatingLimitAsAPolicyUnderItsCmax) {
+  for (const auto& q : data_.rows) {
+    std::string rec = Div(html_, "rec-" + q.row.id);
+    ASSERT_FALSE(rec.empty()) << q.row.id;
+    ASSERT_TRUE(q.recommendation.level.has_value());
+    EXPECT_NE(rec.find("<b>Operate at C=" + std::to_string(*q.recommendation.level) +
+                       "</b>; the measured maximum stays Cmax = " + std::to_string(*q.cmax)),
+              std::string::npos)
+        << rec;
+    EXPECT_NE(rec.find("Rule: " + q.recommendation.rule), std::string::npos) << rec;
+    EXPECT_NE(rec.find("Margin kept: " + q.recommendation.margin->text), std::string::npos);
+    EXPECT_NE(rec.find("Requalify when any of these change: <code>identity.engine</code> = "
+                       "sglang · <code>identity.image</code> = " +
+                       q.row.image),
+              std::string::npos)
+        << rec;
+    // The benchmark answer stays the headline: the row's summary line comes first.
+    size_t section = html_.find("<section id=\"row-" + q.row.id + "\"");
+    EXPECT_LT(html_.find("<div class=\"summary", section), html_.find("rec-" + q.row.id));
+    EXPECT_NE(html_.find("Operating limit (a policy, not the benchmark answer)", section),
+              std::string::npos);
+  }
+  std::string heavy = Div(html_, "rec-b70_qwen38_27b_16k2k");
+  EXPECT_NE(heavy.find("<b>Operate at C=3</b>"), std::string::npos) << heavy;
+  EXPECT_NE(heavy.find("two steps below the proven Cmax (1 default + 1 thin margin)"),
+            std::string::npos);
+}
+
+TEST(ReportTest, ARowWithoutABoundaryHasNoOperatingLimitAndSaysWhy) {
+  auto d = ReadCapacityData(kFixture);
+  ASSERT_TRUE(d.ok());
+  CapacityData one = *d;
+  one.rows.resize(1);
+  RowQualification& q = one.rows[0];
+  q.status = QualifyStatus::kNoFailUpToCap;
+  q.cmax.reset();
+  q.max_concurrency = 16;
+  q.recommendation = Recommendation{};  // as a qualification made in memory has it
+  std::string rec = Div(RenderReportHtml(one), "rec-" + q.row.id);
+  EXPECT_NE(rec.find("No recommended operating limit: no proven Cmax: every probe up to C=16 "
+                     "passed"),
+            std::string::npos)
+      << rec;
+  EXPECT_EQ(rec.find("Operate at"), std::string::npos);
+}
+
 TEST(ReportTest, OneRowHasNoSurfaceButEveryOtherFigure) {
   auto d = ReadCapacityData(kFixture);
   ASSERT_TRUE(d.ok());

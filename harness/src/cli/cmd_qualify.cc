@@ -19,6 +19,7 @@
 #include "capq/model/row_loader.h"
 #include "capq/protocol/capacity_data.h"
 #include "capq/protocol/qualify.h"
+#include "capq/protocol/recommend.h"
 #include "capq/protocol/report.h"
 #include "capq/sim/server.h"
 
@@ -348,6 +349,7 @@ int RunQualify(const Args& args) {
     std::printf("%s\n", q.summary_line.c_str());
     std::printf("  cost: %s\n", CostLine(q).c_str());
     if (!row_note.empty()) std::printf("  %s\n", row_note.c_str());
+    std::printf("  %s\n", RecommendationLine(q).c_str());
     std::fflush(stdout);
   }
   if (g_qualify_cancel.load()) exit_code = 130;

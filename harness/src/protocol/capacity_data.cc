@@ -11,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "capq/protocol/recommend.h"
+
 namespace capq {
 
 namespace fs = std::filesystem;
@@ -311,6 +313,62 @@ TrialSummary TrialFromJson(const json& j) {
   return t;
 }
 
+json MarginToJson(const KeptMargin& m) {
+  return json{{"level", m.level},
+              {"at_recommended", m.at_recommended},
+              {"trials", m.trials},
+              {"gate", m.gate},
+              {"measured_ms", Num(m.measured_ms)},
+              {"below_ms", Num(m.below_ms)},
+              {"headroom_pct", Num(m.headroom_pct())},
+              {"text", m.text}};
+}
+
+KeptMargin MarginFromJson(const json& j) {
+  KeptMargin m;
+  m.level = j.at("level").get<int>();
+  m.at_recommended = Get<bool>(j, "at_recommended", false);
+  m.trials = Get<int>(j, "trials", 0);
+  m.gate = Get<std::string>(j, "gate", "");
+  m.measured_ms = GetNum(j, "measured_ms");
+  m.below_ms = GetNum(j, "below_ms");
+  m.text = Get<std::string>(j, "text", "");
+  return m;
+}
+
+// A rate row's levels are written beside the rates they stand for, as in "result".
+json RecommendationToJson(const Recommendation& r, const LoadScale& scale) {
+  json pinned = json::array();
+  for (const auto& p : r.requalify_on) pinned.push_back({{"field", p.field}, {"value", p.value}});
+  json j{{"level", r.level ? json(*r.level) : json(nullptr)},
+         {"from_level", r.from_level},
+         {"steps_down", r.steps_down},
+         {"thin_margin", r.thin_margin},
+         {"noisy", r.noisy},
+         {"rule", r.rule},
+         {"reason", r.reason},
+         {"margin", r.margin ? MarginToJson(*r.margin) : json(nullptr)},
+         {"requalify_on", pinned}};
+  if (scale.open_loop) j["rate_rps"] = r.level ? json(scale.Rate(*r.level)) : json(nullptr);
+  return j;
+}
+
+Recommendation RecommendationFromJson(const json& j) {
+  Recommendation r;
+  if (!j.at("level").is_null()) r.level = j["level"].get<int>();
+  r.from_level = Get<int>(j, "from_level", 0);
+  r.steps_down = Get<int>(j, "steps_down", 0);
+  r.thin_margin = Get<bool>(j, "thin_margin", false);
+  r.noisy = Get<bool>(j, "noisy", false);
+  r.rule = Get<std::string>(j, "rule", "");
+  r.reason = Get<std::string>(j, "reason", "");
+  if (j.contains("margin") && !j["margin"].is_null()) r.margin = MarginFromJson(j["margin"]);
+  for (const auto& p : j.value("requalify_on", json::array())) {
+    r.requalify_on.push_back({p.at("field").get<std::string>(), p.at("value").get<std::string>()});
+  }
+  return r;
+}
+
 }  // namespace
 
 bool IsStabilityFailure(const std::string& reason) {
@@ -548,6 +606,7 @@ json RowQualificationToJson(const RowQualification& q) {
   }
   return json{{"row", RowInfoToJson(q.row)},
               {"result", result},
+              {"recommendation", RecommendationToJson(q.recommendation, q.row.scale())},
               {"locate", locate},
               {"baseline",
                {{"checked", b.checked},
@@ -654,6 +713,11 @@ Result<CapacityData> CapacityDataFromJson(const json& j) {
       q.wall_s = Get<double>(rj, "wall_s", 0);
       q.complete = Get<bool>(rj, "complete", false);
       q.url = Get<std::string>(rj, "url", "");
+      // Data written before recommendations reads with the one its trials give.
+      where = "rows[" + std::to_string(ri - 1) + "].recommendation";
+      q.recommendation = rj.contains("recommendation")
+                             ? RecommendationFromJson(rj.at("recommendation"))
+                             : Recommend(q, RequalifyFields(q.row));
       d.rows.push_back(std::move(q));
     }
   } catch (const json::exception& e) {

@@ -11,6 +11,7 @@
 #include "capq/hash.h"
 #include "capq/protocol/deciding_gate.h"
 #include "capq/protocol/locate.h"
+#include "capq/protocol/recommend.h"
 
 namespace capq {
 
@@ -109,6 +110,7 @@ class Run {
     for (const auto& t : q_.trials) q_.probes += t.phase == "probe";
     if (auto level = q_.proven_level()) q_.probe_budget = LocateProbeBudget(*level);
     q_.summary_line = SummaryLine(q_);
+    q_.recommendation = Recommend(q_, RequalifyFields(row_));
     return std::move(q_);
   }
 

@@ -8,6 +8,7 @@
 
 #include "capq/protocol/deciding_gate.h"
 #include "capq/protocol/qualify.h"
+#include "capq/protocol/recommend.h"
 #include "report_svg.h"
 
 namespace capq {
@@ -35,6 +36,8 @@ p.meta, .muted { color: var(--muted); font-size: 13px; }
 .summary.proven { border-left-color: var(--pass); }
 .summary.bad { border-left-color: var(--fail); }
 .summary.lowered { border-left-color: var(--burst); }
+.policy { border-left: 4px dashed var(--line); padding: 2px 12px; margin: 8px 0; font-size: 13px; }
+.policy p { margin: 4px 0; }
 table { border-collapse: collapse; margin: 8px 0 16px; font-size: 13px; }
 th, td { border: 1px solid var(--line); padding: 4px 8px; text-align: right; }
 th { background: var(--panel); font-weight: 600; }
@@ -1136,6 +1139,44 @@ std::string MeasuredMeta(const RowInfo& r) {
          (r.ramp_s > 0 ? " after a " + G(r.ramp_s) + " s ramp" : "");
 }
 
+// "identity.image = repo@sha256:... · slo = p95 ttft < 10000 ms"
+std::string PinnedText(const std::vector<PinnedField>& pinned) {
+  std::string out;
+  for (const auto& p : pinned) {
+    out += (out.empty() ? "" : " · ") + ("<code>" + Esc(p.field) + "</code> = " + Esc(p.value));
+  }
+  return out.empty() ? "—" : out;
+}
+
+// The stored recommendation; for a qualification that has none (made in memory), the one its
+// trials give, as the capacity data reader does for data written without one.
+Recommendation RecommendationOf(const RowQualification& q) {
+  const Recommendation& r = q.recommendation;
+  if (r.level || !r.reason.empty()) return r;
+  return Recommend(q, RequalifyFields(q.row));
+}
+
+// The recommended operating limit, under the measured result and labelled a policy.
+std::string PolicySection(const RowQualification& q) {
+  const Recommendation rec = RecommendationOf(q);
+  const LoadScale scale = q.row.scale();
+  std::string html =
+      "<h3>Operating limit (a policy, not the benchmark answer)</h3>\n<div "
+      "class=\"policy\" id=\"" +
+      Id("rec", q.row.id) + "\">\n";
+  if (!rec.level) {
+    return html + "<p>No recommended operating limit: " + Esc(rec.reason) + ".</p>\n</div>\n";
+  }
+  auto proven = q.proven_level();
+  html +=
+      "<p><b>Operate at " + scale.Label(*rec.level) + "</b>" +
+      (proven ? "; the measured maximum stays " + scale.Max() + " = " + scale.Value(*proven) : "") +
+      ". Rule: " + Esc(rec.rule) + ".</p>\n<p>Why: " + Esc(rec.reason) + ".</p>\n";
+  html += "<p>Margin kept: " + Esc(rec.margin ? rec.margin->text : "not measured") + ".</p>\n";
+  return html + "<p>Requalify when any of these change: " + PinnedText(rec.requalify_on) +
+         ".</p>\n</div>\n";
+}
+
 std::string RowSection(const RowQualification& q) {
   const RowInfo& r = q.row;
   std::string html = "<section id=\"" + Id("row", r.id) + "\">\n<h2>" + Esc(r.id) +
@@ -1163,6 +1204,7 @@ std::string RowSection(const RowQualification& q) {
                             : "") +
         "</p>\n";
   }
+  html += PolicySection(q);
   html += FigTtft(q);
   html += FigThroughput(q);
   html += "<h3>Confirmation trials</h3>\n" + TblBoundary(q);

@@ -163,6 +163,42 @@ struct RowInfo {
 };
 RowInfo RowInfoFromRow(const Row& row);
 
+// A field of the row whose change must trigger requalification, with the value it was measured
+// at: {"identity.image", "repo@sha256:..."}, {"identity.server_expect.max_running_requests", "9"}.
+struct PinnedField {
+  std::string field;  // as the row file names it
+  std::string value;
+};
+
+// What the recommended level keeps below the gate that came closest to its bound: the worst trial
+// (highest measured / bound) at `level`, which is the recommended level when any trial measured it,
+// else the level the recommendation stepped down from.
+struct KeptMargin {
+  int level = 0;
+  bool at_recommended = false;
+  int trials = 0;    // trials with a measured gate at `level`
+  std::string gate;  // "ttft p95"
+  double measured_ms = NAN;
+  double below_ms = NAN;
+  std::string text;  // "ttft p95 6.10 s vs 10.00 s at C=6: 39% headroom (worst of 2 trials)"
+
+  double headroom_pct() const { return 100.0 * (1.0 - measured_ms / below_ms); }
+};
+
+// The operating limit capq recommends for a row: a policy layered on the measured boundary, never
+// a capacity claim (capq/protocol/recommend.h states the rule). A level as RowQualification's.
+struct Recommendation {
+  std::optional<int> level;  // nullopt: no recommendation, `reason` says why
+  int from_level = 0;        // the proven boundary, or a lowered operating point; 0 when none
+  int steps_down = 0;        // from_level - level
+  bool thin_margin = false;
+  bool noisy = false;
+  std::string rule;    // "one step below the proven Cmax (default)"
+  std::string reason;  // the evidence for the rule, in words
+  std::optional<KeptMargin> margin;
+  std::vector<PinnedField> requalify_on;
+};
+
 // Outcome of one row's qualification.
 enum class QualifyStatus {
   kProven,            // every Cmax trial passed, every Cmax+1 trial failed
@@ -210,6 +246,9 @@ struct RowQualification {
   double wall_s = 0;
   bool complete = false;  // false when interrupted or stopped before the end
   std::string url;        // the server measured (no credentials)
+  // The operating limit recommended on top of the result (capq/protocol/recommend.h). Data
+  // written without one reads with the recommendation its trials give (Recommend(q)).
+  Recommendation recommendation;
 
   // Trials of one phase at one level, in order.
   std::vector<const TrialSummary*> Trials(const std::string& phase, int concurrency) const;

@@ -11,6 +11,8 @@
 //            fig-arrival; <rect class="bar ..."> one per trial in fig-timeline
 //   tables   tbl-overview, tbl-rows, tbl-maxpass, tbl-correctness, tbl-boundary-<row>,
 //            tbl-locate-<row>, tbl-cost-<row>, tbl-arrival-<row>
+//   policy   rec-<row>: the recommended operating limit (capq/protocol/recommend.h), its rule,
+//            the margin it keeps and the fields whose change must trigger requalification
 #pragma once
 
 #include <string>
