@@ -52,22 +52,6 @@ Result<MeasuredBaseline> BaselineFromRow(const Row& row) {
   return b;
 }
 
-namespace {
-
-// `row`'s closed loop at `c` as the engine model runs it.
-engine::PredictOptions LoadOptions(const Row& row, int64_t prompt_tokens, int c) {
-  engine::PredictOptions o;
-  o.prompt_tokens = prompt_tokens;
-  o.output_tokens = row.workload.output_tokens;
-  o.concurrency = c;
-  o.measured_requests = row.measured.RequestsAt(c);
-  o.warmup_requests = row.warmup.requests;
-  o.warmup_concurrency = row.warmup.concurrency;
-  return o;
-}
-
-}  // namespace
-
 Result<BoundaryPrediction> PredictFromBaselines(const Row& row,
                                                 const std::vector<MeasuredBaseline>& baselines,
                                                 int max_level,
@@ -92,7 +76,7 @@ Result<BoundaryPrediction> PredictFromBaselines(const Row& row,
   const int64_t overhead = std::max<int64_t>(0, first.point.prompt_tokens - first.input_tokens);
   const int64_t prompt = row.workload.input_tokens + overhead;
   if (load && baselines.size() == 1) {
-    cal = engine::RefineWithLoad(*cal, first.point, LoadOptions(row, prompt, load->concurrency),
+    cal = engine::RefineWithLoad(*cal, first.point, RowTrialOptions(row, prompt, load->concurrency),
                                  load->itl_p50_ms);
     if (!cal.ok()) return Status::InvalidArgument(load->source + ": " + cal.status().message());
     sources += " and the ITL of " + load->source;

@@ -11,15 +11,10 @@
 #include "capq/protocol/predict.h"
 #include "capq/protocol/qualify.h"
 #include "capq/targets/engine_shape.h"
+#include "capq/text.h"
 
 namespace capq {
 namespace {
-
-std::string Fmt(const char* fmt, double v) {
-  char buf[128];
-  std::snprintf(buf, sizeof buf, fmt, v);
-  return buf;
-}
 
 double GateMs(const std::vector<engine::PredictedRequest>& requests, const SloGate& gate,
               PercentileMethod method) {
@@ -44,14 +39,8 @@ double GateMs(const std::vector<engine::PredictedRequest>& requests, const SloGa
 // The predicted point at concurrency c: the first gate's value, and whether every gate holds.
 Result<PredictedPoint> PointAt(const engine::EngineProfile& profile, const Row& row,
                                int64_t prompt_tokens, int c) {
-  engine::PredictOptions o;
-  o.prompt_tokens = prompt_tokens;
-  o.output_tokens = row.workload.output_tokens;
-  o.concurrency = c;
-  o.measured_requests = row.measured.RequestsAt(c);
-  o.warmup_requests = row.warmup.requests;
-  o.warmup_concurrency = row.warmup.concurrency;
-  Result<engine::PredictedTrial> t = engine::PredictTrial(profile, o);
+  Result<engine::PredictedTrial> t =
+      engine::PredictTrial(profile, RowTrialOptions(row, prompt_tokens, c));
   if (!t.ok()) return t.status();
   PredictedPoint p{c, GateMs(t->measured, row.slo.front(), row.percentile_method), true};
   for (const SloGate& g : row.slo) {
@@ -67,6 +56,17 @@ std::string GateName(const SloGate& g) {
 }
 
 }  // namespace
+
+engine::PredictOptions RowTrialOptions(const Row& row, int64_t prompt_tokens, int concurrency) {
+  engine::PredictOptions o;
+  o.prompt_tokens = prompt_tokens;
+  o.output_tokens = row.workload.output_tokens;
+  o.concurrency = concurrency;
+  o.measured_requests = row.measured.RequestsAt(concurrency);
+  o.warmup_requests = row.warmup.requests;
+  o.warmup_concurrency = row.warmup.concurrency;
+  return o;
+}
 
 Result<BoundaryPrediction> PredictBoundary(const engine::EngineProfile& profile, const Row& row,
                                            int64_t prompt_tokens, int max_level) {

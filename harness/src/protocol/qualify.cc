@@ -12,16 +12,11 @@
 #include "capq/protocol/deciding_gate.h"
 #include "capq/protocol/locate.h"
 #include "capq/protocol/recommend.h"
+#include "capq/text.h"
 
 namespace capq {
 
 namespace {
-
-std::string Fmt(const char* fmt, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, fmt, v);
-  return buf;
-}
 
 int CountPasses(const std::vector<const TrialSummary*>& ts) {
   int n = 0;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "capq/protocol/qualify.h"
+#include "capq/text.h"
 
 namespace capq {
 
@@ -37,12 +38,6 @@ std::string Differences(const Row& row, const RowInfo& closed) {
   std::string out;
   for (const auto& o : off) out += (out.empty() ? "" : ", ") + o;
   return out;
-}
-
-std::string Fixed(const char* fmt, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, fmt, v);
-  return buf;
 }
 
 }  // namespace
@@ -89,8 +84,8 @@ Result<int> PredictLevelFromClosedLoop(const Row& row, const CapacityData& close
     if (note) {
       const LoadScale scale = LoadScaleOf(row);
       *note = "Little's law on " + q.row.id + " (" + source + "): Cmax " + std::to_string(cmax) +
-              " / mean E2E " + Fixed("%.2f", e2e_s) + " s at C=" + std::to_string(cmax) + " = " +
-              Fixed("%.2f", rps) + " rps, floored to a multiple of " + Fixed("%g", step) +
+              " / mean E2E " + Fmt("%.2f", e2e_s) + " s at C=" + std::to_string(cmax) + " = " +
+              Fmt("%.2f", rps) + " rps, floored to a multiple of " + Fmt("%g", step) +
               " rps: " + scale.Label(level) + " (level " + std::to_string(level) + ")";
     }
     return level;

@@ -6,16 +6,11 @@
 #include <set>
 
 #include "capq/protocol/deciding_gate.h"
+#include "capq/text.h"
 
 namespace capq {
 
 namespace {
-
-std::string Fmt(const char* fmt, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, fmt, v);
-  return buf;
-}
 
 void Pin(std::vector<PinnedField>* out, const std::string& field, const std::string& value) {
   if (!value.empty()) out->push_back(PinnedField{field, value});

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "capq/engine/calibrate.h"
+#include "capq/engine/predict.h"
 #include "capq/model/row.h"
 #include "capq/protocol/capacity_data.h"
 
@@ -24,6 +25,10 @@ struct BoundaryPrediction {
   std::vector<engine::Parameter> parameters;  // calibrated predictions: how each was obtained
   int64_t prompt_tokens = 0;                  // the server prompt length predicted for
 };
+
+// The engine model's run of `row`'s closed loop at `concurrency`: its output tokens, warm-ups and
+// measured requests, with prompts of `prompt_tokens` server tokens.
+engine::PredictOptions RowTrialOptions(const Row& row, int64_t prompt_tokens, int concurrency);
 
 // Runs the row's closed loop (its output, warm-up and measured counts) through `profile` for
 // C = 1, 2, ... until one of the row's SLO gates is no longer met (or max_level passes), with
