@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-extern char** environ;
+#include "../capq_process.h"
 
 namespace {
 
@@ -26,25 +26,13 @@ int Capq(const std::vector<std::string>& args, std::string* out) {
   const fs::path log = fs::temp_directory_path() / ("capq_predict_" + std::to_string(getpid()));
   std::vector<std::string> argv = {kCapq};
   argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<char*> c;
-  for (auto& a : argv) c.push_back(a.data());
-  c.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, kCapq.c_str(), &fa, nullptr, c.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return -1;
-  int status = 0;
-  waitpid(pid, &status, 0);
+  const int rc = capq::testing::RunProcess(argv, log.string(), log.string());
   std::ifstream in(log);
   std::stringstream ss;
   ss << in.rdbuf();
   *out = ss.str();
   fs::remove(log);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return rc;
 }
 
 TEST(PredictCommandTest, PrintsTheRowsBoundaryAndASurfaceWithQualifiedPointsOverlaid) {

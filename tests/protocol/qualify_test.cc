@@ -18,6 +18,7 @@
 #include <sstream>
 #include <utility>
 
+#include "../capq_process.h"
 #include "capq/model/row_loader.h"
 #include "capq/protocol/capacity_data.h"
 #include "capq/sim/server.h"
@@ -804,20 +805,7 @@ std::string Slurp(const fs::path& p) {
 int RunCapq(const std::vector<std::string>& args, const fs::path& out, const fs::path& err) {
   std::vector<std::string> argv = {kCapq};
   argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<char*> c;
-  for (auto& a : argv) c.push_back(a.data());
-  c.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, kCapq.c_str(), &fa, nullptr, c.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return -1;
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return testing::RunProcess(argv, out.string(), err.string());
 }
 
 class QualifyEndToEndTest : public ::testing::Test {
