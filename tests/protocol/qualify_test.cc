@@ -243,6 +243,26 @@ TEST(QualifyTest, ABaselinePredictionThatMissesIsRefinedOnTheFirstProbe) {
       << q.prediction_note;
 }
 
+TEST(QualifyTest, APredictionTheProbesBearOutIsNotRefined) {
+  Row row = FakeRow();
+  FakeServer server{[](int c, int) { return 200.0 * c; }};
+  QualifyOptions opt;
+  opt.predict_from_baseline = [](const TrialSummary&) -> Result<BoundaryPrediction> {
+    return Predicted(4, "baseline calibration");
+  };
+  int refinements = 0;
+  opt.refine_prediction = [&](const TrialSummary&,
+                              const TrialSummary&) -> Result<BoundaryPrediction> {
+    ++refinements;
+    return Predicted(2, "a refinement that would mislead");
+  };
+  RowQualification q = Qualify(row, Runner(server), opt);
+  ASSERT_EQ(q.status, QualifyStatus::kProven);
+  EXPECT_EQ(refinements, 0);
+  EXPECT_EQ(ProbedLevels(server), (std::vector<int>{4, 5}));
+  EXPECT_FALSE(q.refined_cmax);
+}
+
 TEST(QualifyTest, ABaselineThatCannotBeCalibratedIsRecordedAndTheSearchStartsBlind) {
   Row row = FakeRow();
   FakeServer server{[](int c, int) { return 200.0 * c; }};

@@ -305,13 +305,15 @@ class Run {
     Say("predict: " + p->note + " (" + p->source + ")");
   }
 
-  // Once, on the first probe above C = 1: the baseline's prediction refined with the decode step
-  // that probe measured under load, and the locator aimed at the refined boundary.
+  // Once, on the first probe that contradicts the baseline's prediction (a fail at or below it, a
+  // pass above it): the prediction refined with the decode step that probe measured under load,
+  // and the locator aimed at the refined boundary.
   void RefinePrediction(const TrialSummary& probe, Locator* loc) {
-    if (!from_baseline_ || refined_ || !opt_.refine_prediction || probe.concurrency < 2 ||
-        !probe.has_metrics || !(probe.itl_ms.p50 > 0)) {
+    if (!from_baseline_ || refined_ || !opt_.refine_prediction || !q_.predicted_cmax ||
+        probe.concurrency < 2 || !probe.has_metrics || !(probe.itl_ms.p50 > 0)) {
       return;
     }
+    if (probe.passed() == (probe.concurrency <= *q_.predicted_cmax)) return;
     refined_ = true;
     const TrialSummary* base = q_.Trials("baseline", 1).front();
     Result<BoundaryPrediction> p = opt_.refine_prediction(*base, probe);
