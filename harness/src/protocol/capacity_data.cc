@@ -89,6 +89,28 @@ Result<SloMetric> ParseSloMetric(const std::string& s) {
   return Status::InvalidArgument("unknown SLO metric '" + s + "'");
 }
 
+json ChecksToJson(const std::vector<SloCheck>& checks) {
+  json a = json::array();
+  for (const auto& s : checks) {
+    a.push_back({{"metric", s.metric},
+                 {"percentile", s.percentile},
+                 {"below_ms", s.below_ms},
+                 {"measured_ms", Num(s.measured_ms)},
+                 {"passed", s.passed}});
+  }
+  return a;
+}
+
+std::vector<SloCheck> ChecksFromJson(const json& a) {
+  std::vector<SloCheck> out;
+  for (const auto& s : a) {
+    out.push_back(SloCheck{s.at("metric").get<std::string>(), s.at("percentile").get<double>(),
+                           s.at("below_ms").get<double>(), GetNum(s, "measured_ms"),
+                           Get<bool>(s, "passed", false)});
+  }
+  return out;
+}
+
 json RowInfoToJson(const RowInfo& r) {
   json slo = json::array();
   for (const auto& g : r.slo) {
@@ -226,11 +248,8 @@ TrialSummary TrialFromJson(const json& j) {
   t.latency_pass = Get<bool>(j, "latency_pass", false);
   t.correctness_pass = Get<bool>(j, "correctness_pass", false);
   t.complete = Get<bool>(j, "complete", false);
-  for (const auto& s : j.value("slo", json::array())) {
-    t.slo.push_back(SloCheck{s.at("metric").get<std::string>(), s.at("percentile").get<double>(),
-                             s.at("below_ms").get<double>(), GetNum(s, "measured_ms"),
-                             Get<bool>(s, "passed", false)});
-  }
+  t.slo = ChecksFromJson(j.value("slo", json::array()));
+  t.tier_slo = ChecksFromJson(j.value("tier_slo", json::array()));
   t.reasons = j.value("reasons", std::vector<std::string>{});
   t.failed_gates = j.value("failed_gates", std::vector<std::string>{});
   t.stability_failures = j.contains("stability_failures")
@@ -403,14 +422,7 @@ std::vector<const TrialSummary*> RowQualification::Trials(const std::string& pha
 }
 
 json TrialSummaryToJson(const TrialSummary& t) {
-  json slo = json::array();
-  for (const auto& s : t.slo) {
-    slo.push_back({{"metric", s.metric},
-                   {"percentile", s.percentile},
-                   {"below_ms", s.below_ms},
-                   {"measured_ms", Num(s.measured_ms)},
-                   {"passed", s.passed}});
-  }
+  json slo = ChecksToJson(t.slo);
   json j{{"phase", t.phase},
          {"trial", t.trial},
          {"seed", t.seed},
@@ -435,6 +447,7 @@ json TrialSummaryToJson(const TrialSummary& t) {
          {"started_utc", t.started_utc},
          {"start_offset_s", t.start_offset_s},
          {"wall_s", t.wall_s}};
+  if (!t.tier_slo.empty()) j["tier_slo"] = ChecksToJson(t.tier_slo);
   if (t.rate_rps > 0) {
     j["level"] = t.concurrency;
     j["rate_rps"] = t.rate_rps;
@@ -701,6 +714,7 @@ Result<TrialSummary> ReadTrialDir(const std::string& dir) {
     for (const auto& r : v.value("reasons", json::array())) {
       if (r.is_string()) t.reasons.push_back(r.get<std::string>());
     }
+    t.tier_slo = ChecksFromJson(v.value("tier_slo", json::array()));
     t.stability_failures = StabilityFailuresOf(t.reasons);
     if (const json st = v.value("stability", json()); st.is_object()) {
       t.queue_series = QueueSeriesFromJson(st.value("series", json()));

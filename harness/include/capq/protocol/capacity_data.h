@@ -53,6 +53,9 @@ struct TrialSummary {
   bool correctness_pass = false;
   bool complete = false;
   std::vector<SloCheck> slo;
+  // The gates of the row's further SLO tiers that `slo` does not hold, each judged once on the
+  // same measurement (verdict.json tier_slo); no part of `outcome`, which is the primary tier's.
+  std::vector<SloCheck> tier_slo;
   std::vector<std::string> reasons;
   std::vector<std::string> failed_gates;  // "name: evidence" for each enabled gate that failed
   // Rate rows: the stability gates the trial failed, as its verdict's reasons name them, in their
