@@ -20,6 +20,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::FakeTieredRow;
+using testing::FakeTierServer;
+using testing::TierRunner;
 
 const SloGate kTtft95{SloMetric::kTtft, 95, 1000};
 const SloGate kItl95{SloMetric::kItl, 95, 16};
@@ -126,6 +128,170 @@ TEST(TierOrderTest, AStricterContractCoversEveryGateOfTheLooserOne) {
   EXPECT_FALSE(AtLeastAsStrict({kItl95}, {kTtft95}));
   EXPECT_FALSE(AtLeastAsStrict({SloGate{SloMetric::kTtft, 99, 1100}}, {kTtft95}));
   EXPECT_FALSE(AtLeastAsStrict({kTtft95}, {kTtft99}));
+}
+
+TEST(TierOrderTest, AStricterTierAdmittingMoreIsNamed) {
+  RowQualification q;
+  TierQualification loose, strict;
+  loose.name = "primary";
+  loose.slo = {kTtft95};
+  loose.status = QualifyStatus::kProven;
+  loose.cmax = loose.operating_point = 6;
+  strict = loose;
+  strict.name = "ttft_itl";
+  strict.slo = {kTtft95, kItl95};
+  strict.cmax = strict.operating_point = 6;
+  q.tiers = {loose, strict};
+  EXPECT_TRUE(TierOrderViolations(q).empty()) << "an equal Cmax keeps the order";
+  q.tiers[1].cmax = q.tiers[1].operating_point = 7;
+  std::vector<std::string> v = TierOrderViolations(q);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0], "tier ttft_itl is at least as strict as tier primary but admits C=7 > C=6");
+  q.tiers[1].status = QualifyStatus::kNoFailUpToCap;  // no claim, nothing to compare
+  EXPECT_TRUE(TierOrderViolations(q).empty());
+}
+
+class TierQualifyTest : public ::testing::Test {
+ protected:
+  RowQualification Run() {
+    QualifyOptions opt;
+    opt.max_concurrency = 64;
+    return Qualify(row_, TierRunner(server_), opt);
+  }
+  static const TierQualification* Tier(const RowQualification& q, const std::string& name) {
+    for (const auto& t : q.tiers) {
+      if (t.name == name) return &t;
+    }
+    return nullptr;
+  }
+  Row row_ = FakeTieredRow();
+  FakeTierServer server_;
+};
+
+TEST_F(TierQualifyTest, EveryTierGetsItsOwnBoundaryOnTrialsRunOnce) {
+  RowQualification q = Run();
+  ASSERT_EQ(q.status, QualifyStatus::kProven) << q.message;
+  EXPECT_EQ(q.cmax, 4);
+  ASSERT_EQ(q.tiers.size(), 3u);
+  EXPECT_EQ(q.tiers[0].name, "primary");
+  EXPECT_EQ(q.tiers[0].cmax, 4);
+  EXPECT_EQ(q.tiers[0].trials_run, static_cast<int>(q.trials.size()));
+  for (const char* name : {"ttft_itl", "ttft_p99"}) {
+    const TierQualification* t = Tier(q, name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->status, QualifyStatus::kProven) << name << ": " << t->message;
+    EXPECT_EQ(t->cmax, 3) << name;
+  }
+  // No (phase, C, k) was run twice, and every call is a trial of the data.
+  for (const auto& [key, n] : server_.Counts()) {
+    EXPECT_EQ(n, 1) << std::get<0>(key) << " C=" << std::get<1>(key) << " k=" << std::get<2>(key);
+  }
+  EXPECT_EQ(server_.calls.size(), q.trials.size() + q.tier_trials.size());
+  int run = 0;
+  for (const auto& t : q.tiers) run += t.trials_run;
+  EXPECT_EQ(run, static_cast<int>(server_.calls.size())) << "each trial counted as run once";
+}
+
+TEST_F(TierQualifyTest, TrialsWhereTiersMeetAreReusedAndCounted) {
+  RowQualification q = Run();
+  const TierQualification* itl = Tier(q, "ttft_itl");
+  const TierQualification* p99 = Tier(q, "ttft_p99");
+  ASSERT_TRUE(itl && p99);
+  // ttft_itl's C=4 side is the primary's Cmax: those three confirmations are the primary's.
+  int reused_at_4 = 0;
+  for (const TierTrial* x : itl->DecidedBy()) {
+    EXPECT_EQ(x->outcome, x->concurrency == 3 ? "pass" : "slo_fail");
+    reused_at_4 += x->concurrency == 4 && x->reused;
+  }
+  EXPECT_EQ(itl->DecidedBy().size(), 6u);
+  EXPECT_EQ(reused_at_4, 3);
+  // ttft_p99 meets ttft_itl at C=3: it runs nothing at all.
+  EXPECT_EQ(p99->trials_run, 0);
+  EXPECT_EQ(p99->DecidedBy().size(), 6u);
+  for (const TierTrial* x : p99->DecidedBy()) EXPECT_TRUE(x->reused);
+  for (const auto& t : q.tiers) {
+    EXPECT_EQ(t.trials_run + t.trials_reused, static_cast<int>(t.trials.size())) << t.name;
+    std::set<std::tuple<std::string, int, int>> keys;
+    for (const auto& x : t.trials) {
+      EXPECT_TRUE(keys.insert({x.phase, x.concurrency, x.trial}).second) << t.name;
+      EXPECT_NE(q.FindTrial(x.phase, x.concurrency, x.trial), nullptr) << t.name;
+    }
+  }
+  const std::string line = TierLine(*p99);
+  EXPECT_EQ(line.rfind("tiered tier ttft_p99: Cmax = 3 — C=3 ttft p99 ", 0), 0u) << line;
+  EXPECT_NE(line.find("(0 trials run, " + std::to_string(p99->trials_reused) + " reused)"),
+            std::string::npos)
+      << line;
+}
+
+TEST_F(TierQualifyTest, TheStricterTierNeverAdmitsMore) {
+  RowQualification q = Run();
+  const TierQualification* itl = Tier(q, "ttft_itl");
+  ASSERT_TRUE(itl && itl->cmax && q.tiers[0].cmax);
+  ASSERT_TRUE(AtLeastAsStrict(itl->slo, q.tiers[0].slo));
+  EXPECT_LE(*itl->cmax, *q.tiers[0].cmax);
+  EXPECT_TRUE(TierOrderViolations(q).empty());
+  // The tier's own confirmations hold its claim when judged again from the trials.
+  for (const TierTrial* x : itl->DecidedBy()) {
+    const TrialSummary* t = q.FindTrial(x->phase, x->concurrency, x->trial);
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(TierOutcome(*t, itl->slo), x->outcome);
+  }
+}
+
+TEST_F(TierQualifyTest, TrialsRunForTiersAreRecordedLikeThePrimarysOwn) {
+  RowQualification q = Run();
+  ASSERT_FALSE(q.tier_trials.empty());
+  for (const auto& t : q.tier_trials) {
+    // Not among the primary's trials, and seeded as the primary would have seeded it.
+    for (const auto* p : q.Trials(t.phase, t.concurrency)) EXPECT_NE(p->trial, t.trial);
+    EXPECT_EQ(t.seed, TrialSeed(row_, t.phase, t.concurrency, t.trial));
+    EXPECT_FALSE(t.slo.empty());
+    EXPECT_EQ(t.slo[0].metric, "ttft") << "the trial keeps the row's own gate first";
+    EXPECT_GE(t.start_offset_s, 0);
+  }
+  ASSERT_EQ(q.phases.back().name, "tiers");
+  EXPECT_EQ(q.phases.back().trials, static_cast<int>(q.tier_trials.size()));
+  EXPECT_NE(CostLine(q).find("tiers " + std::to_string(q.tier_trials.size()) + " trials"),
+            std::string::npos)
+      << CostLine(q);
+}
+
+TEST_F(TierQualifyTest, ABrokenStreamInATiersTrialStopsTheTiersAfterIt) {
+  server_.broken = {{"confirm", 3, 2}};  // run for ttft_itl only: the primary never confirms C=3
+  RowQualification q = Run();
+  EXPECT_EQ(q.status, QualifyStatus::kProven) << "the primary's claim stands on its own trials";
+  const TierQualification* itl = Tier(q, "ttft_itl");
+  const TierQualification* p99 = Tier(q, "ttft_p99");
+  ASSERT_TRUE(itl && p99);
+  EXPECT_EQ(itl->status, QualifyStatus::kCorrectnessFail);
+  EXPECT_NE(itl->message.find("nonempty_deltas"), std::string::npos) << itl->message;
+  EXPECT_EQ(p99->status, QualifyStatus::kCouldNotRun);
+  EXPECT_EQ(p99->message.rfind("not searched: tier ttft_itl stopped the qualification", 0), 0u)
+      << p99->message;
+  EXPECT_EQ(p99->trials_run, 0);
+}
+
+TEST_F(TierQualifyTest, NoTierIsSearchedWhenThePrimaryStops) {
+  server_.broken = {{"confirm", 4, 1}};
+  RowQualification q = Run();
+  ASSERT_EQ(q.status, QualifyStatus::kCorrectnessFail);
+  ASSERT_EQ(q.tiers.size(), 3u);
+  for (size_t i = 1; i < q.tiers.size(); ++i) {
+    EXPECT_EQ(q.tiers[i].status, QualifyStatus::kCouldNotRun);
+    EXPECT_NE(q.tiers[i].message.find("not searched: tier primary"), std::string::npos);
+  }
+  EXPECT_TRUE(q.tier_trials.empty());
+  EXPECT_EQ(server_.calls.size(), q.trials.size());
+}
+
+TEST_F(TierQualifyTest, ARowWithoutTiersQualifiesAsBefore) {
+  row_.slo_tiers.clear();
+  RowQualification q = Run();
+  EXPECT_EQ(q.status, QualifyStatus::kProven);
+  EXPECT_TRUE(q.tiers.empty());
+  EXPECT_TRUE(q.tier_trials.empty());
+  EXPECT_NE(q.phases.back().name, "tiers");
 }
 
 }  // namespace

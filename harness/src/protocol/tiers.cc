@@ -3,6 +3,7 @@
 #include "capq/protocol/tiers.h"
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,8 @@ bool TierLatencyPass(const TrialSummary& t, const std::vector<SloGate>& slo) {
   }
   return pass;
 }
+
+std::string Label(const RowQualification& q, int level) { return q.row.scale().Label(level); }
 
 }  // namespace
 
@@ -67,6 +70,20 @@ bool AtLeastAsStrict(const std::vector<SloGate>& b, const std::vector<SloGate>& 
     if (!covered) return false;
   }
   return true;
+}
+
+std::vector<std::string> TierOrderViolations(const RowQualification& q) {
+  std::vector<std::string> out;
+  for (const auto& strict : q.tiers) {
+    for (const auto& loose : q.tiers) {
+      if (&strict == &loose || !AtLeastAsStrict(strict.slo, loose.slo)) continue;
+      const std::optional<int> s = strict.admitted(), l = loose.admitted();
+      if (!s || !l || *s <= *l) continue;
+      out.push_back("tier " + strict.name + " is at least as strict as tier " + loose.name +
+                    " but admits " + Label(q, *s) + " > " + Label(q, *l));
+    }
+  }
+  return out;
 }
 
 }  // namespace capq
