@@ -312,7 +312,7 @@ TEST(SimRows, RelativeProfileDependsOnTheRowFileNotTheWorkingDirectory) {
 TEST(RowToYaml, RoundTripKeepsEveryValue) {
   RowSet set = CheckRows({kSource + "/rows/b70", kGood});
   ASSERT_TRUE(set.errors.empty()) << set.errors.front().ToString();
-  ASSERT_EQ(set.rows.size(), 10u);
+  ASSERT_EQ(set.rows.size(), 11u);
   for (const Row& original : set.rows) {
     SCOPED_TRACE(original.id);
     const std::string yaml = RowToYaml(original);
@@ -336,7 +336,56 @@ TEST(RowToYaml, RoundTripKeepsEveryValue) {
     EXPECT_EQ(again->expect.baseline.has_value(), original.expect.baseline.has_value());
     EXPECT_EQ(again->provenance.notes, original.provenance.notes);
     EXPECT_EQ(again->slo.size(), original.slo.size());
+    ASSERT_EQ(again->slo_tiers.size(), original.slo_tiers.size());
+    for (size_t i = 0; i < original.slo_tiers.size(); ++i) {
+      EXPECT_EQ(again->slo_tiers[i].name, original.slo_tiers[i].name);
+      ASSERT_EQ(again->slo_tiers[i].slo.size(), original.slo_tiers[i].slo.size());
+      for (size_t k = 0; k < original.slo_tiers[i].slo.size(); ++k) {
+        EXPECT_EQ(again->slo_tiers[i].slo[k].below_ms, original.slo_tiers[i].slo[k].below_ms);
+      }
+    }
   }
+}
+
+TEST(SloTiers, EachTierLoadsInOrderBesideThePrimary) {
+  Result<Row> r = LoadRow(kGood + "/realfam/tiers_real.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->slo.size(), 1u);
+  ASSERT_EQ(r->slo_tiers.size(), 3u);
+  EXPECT_EQ(r->slo_tiers[0].name, "ttft_itl");
+  ASSERT_EQ(r->slo_tiers[0].slo.size(), 2u);
+  EXPECT_EQ(r->slo_tiers[0].slo[1].metric, SloMetric::kItl);
+  EXPECT_EQ(r->slo_tiers[0].slo[1].below_ms, 33);
+  EXPECT_EQ(r->slo_tiers[1].name, "ttft_p99");
+  EXPECT_EQ(r->slo_tiers[1].slo[0].percentile, 99);
+  EXPECT_EQ(r->slo_tiers[2].slo[0].metric, SloMetric::kE2e);
+  EXPECT_EQ(r->slo_tiers[2].slo[0].below_ms, 20000.5);
+  std::vector<SloTier> all = AllTiers(*r);
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all[0].name, "primary");
+  EXPECT_EQ(all[0].slo.size(), 1u);
+  EXPECT_EQ(all[3].name, "e2e");
+  EXPECT_NE(RowToYaml(*r).find("slo_tiers:\n  - name: ttft_itl\n    slo:\n"), std::string::npos);
+}
+
+TEST(SloTiers, ARowWithoutTiersHasOnlyThePrimary) {
+  Result<Row> r = LoadRow(kGood + "/realfam/minimal_real.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->slo_tiers.empty());
+  ASSERT_EQ(AllTiers(*r).size(), 1u);
+  EXPECT_EQ(AllTiers(*r)[0].name, "primary");
+  EXPECT_EQ(RowToYaml(*r).find("slo_tiers"), std::string::npos);
+}
+
+TEST(SloTiers, ATierErrorNamesTheFileLineAndKey) {
+  const std::string text = ReadAll(kGood + "/realfam/tiers_real.yaml");
+  RowError e;
+  Row row;
+  ASSERT_FALSE(
+      ParseRow(Replace(text, "below_ms: 33", "below_ms: -33"), "x/realfam/t.yaml", &row, &e));
+  EXPECT_EQ(e.key_path, "slo_tiers[0].slo[1].below_ms");
+  EXPECT_EQ(e.line, 33);
+  EXPECT_EQ(e.ToString().rfind("x/realfam/t.yaml:33:", 0), 0u) << e.ToString();
 }
 
 TEST(RowToYaml, ResolvedYamlLoadsFromAFileInAFolderOfTheSameFamily) {

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "capq/protocol/qualify.h"
+#include "tier_test_util.h"
 
 namespace capq {
 namespace {
@@ -116,6 +117,60 @@ TEST(CapacityDataTest, QualificationResultRoundTrips) {
   for (const auto& e : fs::directory_iterator(dir)) files += e.is_regular_file();
   EXPECT_EQ(files, 1u);
   fs::remove_all(dir);
+}
+
+TEST(CapacityDataTest, EveryTierRoundTripsWithItsTrials) {
+  CapacityData d;
+  d.rows.push_back(testing::FakeTieredQualification());
+  const RowQualification& q = d.rows[0];
+  ASSERT_EQ(q.tiers.size(), 3u);
+  ASSERT_FALSE(q.tier_trials.empty());
+  nlohmann::json j = CapacityDataToJson(d);
+  const nlohmann::json& tiers = j["rows"][0]["tiers"];
+  ASSERT_EQ(tiers.size(), 3u);
+  EXPECT_EQ(tiers[1]["name"], "ttft_itl");
+  EXPECT_EQ(tiers[1]["slo"][1]["metric"], "itl");
+  EXPECT_EQ(tiers[1]["status"], "proven");
+  EXPECT_EQ(tiers[1]["cmax"], 3);
+  EXPECT_EQ(tiers[1]["decided_by"].size(), 6u);
+  EXPECT_EQ(tiers[1]["decided_by"][0]["phase"], "confirm");
+  EXPECT_EQ(tiers[2]["trials_run"], 0);
+  EXPECT_EQ(j["rows"][0]["tier_trials"].size(), q.tier_trials.size());
+  EXPECT_TRUE(j["rows"][0]["trials"][0].contains("tier_slo")) << "each trial keeps its tier gates";
+
+  auto back = CapacityDataFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(CapacityDataToJson(*back), j);
+  const RowQualification& b = back->rows[0];
+  ASSERT_EQ(b.tiers.size(), 3u);
+  for (size_t i = 0; i < b.tiers.size(); ++i) {
+    SCOPED_TRACE(q.tiers[i].name);
+    EXPECT_EQ(b.tiers[i].name, q.tiers[i].name);
+    EXPECT_EQ(b.tiers[i].slo.size(), q.tiers[i].slo.size());
+    EXPECT_EQ(b.tiers[i].status, q.tiers[i].status);
+    EXPECT_EQ(b.tiers[i].cmax, q.tiers[i].cmax);
+    EXPECT_EQ(b.tiers[i].trials_run, q.tiers[i].trials_run);
+    EXPECT_EQ(b.tiers[i].trials_reused, q.tiers[i].trials_reused);
+    EXPECT_EQ(b.tiers[i].DecidedBy().size(), q.tiers[i].DecidedBy().size());
+    EXPECT_EQ(b.tiers[i].summary_line, q.tiers[i].summary_line);
+  }
+  ASSERT_EQ(b.tier_trials.size(), q.tier_trials.size());
+  EXPECT_EQ(b.tier_trials[0].tier_slo.size(), q.tier_trials[0].tier_slo.size());
+  EXPECT_NE(b.FindTrial("confirm", 3, 1), nullptr);
+
+  // A row without tiers writes neither key, as before tiers existed.
+  CapacityData plain;
+  plain.rows.push_back(testing::FakeTieredQualification());
+  plain.rows[0].tiers.clear();
+  plain.rows[0].tier_trials.clear();
+  EXPECT_FALSE(CapacityDataToJson(plain)["rows"][0].contains("tiers"));
+  EXPECT_FALSE(CapacityDataToJson(plain)["rows"][0].contains("tier_trials"));
+
+  j["rows"][0]["tiers"][1]["status"] = "maybe";
+  auto bad = CapacityDataFromJson(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("rows[0].tiers"), std::string::npos)
+      << bad.status().message();
 }
 
 TEST(CapacityDataTest, RefusesAnotherSchemaAndNamesBadKeys) {

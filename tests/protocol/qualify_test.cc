@@ -1065,6 +1065,49 @@ TEST_F(QualifyEndToEndTest, CommandWritesDataReportAndUpdatesTheRow) {
   fs::remove_all(root);
 }
 
+// A row with SLO tiers: one command proves every tier, each child trial judges every tier's gates,
+// and a trial two tiers need at the same (phase, C, k) is run once.
+TEST_F(QualifyEndToEndTest, CommandProvesEveryTierAndRunsEachTrialOnce) {
+  fs::path root = E2eDir("tiers");
+  fs::path out = root / "out";
+  int rc = RunCapq({"qualify", kRows + "/qualify_tiny_tiers.yaml", "--out", out.string(),
+                    "--max-concurrency", "32"},
+                   root / "stdout.txt", root / "stderr.txt");
+  std::string stdout_text = Slurp(root / "stdout.txt");
+  ASSERT_EQ(rc, 0) << stdout_text << Slurp(root / "stderr.txt");
+  EXPECT_NE(stdout_text.find("\n  qualify_tiny_tiers tier ttft_itl: Cmax = 3 — C=3 itl p95 "),
+            std::string::npos)
+      << stdout_text;
+  EXPECT_NE(stdout_text.find("\n  qualify_tiny_tiers tier e2e: Cmax = 4 — C=4 e2e p95 "),
+            std::string::npos)
+      << stdout_text;
+  EXPECT_EQ(stdout_text.find("tier order violated"), std::string::npos) << stdout_text;
+
+  auto data = ReadCapacityData((out / "capacity-data.json").string());
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  const RowQualification& q = data->rows.at(0);
+  ASSERT_EQ(q.tiers.size(), 3u);
+  EXPECT_EQ(q.tiers[0].cmax, 6);
+  EXPECT_EQ(q.tiers[1].cmax, 3);
+  EXPECT_EQ(q.tiers[2].cmax, 4);
+  // e2e's Cmax side, C=4, is ttft_itl's Cmax + 1: run for ttft_itl, reused by e2e.
+  int reused = 0;
+  for (const TierTrial* x : q.tiers[2].DecidedBy()) reused += x->concurrency == 4 && x->reused;
+  EXPECT_EQ(reused, 2) << "trials.count confirmations at C=4 come from ttft_itl";
+  std::set<std::string> dirs;
+  for (const auto* list : {&q.trials, &q.tier_trials}) {
+    for (const auto& t : *list) {
+      EXPECT_TRUE(dirs.insert(t.dir).second) << t.dir << " ran twice";
+      EXPECT_TRUE(fs::exists(out / t.dir / "verdict.json")) << t.dir;
+      EXPECT_EQ(t.tier_slo.size(), 2u) << t.dir << ": the child judged every tier's gates";
+    }
+  }
+  EXPECT_FALSE(q.tier_trials.empty());
+  std::string html = Slurp(out / "report.html");
+  EXPECT_NE(html.find("id=\"tbl-tiers-qualify_tiny_tiers\""), std::string::npos);
+  fs::remove_all(root);
+}
+
 // --from-closed-loop is checked before any trial: another identity, or a closed-loop row, is
 // refused with the reason and exit 3, and nothing is written.
 TEST_F(QualifyEndToEndTest, FromClosedLoopRefusesAnotherIdentityBeforeAnyTrial) {

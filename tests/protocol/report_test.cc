@@ -7,6 +7,7 @@
 #include <string>
 
 #include "capq/protocol/capacity_data.h"
+#include "tier_test_util.h"
 
 namespace capq {
 namespace {
@@ -318,6 +319,52 @@ std::string Table(const std::string& html, const std::string& id) {
   size_t start = html.find("<table id=\"" + id + "\"");
   if (start == std::string::npos) return "";
   return html.substr(start, html.find("</table>", start) - start);
+}
+
+TEST(ReportTierTest, EveryTierSideBySideWithItsBoundary) {
+  CapacityData d;
+  d.rows.push_back(testing::FakeTieredQualification());
+  std::string html = RenderReportHtml(d);
+  std::string table = Table(html, "tbl-tiers-tiered");
+  ASSERT_FALSE(table.empty());
+  EXPECT_EQ(Count(table, "<tr>"), 4u);  // a header and one line per tier
+  for (const char* cell :
+       {"<td class=\"l\">primary</td><td class=\"l\">p95 ttft &lt; 1000 ms</td>",
+        "<td class=\"l\">ttft_itl</td><td class=\"l\">p95 ttft &lt; 1000 ms and p95 itl &lt; 16 "
+        "ms</td>",
+        "<td class=\"l\">ttft_p99</td><td class=\"l\">p99 ttft &lt; 1000 ms</td>",
+        "C=4 ttft p95 0.80/0.80/0.80 s pass", "C=5 ttft p95 1.00/1.00/1.00 s fail",
+        "C=3 itl p95 15.0/15.0/15.0 ms pass", "C=4 itl p95 20.0/20.0/20.0 ms fail",
+        "C=3 ttft p99 0.78/0.78/0.78 s pass", "C=4 ttft p99 1.04/1.04/1.04 s fail"}) {
+    EXPECT_NE(table.find(cell), std::string::npos) << cell << "\n" << table;
+  }
+  EXPECT_NE(html.find("can only keep or lower the admitted concurrency"), std::string::npos);
+  EXPECT_NE(html.find("Order checked: ttft_itl 3 ≤ primary 4; ttft_p99 3 ≤ primary 4."),
+            std::string::npos);
+  EXPECT_EQ(html.find("tier-order-tiered"), std::string::npos);
+  EXPECT_EQ(Count(html, "Trials run for further tiers (" +
+                            std::to_string(d.rows[0].tier_trials.size()) + ")"),
+            1u);
+}
+
+TEST(ReportTierTest, AStricterTierAdmittingMoreIsFlagged) {
+  CapacityData d;
+  d.rows.push_back(testing::FakeTieredQualification());
+  TierQualification& itl = d.rows[0].tiers[1];
+  ASSERT_EQ(itl.name, "ttft_itl");
+  itl.cmax = itl.operating_point = 5;
+  std::string html = RenderReportHtml(d);
+  EXPECT_NE(html.find("id=\"tier-order-tiered\">Tier order violated: tier ttft_itl is at least "
+                      "as strict as tier primary but admits C=5 &gt; C=4"),
+            std::string::npos);
+}
+
+TEST(ReportTierTest, ARowWithoutTiersHasNoTierTable) {
+  auto d = ReadCapacityData(kFixture);
+  ASSERT_TRUE(d.ok());
+  std::string html = RenderReportHtml(*d);
+  EXPECT_EQ(html.find("tbl-tiers-"), std::string::npos);
+  EXPECT_EQ(html.find("SLO tiers"), std::string::npos);
 }
 
 TEST(ReportTwoGateTest, EveryVerdictFigureNamesItsGate) {

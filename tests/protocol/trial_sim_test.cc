@@ -14,6 +14,7 @@
 #include "capq/measurement/loadgen.h"
 #include "capq/measurement/raw_evidence.h"
 #include "capq/protocol/artifacts.h"
+#include "capq/protocol/capacity_data.h"
 #include "trial_test_util.h"
 
 namespace capq::testing {
@@ -162,6 +163,44 @@ TEST(TrialSim, PassDirectoryValidatesAndTamperIsCaught) {
   ASSERT_FALSE(t->problems.empty());
   EXPECT_NE(t->problems[0].find("metrics.json"), std::string::npos) << t->problems[0];
   EXPECT_NE(t->verdict.outcome, TrialOutcome::kPass);
+}
+
+// A row with SLO tiers: the trial measures once and checks every tier's gates beside its own, and
+// capq validate derives the same figures from the raw records.
+TEST(TrialSim, EveryTiersGateIsCheckedOnceAndValidatedFromTheRecords) {
+  SimRowSpec spec;
+  spec.slo_tiers =
+      "slo_tiers:\n"
+      "  - name: strict\n"
+      "    slo: [{metric: ttft, percentile: 95, below_ms: 100000}, {metric: itl, percentile: 95, "
+      "below_ms: 0.001}]\n"
+      "  - name: e2e\n"
+      "    slo: [{metric: e2e, percentile: 90, below_ms: 100000}]\n";
+  Row row = MakeSimRow(spec);
+  ASSERT_EQ(row.slo_tiers.size(), 2u);
+  std::string dir = ScratchDir("tiers");
+  auto sim = StartSim(row);
+  ASSERT_TRUE(sim);
+  TrialReport rep = RunTrial(row, Options(sim->url(), dir + "/trial"));
+  // The ITL gate nothing meets is a tier's: the row's own verdict is untouched by it.
+  ASSERT_EQ(rep.verdict.outcome, TrialOutcome::kPass)
+      << (rep.verdict.reasons.empty() ? "" : rep.verdict.reasons[0]);
+  ASSERT_EQ(rep.verdict.tier_slo.size(), 2u);  // p95 TTFT is the row's own gate: not repeated
+  EXPECT_EQ(rep.verdict.tier_slo[0].gate.metric, SloMetric::kItl);
+  EXPECT_FALSE(rep.verdict.tier_slo[0].passed);
+  EXPECT_EQ(rep.verdict.tier_slo[1].gate.metric, SloMetric::kE2e);
+  EXPECT_TRUE(rep.verdict.tier_slo[1].passed);
+  EXPECT_DOUBLE_EQ(rep.verdict.tier_slo[1].measured_ms,
+                   SloValueMs(*rep.metrics, row.slo_tiers[1].slo[0]));
+  auto summary = ReadTrialDir(dir + "/trial");
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  ASSERT_EQ(summary->tier_slo.size(), 2u);
+  EXPECT_DOUBLE_EQ(summary->tier_slo[0].measured_ms, rep.verdict.tier_slo[0].measured_ms);
+  auto v = ValidateTrialDir(dir + "/trial");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_TRUE(v->problems.empty()) << v->problems[0];
+  ASSERT_EQ(v->verdict.tier_slo.size(), 2u);
+  EXPECT_DOUBLE_EQ(v->verdict.tier_slo[0].measured_ms, rep.verdict.tier_slo[0].measured_ms);
 }
 
 TEST(TrialSim, WithoutTokenizeTheWarmupsCalibrateFromUsage) {

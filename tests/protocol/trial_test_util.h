@@ -28,6 +28,7 @@ struct SimRowSpec {
   double request_timeout_s = 600;  // virtual seconds
   std::string server_expect;       // extra lines under identity (already indented), optional
   std::string correctness;         // a `correctness:` block (unindented lines), optional
+  std::string slo_tiers;           // a `slo_tiers:` block (unindented lines), optional
 };
 
 inline Row MakeSimRow(const SimRowSpec& s) {
@@ -53,8 +54,8 @@ measured: {min_requests: )" +
                      R"(, per_concurrency: 1}
 slo:
   - {metric: ttft, percentile: 95, below_ms: )" +
-                     std::to_string(s.slo_below_ms) + R"(}
-trials: {count: 3, quiet_period_s: 0, seeds: [11, 22, 33]}
+                     std::to_string(s.slo_below_ms) + "}\n" + s.slo_tiers +
+                     R"(trials: {count: 3, quiet_period_s: 0, seeds: [11, 22, 33]}
 request_timeout_s: )" +
                      std::to_string(s.request_timeout_s) + "\n" + s.correctness;
   Result<Row> row =

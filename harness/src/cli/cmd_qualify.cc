@@ -21,6 +21,7 @@
 #include "capq/protocol/qualify.h"
 #include "capq/protocol/recommend.h"
 #include "capq/protocol/report.h"
+#include "capq/protocol/tiers.h"
 #include "capq/sim/server.h"
 
 namespace capq::cli {
@@ -50,6 +51,8 @@ constexpr const char* kUsage =
     "  its rate levels (level L sends L * rate_step_rps): one step, locate, confirm Rmax and\n"
     "  Rmax + one step. Without --url (or CAPQ_URL) a sim row runs against the embedded "
     "simulator.\n"
+    "  A row with slo_tiers then proves a boundary for each further tier, reusing the trials\n"
+    "  already run at the same phase, level and trial index.\n"
     "  --out DIR            default artifacts/qualify-<row>-<utc>\n"
     "  --update             rewrite each row file in place with the proven Cmax (or Rmax)\n"
     "  --max-concurrency N  never probe above N (default 256; on a rate row N rate steps); no\n"
@@ -63,8 +66,8 @@ constexpr const char* kUsage =
     "  --from-closed-loop F rate rows: start the search at Little's law on the capacity data F of\n"
     "                       a closed-loop qualification of the same identity and shape\n"
     "                       (Cmax / mean E2E at Cmax); refused when F is another identity\n"
-    "exit: 0 boundary proven for every row, 1 no boundary proven, 2 correctness failure,\n"
-    "      3 could not run (setup, identity, baseline), 130 interrupted\n";
+    "exit: 0 boundary proven for every row and tier, 1 no boundary proven, 2 correctness\n"
+    "      failure, 3 could not run (setup, identity, baseline), 130 interrupted\n";
 
 std::string CompactUtc() {
   std::time_t now = std::time(nullptr);
@@ -116,6 +119,24 @@ int Worse(int a, int b) {
     }
   };
   return rank(b) > rank(a) ? b : a;
+}
+
+// The worst exit code of a row's further SLO tiers (0 without tiers): each tier's boundary counts
+// like the row's.
+int TiersExitCode(const RowQualification& q) {
+  int code = 0;
+  for (size_t i = 1; i < q.tiers.size(); ++i) {
+    code = Worse(code, QualifyExitCode(q.tiers[i].status));
+  }
+  return code;
+}
+
+// Each further tier's summary line with its cost, then any pair of tiers out of order.
+void PrintTiers(const RowQualification& q) {
+  for (size_t i = 1; i < q.tiers.size(); ++i) std::printf("  %s\n", TierLine(q.tiers[i]).c_str());
+  for (const std::string& v : TierOrderViolations(q)) {
+    std::printf("  tier order violated: %s (a bug or noise at the boundary)\n", v.c_str());
+  }
 }
 
 Status WriteOutputs(const std::string& out_dir, const CapacityData& data) {
@@ -300,7 +321,7 @@ int RunQualify(const Args& args) {
       sim_digest = embedded->identity_digest();
       embedded->Stop();
     }
-    q.complete = q.status != QualifyStatus::kInterrupted;
+    q.complete = q.status != QualifyStatus::kInterrupted && TiersExitCode(q) != 130;
     data.generated_utc = FormatUtc(RealtimeAnchor::Take().unix_ns);
     data.rows.push_back(q);
     std::string data_path = (fs::path(out_dir) / "capacity-data.json").string();
@@ -345,8 +366,9 @@ int RunQualify(const Args& args) {
         row_note += " (not updated in place: the boundary is not proven)";
       }
     }
-    exit_code = Worse(exit_code, QualifyExitCode(q.status));
+    exit_code = Worse(exit_code, Worse(QualifyExitCode(q.status), TiersExitCode(q)));
     std::printf("%s\n", q.summary_line.c_str());
+    PrintTiers(q);
     std::printf("  cost: %s\n", CostLine(q).c_str());
     if (!row_note.empty()) std::printf("  %s\n", row_note.c_str());
     std::printf("  %s\n", RecommendationLine(q).c_str());

@@ -31,6 +31,8 @@ std::string SloText(const Row& row) {
     out += "p" + FormatNumber(g.percentile) + " " + SloMetricName(g.metric) + " < " +
            FormatNumber(g.below_ms) + " ms";
   }
+  const size_t tiers = row.slo_tiers.size();
+  if (tiers > 0) out += " +" + std::to_string(tiers) + (tiers == 1 ? " tier" : " tiers");
   return out;
 }
 

@@ -82,6 +82,12 @@ void PrintTrialSummary(const Row& row, const TrialOptions& o, const TrialReport&
                 SloMetricName(g.gate.metric), Fmt(g.measured_ms).c_str(),
                 Fmt(g.gate.below_ms).c_str(), g.passed ? "pass" : "FAIL");
   }
+  // A tier's own gates, judged on the same measurement; the verdict above is the row's own slo.
+  for (const auto& g : v.tier_slo) {
+    std::printf("  tier gate  p%g %s %s ms < %s ms   %s\n", g.gate.percentile,
+                SloMetricName(g.gate.metric), Fmt(g.measured_ms).c_str(),
+                Fmt(g.gate.below_ms).c_str(), g.passed ? "pass" : "fail");
+  }
   int enabled = 0, passed = 0;
   for (const auto& g : v.correctness.gates) {
     if (!g.enabled) continue;

@@ -115,4 +115,10 @@ LoadScale LoadScaleOf(const Row& row) {
 
 std::string LoadLabel(const Row& row, int level) { return LoadScaleOf(row).Label(level); }
 
+std::vector<SloTier> AllTiers(const Row& row) {
+  std::vector<SloTier> out = {SloTier{kPrimaryTier, row.slo}};
+  out.insert(out.end(), row.slo_tiers.begin(), row.slo_tiers.end());
+  return out;
+}
+
 }  // namespace capq

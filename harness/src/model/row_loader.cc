@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 #include <system_error>
+#include <tuple>
 
 #include "capq/hash.h"
 #include "capq/model/engine_limits.h"
@@ -76,6 +77,13 @@ bool IsValidId(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
   });
+}
+
+// The gates as a set: two tiers with the same gates in another order are the same contract.
+std::set<std::tuple<int, double, double>> GateSet(const std::vector<SloGate>& slo) {
+  std::set<std::tuple<int, double, double>> out;
+  for (const SloGate& g : slo) out.insert({static_cast<int>(g.metric), g.percentile, g.below_ms});
+  return out;
 }
 
 bool IsDate(const std::string& s) {
@@ -215,8 +223,15 @@ class RowParser {
   };
   bool ParseMeasured(const Entry& e, Workload* w, Measured* m, SampleAt* sample_at);
   bool ParseStability(const Entry& e, Stability* s);
-  bool ParseSlo(const Entry& e, std::vector<SloGate>* slo);
+  bool ParseSlo(const Entry& e, const std::string& path, std::vector<SloGate>* slo);
+  bool ParseSloTiers(const Entry& e, const std::vector<SloGate>& primary,
+                     std::vector<SloTier>* tiers);
+  bool ParseSloTier(const YAML::Node& item, const YAML::Mark& at, const std::string& path,
+                    SloTier* tier);
+  bool CheckTierNames(const std::vector<SloTier>& tiers, const std::vector<SloGate>& primary,
+                      const std::vector<YAML::Mark>& marks);
   bool ParseCorrectness(const Entry& e, Correctness* c);
+  bool CheckTierSamples(const Row& row, const SampleAt& at);
   bool ParseGate(const Entry& e, const std::string& path, Gate* gate, std::string* finish_value);
   bool ParseTrials(const Entry& e, const std::string& row_id, Trials* t);
   bool ParseExpect(const Entry& e, const Workload& w, Expect* x);
@@ -391,8 +406,8 @@ bool RowParser::Parse(const std::string& text, Row* row) {
     MapView top;
     if (!OpenMap(doc, doc.Mark(), "", "a capq/row/v1 row", &top)) return false;
     if (!CheckKeys(top, {"schema", "id", "title", "identity", "workload", "cache", "warmup",
-                         "measured", "stability", "slo", "percentile_method", "correctness",
-                         "trials", "request_timeout_s", "expect", "provenance"})) {
+                         "measured", "stability", "slo", "slo_tiers", "percentile_method",
+                         "correctness", "trials", "request_timeout_s", "expect", "provenance"})) {
       return false;
     }
     const Entry* e = nullptr;
@@ -441,7 +456,15 @@ bool RowParser::Parse(const std::string& text, Row* row) {
       if (!ParseStability(*e, &row->stability)) return false;
     }
     if (!Required(top, "slo", "a list of {metric, percentile, below_ms}", &e)) return false;
-    if (!ParseSlo(*e, &row->slo)) return false;
+    if (!ParseSlo(*e, "slo", &row->slo)) return false;
+    if ((e = top.Find("slo_tiers"))) {
+      if (open_loop) {
+        return Fail(e->key_mark, "slo_tiers",
+                    "SLO tiers are for closed-loop rows: a rate row's stability gates are "
+                    "judged on its own slo only");
+      }
+      if (!ParseSloTiers(*e, row->slo, &row->slo_tiers)) return false;
+    }
     if ((e = top.Find("percentile_method"))) {
       std::string m;
       if (!GetEnum(*e, "percentile_method", {"linear", "nearest_rank"}, &m)) return false;
@@ -470,6 +493,7 @@ bool RowParser::Parse(const std::string& text, Row* row) {
         return Fail(sample_at.mark, sample_at.path, msg.str());
       }
     }
+    if (!CheckTierSamples(*row, sample_at)) return false;
     // An open-loop trial compares the first and last thirds of its interval, so each third must
     // hold a sample of its own for every gated percentile, at the lowest rate a trial can run.
     for (size_t i = 0; i < row->slo.size() && open_loop; ++i) {
@@ -979,15 +1003,16 @@ bool RowParser::ParseStability(const Entry& entry, Stability* out) {
   return true;
 }
 
-bool RowParser::ParseSlo(const Entry& entry, std::vector<SloGate>* slo) {
+bool RowParser::ParseSlo(const Entry& entry, const std::string& slo_path,
+                         std::vector<SloGate>* slo) {
   if (!entry.value.IsSequence() || entry.value.size() == 0) {
-    return Fail(ValueMark(entry), "slo",
+    return Fail(ValueMark(entry), slo_path,
                 "expected a non-empty list of {metric, percentile, below_ms}, got " +
                     Describe(entry.value));
   }
   std::set<std::pair<std::string, double>> seen;
   for (size_t i = 0; i < entry.value.size(); ++i) {
-    const std::string path = "slo[" + std::to_string(i) + "]";
+    const std::string path = slo_path + "[" + std::to_string(i) + "]";
     YAML::Node item = entry.value[i];
     MapView m;
     if (!OpenMap(item, item.Mark().is_null() ? ValueMark(entry) : item.Mark(), path,
@@ -1031,6 +1056,89 @@ bool RowParser::ParseSlo(const Entry& entry, std::vector<SloGate>* slo) {
                       " is already gated; expected one bound per metric and percentile");
     }
     slo->push_back(gate);
+  }
+  return true;
+}
+
+bool RowParser::ParseSloTiers(const Entry& entry, const std::vector<SloGate>& primary,
+                              std::vector<SloTier>* tiers) {
+  if (!entry.value.IsSequence() || entry.value.size() == 0) {
+    return Fail(ValueMark(entry), "slo_tiers",
+                "expected a non-empty list of tiers {name, slo}, got " + Describe(entry.value));
+  }
+  std::vector<YAML::Mark> marks;
+  for (size_t i = 0; i < entry.value.size(); ++i) {
+    YAML::Node item = entry.value[i];
+    const YAML::Mark at = item.Mark().is_null() ? ValueMark(entry) : item.Mark();
+    SloTier tier;
+    if (!ParseSloTier(item, at, "slo_tiers[" + std::to_string(i) + "]", &tier)) return false;
+    tiers->push_back(std::move(tier));
+    marks.push_back(at);
+  }
+  return CheckTierNames(*tiers, primary, marks);
+}
+
+bool RowParser::ParseSloTier(const YAML::Node& item, const YAML::Mark& at, const std::string& path,
+                             SloTier* tier) {
+  MapView m;
+  if (!OpenMap(item, at, path, "an SLO tier {name, slo}", &m)) return false;
+  if (!CheckKeys(m, {"name", "slo"})) return false;
+  const Entry* e = nullptr;
+  if (!Required(m, "name", "the tier's name, [a-z][a-z0-9_]*", &e)) return false;
+  if (!e->value.IsScalar() || !IsValidId(e->value.Scalar()) || e->value.Scalar().size() > 64) {
+    return Fail(ValueMark(*e), path + ".name",
+                "expected a tier name matching [a-z][a-z0-9_]* (at most 64 characters), got " +
+                    Describe(e->value));
+  }
+  tier->name = e->value.Scalar();
+  if (!Required(m, "slo", "the tier's gates, a list of {metric, percentile, below_ms}", &e)) {
+    return false;
+  }
+  return ParseSlo(*e, path + ".slo", &tier->slo);
+}
+
+// Names are unique, "primary" is the row's own slo, and no two tiers are the same contract.
+bool RowParser::CheckTierNames(const std::vector<SloTier>& tiers,
+                               const std::vector<SloGate>& primary,
+                               const std::vector<YAML::Mark>& marks) {
+  for (size_t i = 0; i < tiers.size(); ++i) {
+    const std::string path = "slo_tiers[" + std::to_string(i) + "]";
+    if (tiers[i].name == kPrimaryTier) {
+      return Fail(marks[i], path + ".name",
+                  "'primary' names the row's own slo (tier 0); expected another name");
+    }
+    std::string same = GateSet(tiers[i].slo) == GateSet(primary) ? kPrimaryTier : "";
+    for (size_t j = 0; j < i; ++j) {
+      if (tiers[j].name == tiers[i].name) {
+        return Fail(marks[i], path + ".name",
+                    "duplicate tier name " + Shown(tiers[i].name) + "; each tier is named once");
+      }
+      if (same.empty() && GateSet(tiers[j].slo) == GateSet(tiers[i].slo)) same = tiers[j].name;
+    }
+    if (!same.empty()) {
+      return Fail(marks[i], path + ".slo",
+                  "tier " + Shown(tiers[i].name) + " has the same gates as tier " + Shown(same) +
+                      "; a tier is a different contract");
+    }
+  }
+  return true;
+}
+
+// Every tier's gates need the sample their percentile needs, like the row's own slo.
+bool RowParser::CheckTierSamples(const Row& row, const SampleAt& at) {
+  for (size_t t = 0; t < row.slo_tiers.size(); ++t) {
+    const std::vector<SloGate>& slo = row.slo_tiers[t].slo;
+    for (size_t i = 0; i < slo.size(); ++i) {
+      int need = MinRequestsForPercentile(slo[i].percentile);
+      if (row.measured.min_requests >= need) continue;
+      std::ostringstream msg;
+      msg << "slo_tiers[" << t << "].slo[" << i << "] gates p" << slo[i].percentile
+          << ", which needs at least " << need
+          << " measured requests (ceil(100 / (100 - p)), so that one request lies above the "
+             "percentile); got "
+          << row.measured.min_requests;
+      return Fail(at.mark, at.path, msg.str());
+    }
   }
   return true;
 }
@@ -1624,6 +1732,14 @@ std::string RowToYaml(const Row& r) {
   for (const auto& g : r.slo) {
     o << "  - {metric: " << SloMetricName(g.metric) << ", percentile: " << Num(g.percentile)
       << ", below_ms: " << Num(g.below_ms) << "}\n";
+  }
+  if (!r.slo_tiers.empty()) o << "slo_tiers:\n";
+  for (const SloTier& t : r.slo_tiers) {
+    o << "  - name: " << t.name << "\n    slo:\n";
+    for (const auto& g : t.slo) {
+      o << "      - {metric: " << SloMetricName(g.metric) << ", percentile: " << Num(g.percentile)
+        << ", below_ms: " << Num(g.below_ms) << "}\n";
+    }
   }
   o << "percentile_method: " << PercentileMethodName(r.percentile_method) << "\n";
   const Correctness& c = r.correctness;

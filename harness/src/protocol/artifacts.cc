@@ -201,9 +201,11 @@ ChecksumReport VerifyChecksums(const std::string& dir) {
   return rep;
 }
 
-nlohmann::json VerdictToJson(const TrialVerdict& v, const VerdictContext& ctx) {
+namespace {
+
+nlohmann::json GateResultsToJson(const std::vector<SloGateResult>& gates) {
   nlohmann::json slo = nlohmann::json::array();
-  for (const auto& g : v.slo) {
+  for (const auto& g : gates) {
     nlohmann::json e = {{"metric", SloMetricName(g.gate.metric)},
                         {"percentile", g.gate.percentile},
                         {"below_ms", g.gate.below_ms},
@@ -211,6 +213,33 @@ nlohmann::json VerdictToJson(const TrialVerdict& v, const VerdictContext& ctx) {
     e["measured_ms"] = std::isfinite(g.measured_ms) ? nlohmann::json(g.measured_ms) : nullptr;
     slo.push_back(e);
   }
+  return slo;
+}
+
+// Throws nlohmann::json exceptions on a missing or mistyped field (the caller turns them into a
+// Status).
+std::vector<SloGateResult> GateResultsFromJson(const nlohmann::json& a) {
+  std::vector<SloGateResult> out;
+  for (const auto& e : a) {
+    SloGateResult g;
+    std::string metric = e.at("metric").get<std::string>();
+    g.gate.metric = metric == "itl"   ? SloMetric::kItl
+                    : metric == "e2e" ? SloMetric::kE2e
+                                      : SloMetric::kTtft;
+    g.gate.percentile = e.at("percentile").get<double>();
+    g.gate.below_ms = e.at("below_ms").get<double>();
+    g.measured_ms =
+        e.at("measured_ms").is_null() ? std::nan("") : e.at("measured_ms").get<double>();
+    g.passed = e.at("passed").get<bool>();
+    out.push_back(g);
+  }
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json VerdictToJson(const TrialVerdict& v, const VerdictContext& ctx) {
+  nlohmann::json slo = GateResultsToJson(v.slo);
   nlohmann::json j = {{"schema", kVerdictSchema},
                       {"row_id", ctx.row_id},
                       {"concurrency", ctx.concurrency},
@@ -228,6 +257,7 @@ nlohmann::json VerdictToJson(const TrialVerdict& v, const VerdictContext& ctx) {
                       {"started_utc", ctx.started_utc},
                       {"complete", ctx.complete}};
   if (ctx.insecure_tls) j["insecure_tls"] = true;
+  if (!v.tier_slo.empty()) j["tier_slo"] = GateResultsToJson(v.tier_slo);
   if (v.stability) j["stability"] = StabilityToJson(*v.stability);
   if (const auto& b = v.stopped_at) {
     j["fail_fast"] = {{"gate", b->gate},
@@ -250,19 +280,8 @@ Result<StoredVerdict> VerdictFromJson(const nlohmann::json& j) {
     s.verdict.latency_pass = j.at("latency_pass").get<bool>();
     s.verdict.correctness_pass = j.at("correctness_pass").get<bool>();
     s.verdict.reasons = j.at("reasons").get<std::vector<std::string>>();
-    for (const auto& e : j.at("slo")) {
-      SloGateResult g;
-      std::string metric = e.at("metric").get<std::string>();
-      g.gate.metric = metric == "itl"   ? SloMetric::kItl
-                      : metric == "e2e" ? SloMetric::kE2e
-                                        : SloMetric::kTtft;
-      g.gate.percentile = e.at("percentile").get<double>();
-      g.gate.below_ms = e.at("below_ms").get<double>();
-      g.measured_ms =
-          e.at("measured_ms").is_null() ? std::nan("") : e.at("measured_ms").get<double>();
-      g.passed = e.at("passed").get<bool>();
-      s.verdict.slo.push_back(g);
-    }
+    s.verdict.slo = GateResultsFromJson(j.at("slo"));
+    if (j.contains("tier_slo")) s.verdict.tier_slo = GateResultsFromJson(j.at("tier_slo"));
     s.correctness_json = j.at("correctness");
     s.context.row_id = j.at("row_id").get<std::string>();
     s.context.concurrency = j.at("concurrency").get<int>();

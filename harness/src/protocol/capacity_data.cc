@@ -91,6 +91,38 @@ Result<SloMetric> ParseSloMetric(const std::string& s) {
   return Status::InvalidArgument("unknown SLO metric '" + s + "'");
 }
 
+json ChecksToJson(const std::vector<SloCheck>& checks) {
+  json a = json::array();
+  for (const auto& s : checks) {
+    a.push_back({{"metric", s.metric},
+                 {"percentile", s.percentile},
+                 {"below_ms", s.below_ms},
+                 {"measured_ms", Num(s.measured_ms)},
+                 {"passed", s.passed}});
+  }
+  return a;
+}
+
+std::vector<SloCheck> ChecksFromJson(const json& a) {
+  std::vector<SloCheck> out;
+  for (const auto& s : a) {
+    out.push_back(SloCheck{s.at("metric").get<std::string>(), s.at("percentile").get<double>(),
+                           s.at("below_ms").get<double>(), GetNum(s, "measured_ms"),
+                           Get<bool>(s, "passed", false)});
+  }
+  return out;
+}
+
+json GatesToJson(const std::vector<SloGate>& gates) {
+  json a = json::array();
+  for (const auto& g : gates) {
+    a.push_back({{"metric", SloMetricName(g.metric)},
+                 {"percentile", g.percentile},
+                 {"below_ms", g.below_ms}});
+  }
+  return a;
+}
+
 json RowInfoToJson(const RowInfo& r) {
   json slo = json::array();
   for (const auto& g : r.slo) {
@@ -272,11 +304,8 @@ TrialSummary TrialFromJson(const json& j) {
   t.latency_pass = Get<bool>(j, "latency_pass", false);
   t.correctness_pass = Get<bool>(j, "correctness_pass", false);
   t.complete = Get<bool>(j, "complete", false);
-  for (const auto& s : j.value("slo", json::array())) {
-    t.slo.push_back(SloCheck{s.at("metric").get<std::string>(), s.at("percentile").get<double>(),
-                             s.at("below_ms").get<double>(), GetNum(s, "measured_ms"),
-                             Get<bool>(s, "passed", false)});
-  }
+  t.slo = ChecksFromJson(j.value("slo", json::array()));
+  t.tier_slo = ChecksFromJson(j.value("tier_slo", json::array()));
   t.reasons = j.value("reasons", std::vector<std::string>{});
   t.failed_gates = j.value("failed_gates", std::vector<std::string>{});
   t.stability_failures = j.contains("stability_failures")
@@ -367,6 +396,81 @@ Recommendation RecommendationFromJson(const json& j) {
     r.requalify_on.push_back({p.at("field").get<std::string>(), p.at("value").get<std::string>()});
   }
   return r;
+}
+
+json TierTrialToJson(const TierTrial& t) {
+  return json{{"phase", t.phase},
+              {"concurrency", t.concurrency},
+              {"trial", t.trial},
+              {"outcome", t.outcome},
+              {"reused", t.reused}};
+}
+
+json TierToJson(const TierQualification& t) {
+  auto level = [](const std::optional<int>& v) { return v ? json(*v) : json(nullptr); };
+  json trials = json::array();
+  for (const auto& x : t.trials) trials.push_back(TierTrialToJson(x));
+  json decided = json::array();
+  for (const auto* x : t.DecidedBy()) decided.push_back(TierTrialToJson(*x));
+  return json{{"name", t.name},
+              {"slo", GatesToJson(t.slo)},
+              {"status", QualifyStatusName(t.status)},
+              {"cmax", level(t.cmax)},
+              {"operating_point", level(t.operating_point)},
+              {"message", t.message},
+              {"summary_line", t.summary_line},
+              {"trials_run", t.trials_run},
+              {"trials_reused", t.trials_reused},
+              {"decided_by", decided},
+              {"trials", trials}};
+}
+
+// "decided_by" is written for readers; it follows from "trials" and is derived again on reading.
+Result<TierQualification> TierFromJson(const json& j) {
+  TierQualification t;
+  t.name = j.at("name").get<std::string>();
+  for (const auto& g : j.at("slo")) {
+    auto m = ParseSloMetric(g.at("metric").get<std::string>());
+    if (!m.ok()) return m.status().WithContext(t.name + ".slo");
+    t.slo.push_back(SloGate{*m, g.at("percentile").get<double>(), g.at("below_ms").get<double>()});
+  }
+  auto st = ParseQualifyStatus(j.at("status").get<std::string>());
+  if (!st.ok()) return st.status().WithContext(t.name + ".status");
+  t.status = *st;
+  if (!j.at("cmax").is_null()) t.cmax = j["cmax"].get<int>();
+  if (!j.at("operating_point").is_null()) t.operating_point = j["operating_point"].get<int>();
+  t.message = Get<std::string>(j, "message", "");
+  t.summary_line = Get<std::string>(j, "summary_line", "");
+  t.trials_run = j.at("trials_run").get<int>();
+  t.trials_reused = j.at("trials_reused").get<int>();
+  for (const auto& x : j.at("trials")) {
+    t.trials.push_back(TierTrial{x.at("phase").get<std::string>(), x.at("concurrency").get<int>(),
+                                 x.at("trial").get<int>(), x.at("outcome").get<std::string>(),
+                                 x.at("reused").get<bool>()});
+  }
+  return t;
+}
+
+void AddTiersJson(const RowQualification& q, json* j) {
+  json tiers = json::array();
+  for (const auto& t : q.tiers) tiers.push_back(TierToJson(t));
+  json trials = json::array();
+  for (const auto& t : q.tier_trials) trials.push_back(TrialSummaryToJson(t));
+  (*j)["tiers"] = tiers;
+  (*j)["tier_trials"] = trials;
+}
+
+// Throws json exceptions on a wrong type (the caller catches them); a bad name is a Status.
+Status TiersFromJson(const json& rj, RowQualification* q) {
+  for (const auto& tj : rj.at("tiers")) {
+    Result<TierQualification> t = TierFromJson(tj);
+    if (!t.ok()) return t.status();
+    q->tiers.push_back(std::move(*t));
+  }
+  for (const auto& tj : rj.value("tier_trials", json::array())) {
+    q->tier_trials.push_back(TrialFromJson(tj));
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -504,15 +608,38 @@ std::vector<const TrialSummary*> RowQualification::Trials(const std::string& pha
   return out;
 }
 
-json TrialSummaryToJson(const TrialSummary& t) {
-  json slo = json::array();
-  for (const auto& s : t.slo) {
-    slo.push_back({{"metric", s.metric},
-                   {"percentile", s.percentile},
-                   {"below_ms", s.below_ms},
-                   {"measured_ms", Num(s.measured_ms)},
-                   {"passed", s.passed}});
+std::optional<int> TierQualification::admitted() const {
+  if (status == QualifyStatus::kProven) return cmax;
+  if (status == QualifyStatus::kLowered) return operating_point;
+  return std::nullopt;
+}
+
+std::vector<const TierTrial*> TierQualification::DecidedBy() const {
+  std::vector<const TierTrial*> out;
+  const std::optional<int> level = admitted();
+  for (const auto& t : trials) {
+    if (level && t.phase == "confirm" && (t.concurrency == *level || t.concurrency == *level + 1)) {
+      out.push_back(&t);
+    }
   }
+  std::stable_sort(out.begin(), out.end(), [](const TierTrial* a, const TierTrial* b) {
+    return a->concurrency != b->concurrency ? a->concurrency < b->concurrency : a->trial < b->trial;
+  });
+  return out;
+}
+
+const TrialSummary* RowQualification::FindTrial(const std::string& phase, int concurrency,
+                                                int trial) const {
+  for (const auto* list : {&trials, &tier_trials}) {
+    for (const auto& t : *list) {
+      if (t.phase == phase && t.concurrency == concurrency && t.trial == trial) return &t;
+    }
+  }
+  return nullptr;
+}
+
+json TrialSummaryToJson(const TrialSummary& t) {
+  json slo = ChecksToJson(t.slo);
   json j{{"phase", t.phase},
          {"trial", t.trial},
          {"seed", t.seed},
@@ -537,6 +664,7 @@ json TrialSummaryToJson(const TrialSummary& t) {
          {"started_utc", t.started_utc},
          {"start_offset_s", t.start_offset_s},
          {"wall_s", t.wall_s}};
+  if (!t.tier_slo.empty()) j["tier_slo"] = ChecksToJson(t.tier_slo);
   if (t.rate_rps > 0) {
     j["level"] = t.concurrency;
     j["rate_rps"] = t.rate_rps;
@@ -566,7 +694,9 @@ json TrialSummaryToJson(const TrialSummary& t) {
   return j;
 }
 
-json RowQualificationToJson(const RowQualification& q) {
+namespace {
+
+json RowQualificationCoreToJson(const RowQualification& q) {
   json phases = json::array();
   for (const auto& p : q.phases) {
     phases.push_back({{"name", p.name},
@@ -624,6 +754,14 @@ json RowQualificationToJson(const RowQualification& q) {
               {"wall_s", q.wall_s},
               {"complete", q.complete},
               {"url", q.url}};
+}
+
+}  // namespace
+
+json RowQualificationToJson(const RowQualification& q) {
+  json j = RowQualificationCoreToJson(q);
+  if (!q.tiers.empty()) AddTiersJson(q, &j);
+  return j;
 }
 
 json CapacityDataToJson(const CapacityData& d) {
@@ -718,6 +856,12 @@ Result<CapacityData> CapacityDataFromJson(const json& j) {
       q.recommendation = rj.contains("recommendation")
                              ? RecommendationFromJson(rj.at("recommendation"))
                              : Recommend(q, RequalifyFields(q.row));
+      if (rj.contains("tiers")) {
+        where = "rows[" + std::to_string(ri - 1) + "].tiers";
+        if (Status st = TiersFromJson(rj, &q); !st.ok()) {
+          return st.WithContext("capacity data: " + where);
+        }
+      }
       d.rows.push_back(std::move(q));
     }
   } catch (const json::exception& e) {
@@ -813,6 +957,7 @@ Result<TrialSummary> ReadTrialDir(const std::string& dir) {
     for (const auto& r : v.value("reasons", json::array())) {
       if (r.is_string()) t.reasons.push_back(r.get<std::string>());
     }
+    t.tier_slo = ChecksFromJson(v.value("tier_slo", json::array()));
     t.stability_failures = StabilityFailuresOf(t.reasons);
     if (const json st = v.value("stability", json()); st.is_object()) {
       t.queue_series = QueueSeriesFromJson(st.value("series", json()));

@@ -12,6 +12,7 @@
 #include "capq/protocol/deciding_gate.h"
 #include "capq/protocol/locate.h"
 #include "capq/protocol/recommend.h"
+#include "capq/protocol/tiers.h"
 #include "capq/text.h"
 
 namespace capq {
@@ -100,17 +101,31 @@ class Run {
 
   RowQualification Go() {
     Execute();
+    Conclude();
+    if (!row_.slo_tiers.empty()) QualifyFurtherTiers();
     q_.finished_utc = FormatUtc(RealtimeAnchor::Take().unix_ns);
     q_.wall_s = NsToS(NowNs() - t0_);
-    for (const auto& t : q_.trials) q_.probes += t.phase == "probe";
-    if (auto level = q_.proven_level()) q_.probe_budget = LocateProbeBudget(*level);
-    q_.summary_line = SummaryLine(q_);
-    q_.recommendation = Recommend(q_, RequalifyFields(row_));
     return std::move(q_);
   }
 
  private:
   bool Cancelled() const { return opt_.cancel && opt_.cancel->load(); }
+
+  // The primary tier's result in brief: probes, budget and the summary line.
+  void Conclude() {
+    for (const auto& t : q_.trials) q_.probes += t.phase == "probe";
+    if (auto level = q_.proven_level()) q_.probe_budget = LocateProbeBudget(*level);
+    q_.summary_line = SummaryLine(q_);
+    q_.recommendation = Recommend(q_, RequalifyFields(row_));
+  }
+
+  // Each further SLO tier of the row, reusing the trials run so far (capq/protocol/tiers.h).
+  void QualifyFurtherTiers() {
+    BeginPhase("tiers");
+    QualifyTiers(row_, runner_, opt_, t0_, &q_);
+    q_.phases.back().trials = static_cast<int>(q_.tier_trials.size());
+    EndPhase();
+  }
 
   // "C=6" or "R=1.25 rps": every line below names a level this way.
   std::string L(int level) const { return scale_.Label(level); }
@@ -217,6 +232,7 @@ class Run {
     // 3. Locate.
     Locator loc(Locator::Options{opt_.max_concurrency, true});
     loc.AddKnown(ProbePoint{1, ToProbeVerdict(base.outcome), base.GateRatio(), ""});
+    for (const ProbePoint& p : opt_.known_points) loc.AddKnown(p);
     if (q_.predicted_cmax) {
       loc.SetPrediction(*q_.predicted_cmax);
       Say("locate: predicted " + scale_.Max() + " = " + scale_.Value(*q_.predicted_cmax) +

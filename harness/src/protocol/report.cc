@@ -10,6 +10,7 @@
 #include "capq/protocol/qualify.h"
 #include "capq/protocol/recommend.h"
 #include "report_svg.h"
+#include "report_tiers.h"
 
 namespace capq {
 
@@ -1205,6 +1206,7 @@ std::string RowSection(const RowQualification& q) {
         "</p>\n";
   }
   html += PolicySection(q);
+  html += report::TierSection(q);
   html += FigTtft(q);
   html += FigThroughput(q);
   html += "<h3>Confirmation trials</h3>\n" + TblBoundary(q);
@@ -1266,6 +1268,7 @@ std::string RenderReportHtml(const CapacityData& d) {
   for (const auto& q : d.rows) {
     html +=
         "<div class=\"summary " + StatusClass(q.status) + "\">" + Esc(SummaryLine(q)) + "</div>\n";
+    html += report::TierSummaries(q);
   }
   html += TblOverview(d);
   html += "<h2>Boundaries</h2>\n";

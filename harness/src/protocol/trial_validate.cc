@@ -22,6 +22,25 @@ bool Close(double a, double b) {
   return std::fabs(a - b) <= 1e-6 * std::max(1.0, std::max(std::fabs(a), std::fabs(b)));
 }
 
+// Each recorded gate against the one the raw records give; `what` names the list ("SLO gates",
+// "tier gates").
+void CompareGates(const std::vector<SloGateResult>& derived, const std::vector<SloGateResult>& was,
+                  const std::string& what, std::vector<std::string>* problems) {
+  for (size_t i = 0; i < derived.size() && i < was.size(); ++i) {
+    if (!Close(derived[i].measured_ms, was[i].measured_ms)) {
+      std::ostringstream o;
+      o << "verdict.json records " << SloMetricName(was[i].gate.metric) << " p"
+        << was[i].gate.percentile << " = " << was[i].measured_ms << " ms, the raw records give "
+        << derived[i].measured_ms << " ms";
+      problems->push_back(o.str());
+    }
+  }
+  if (derived.size() != was.size()) {
+    problems->push_back("verdict.json has " + std::to_string(was.size()) + " " + what +
+                        ", the row has " + std::to_string(derived.size()));
+  }
+}
+
 Result<nlohmann::json> ReadJson(const std::string& path) {
   Result<std::string> text = ReadWholeFile(path);
   if (!text.ok()) return text.status();
@@ -212,25 +231,14 @@ Result<ValidateReport> ValidateTrialDir(const std::string& dir) {
   TrialVerdict derived = Decide(*row, lat.metrics, correctness, stop, lat.stability);
 
   const TrialVerdict& was = stored->verdict;
-  for (size_t i = 0; i < derived.slo.size() && i < was.slo.size(); ++i) {
-    if (!Close(derived.slo[i].measured_ms, was.slo[i].measured_ms)) {
-      std::ostringstream o;
-      o << "verdict.json records " << SloMetricName(was.slo[i].gate.metric) << " p"
-        << was.slo[i].gate.percentile << " = " << was.slo[i].measured_ms
-        << " ms, the raw records give " << derived.slo[i].measured_ms << " ms";
-      rep.problems.push_back(o.str());
-    }
-  }
+  CompareGates(derived.slo, was.slo, "SLO gates", &rep.problems);
+  CompareGates(derived.tier_slo, was.tier_slo, "tier gates", &rep.problems);
   const auto stop_words = [](const std::optional<StreamBreak>& b) {
     return b ? b->gate + " on " + b->request_id : std::string("no fail-fast stop");
   };
   if (stop_words(derived.stopped_at) != stop_words(was.stopped_at)) {
     rep.problems.push_back("verdict.json records " + stop_words(was.stopped_at) +
                            ", the raw records give " + stop_words(derived.stopped_at));
-  }
-  if (derived.slo.size() != was.slo.size()) {
-    rep.problems.push_back("verdict.json has " + std::to_string(was.slo.size()) +
-                           " SLO gates, the row has " + std::to_string(derived.slo.size()));
   }
   if (stored->context.complete && derived.outcome != was.outcome &&
       was.outcome != TrialOutcome::kCouldNotRun) {

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -60,6 +61,34 @@ std::string Pct(double p) {
   return buf;
 }
 
+SloGateResult JudgeGate(const TrialMetrics& m, const SloGate& gate) {
+  SloGateResult g;
+  g.gate = gate;
+  g.measured_ms = SloValueMs(m, gate);
+  // Strictly below: a p95 equal to the threshold does not meet "below" (seed, Part II).
+  g.passed = std::isfinite(g.measured_ms) && g.measured_ms < gate.below_ms;
+  return g;
+}
+
+bool SameGate(const SloGate& a, const SloGate& b) {
+  return a.metric == b.metric && a.percentile == b.percentile && a.below_ms == b.below_ms;
+}
+
+// Every gate of the row's tiers that the row's own slo does not hold, once.
+std::vector<SloGateResult> JudgeTierGates(const Row& row, const TrialMetrics& m) {
+  std::vector<SloGate> seen = row.slo;
+  std::vector<SloGateResult> out;
+  for (const SloTier& tier : row.slo_tiers) {
+    for (const SloGate& gate : tier.slo) {
+      auto same = [&](const SloGate& g) { return SameGate(g, gate); };
+      if (std::any_of(seen.begin(), seen.end(), same)) continue;
+      seen.push_back(gate);
+      out.push_back(JudgeGate(m, gate));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 TrialVerdict Decide(const Row& row, const TrialMetrics& m, const CorrectnessReport& c,
@@ -72,11 +101,7 @@ TrialVerdict Decide(const Row& row, const TrialMetrics& m, const CorrectnessRepo
   v.latency_pass = !row.slo.empty();
   if (row.slo.empty()) v.reasons.push_back("the row has no SLO gate: latency cannot pass");
   for (const SloGate& gate : row.slo) {
-    SloGateResult g;
-    g.gate = gate;
-    g.measured_ms = SloValueMs(m, gate);
-    // Strictly below: a p95 equal to the threshold does not meet "below" (seed, Part II).
-    g.passed = std::isfinite(g.measured_ms) && g.measured_ms < gate.below_ms;
+    SloGateResult g = JudgeGate(m, gate);
     if (!g.passed) {
       v.latency_pass = false;
       std::string what = "p" + Pct(gate.percentile) + " " + SloMetricName(gate.metric);
@@ -90,6 +115,7 @@ TrialVerdict Decide(const Row& row, const TrialMetrics& m, const CorrectnessRepo
     }
     v.slo.push_back(g);
   }
+  v.tier_slo = JudgeTierGates(row, m);
   if (stopped_at) v.latency_pass = false;  // a cut-short sample is no SLO pass
   v.stability = stability;
   if (stability) {

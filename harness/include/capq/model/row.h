@@ -123,6 +123,14 @@ struct SloGate {
   double below_ms = 0;     // strictly below: a value equal to it fails
 };
 
+// A further contract judged on the same trials as the row's own `slo` (slo_tiers in the file).
+// Tier 0 is the row's `slo`, named kPrimaryTier; every tier's name is unique in the row.
+struct SloTier {
+  std::string name;  // [a-z][a-z0-9_]*
+  std::vector<SloGate> slo;
+};
+inline constexpr const char* kPrimaryTier = "primary";
+
 struct Gate {
   bool enabled = true;
   std::string reason_off;  // required when a row switches a gate off
@@ -198,6 +206,7 @@ struct Row {
   Measured measured;
   Stability stability;  // open-loop rows only
   std::vector<SloGate> slo;
+  std::vector<SloTier> slo_tiers;  // the further tiers, in the file's order (closed loop only)
   PercentileMethod percentile_method = PercentileMethod::kLinear;
   Correctness correctness;
   Trials trials;
@@ -207,6 +216,9 @@ struct Row {
 
   bool open_loop() const { return workload.arrival_kind != ArrivalKind::kClosedLoop; }
 };
+
+// Every tier of the row: {kPrimaryTier, row.slo}, then row.slo_tiers.
+std::vector<SloTier> AllTiers(const Row& row);
 
 // A load level is an int: the concurrency C of a closed-loop row, or the rate in steps of an
 // open-loop row. RateAtLevel is level * rate_step_rps (0 for a closed-loop row).

@@ -11,6 +11,11 @@
 // p99.9: 1000). It is checked against measured.min_requests, the smallest sample of any
 // concurrency.
 //
+// SLO tiers (`slo_tiers`, closed-loop rows only): a non-empty list of {name, slo}, each a further
+// contract judged on the same trials as the row's own `slo` (tier 0, "primary"). A tier's gates
+// follow the rules of `slo` (the sample rule included); names match [a-z][a-z0-9_]*, are unique
+// and are not "primary"; no two tiers (the primary included) have the same set of gates.
+//
 // Open-loop rows (arrival kind constant, poisson or gamma) name a rate resolution
 // (arrival.rate_step_rps), a measured interval (exactly one of measured.duration_s and
 // measured.requests, plus measured.ramp_s) and optionally their stability gates; closed-loop fields

@@ -62,6 +62,9 @@ struct TrialSummary {
   bool correctness_pass = false;
   bool complete = false;
   std::vector<SloCheck> slo;
+  // The gates of the row's further SLO tiers that `slo` does not hold, each judged once on the
+  // same measurement (verdict.json tier_slo); no part of `outcome`, which is the primary tier's.
+  std::vector<SloCheck> tier_slo;
   std::vector<std::string> reasons;
   std::vector<std::string> failed_gates;  // "name: evidence" for each enabled gate that failed
   // Rate rows: the stability gates the trial failed, as its verdict's reasons name them, in their
@@ -216,6 +219,38 @@ Result<QualifyStatus> ParseQualifyStatus(const std::string& name);
 // baseline mismatch; 130 interrupted.
 int QualifyExitCode(QualifyStatus s);
 
+// One trial as an SLO tier judged it: which trial (phase, level, index), the tier's verdict on it
+// ("pass" | "slo_fail" | the trial's own outcome when that is no SLO verdict), and whether the tier
+// took it from a trial already run (reused) or ran it.
+struct TierTrial {
+  std::string phase;
+  int concurrency = 0;
+  int trial = 1;
+  std::string outcome;
+  bool reused = false;
+};
+
+// One SLO tier's qualification (Row::slo_tiers): its own boundary, proven on the trials of the
+// whole qualification. Tier 0 is the primary (the row's slo): its result is the row's own.
+struct TierQualification {
+  std::string name;
+  std::vector<SloGate> slo;
+  QualifyStatus status = QualifyStatus::kCouldNotRun;
+  std::optional<int> cmax;             // set when proven
+  std::optional<int> operating_point;  // proven: Cmax; lowered: the lower point
+  std::string message;
+  std::string summary_line;       // "row tier ttft_itl: Cmax = 3 — C=3 itl p95 ... pass, ..."
+  std::vector<TierTrial> trials;  // every trial it judged, once each, in the order it used them
+  int trials_run = 0;             // trials run for this tier
+  int trials_reused = 0;          // trials it judged that were already run
+
+  // The level the tier admits: cmax, or a lowered operating point; nullopt otherwise.
+  std::optional<int> admitted() const;
+  // The trials that decided it: the confirmations at its operating point and one level above, by
+  // level and index.
+  std::vector<const TierTrial*> DecidedBy() const;
+};
+
 // The load levels below (operating_point, max_concurrency, predicted_cmax, each trial's
 // concurrency) are levels as capq/model/row.h defines them: the concurrency C of a closed-loop row,
 // the rate in steps of a rate row (RowInfo::scale() reads them as rates).
@@ -249,11 +284,18 @@ struct RowQualification {
   // The operating limit recommended on top of the result (capq/protocol/recommend.h). Data
   // written without one reads with the recommendation its trials give (Recommend(q)).
   Recommendation recommendation;
+  // Rows with SLO tiers: every tier side by side, the primary first (empty on other rows), and the
+  // trials run for further tiers only; with `trials`, every trial of the qualification, each run
+  // once.
+  std::vector<TierQualification> tiers;
+  std::vector<TrialSummary> tier_trials;
 
   // Trials of one phase at one level, in order.
   std::vector<const TrialSummary*> Trials(const std::string& phase, int concurrency) const;
   // The proven boundary as a level: cmax, or rmax_rps in steps on a rate row; nullopt unproven.
   std::optional<int> proven_level() const;
+  // The trial (phase, level, index) in `trials` or `tier_trials`; nullptr when none ran.
+  const TrialSummary* FindTrial(const std::string& phase, int concurrency, int trial) const;
 };
 
 struct CapacityData {

@@ -2,6 +2,10 @@
 // new expectation. The policy here is independent of how a trial runs: it takes a TrialRunner, so
 // tests drive it with a fake and the command drives it with one process per trial.
 //
+// SLO tiers (Row::slo_tiers): after the primary (the row's own slo), each further tier is located
+// and confirmed on its own gates, reusing every trial already run (capq/protocol/tiers.h); the
+// result holds every tier side by side in `tiers`.
+//
 // Confirmation rule: trials.count independent trials at the candidate Cmax and at Cmax + 1 (run
 // alternately so slow drift hits both sides alike); every Cmax trial must pass and every Cmax + 1
 // trial must fail. If they overlap, both sides are extended up to `max_trials_per_side` to measure
@@ -20,6 +24,7 @@
 
 #include "capq/model/row.h"
 #include "capq/protocol/capacity_data.h"
+#include "capq/protocol/locate.h"
 #include "capq/protocol/predict.h"
 
 namespace capq {
@@ -54,6 +59,9 @@ struct QualifyOptions {
   // from the baseline is refined with it (TrialPredictors::refine) and the locator aims anew.
   std::function<Result<BoundaryPrediction>(const TrialSummary& baseline, const TrialSummary& probe)>
       refine_prediction;
+  // Points known without a probe (an SLO tier's view of trials already run): given to the locator
+  // with the baseline before the search. Navigation only; confirmations still run at both sides.
+  std::vector<ProbePoint> known_points;
   std::string url;  // recorded
   const std::atomic<bool>* cancel = nullptr;
   std::function<void(const std::string&)> progress;  // one line per event, no newline

@@ -10,9 +10,11 @@
 //            point in fig-surface; <circle class="req ..."> one per measured request in
 //            fig-arrival; <rect class="bar ..."> one per trial in fig-timeline
 //   tables   tbl-overview, tbl-rows, tbl-maxpass, tbl-correctness, tbl-boundary-<row>,
-//            tbl-locate-<row>, tbl-cost-<row>, tbl-arrival-<row>
+//            tbl-locate-<row>, tbl-cost-<row>, tbl-arrival-<row>, tbl-tiers-<row> (rows with SLO
+//            tiers: every tier side by side)
 //   policy   rec-<row>: the recommended operating limit (capq/protocol/recommend.h), its rule,
 //            the margin it keeps and the fields whose change must trigger requalification
+//   flags    tier-order-<row>: a tier at least as strict as another admits a higher level
 #pragma once
 
 #include <string>

@@ -69,6 +69,10 @@ struct TrialVerdict {
   bool latency_pass = false;
   bool correctness_pass = false;
   std::vector<SloGateResult> slo;
+  // The gates of the row's SLO tiers (Row::slo_tiers) that `slo` does not hold, each judged once
+  // on the same metrics, in the tiers' order. They take no part in `outcome`: each tier reads its
+  // own verdict from `slo` and these (capq/protocol/tiers.h).
+  std::vector<SloGateResult> tier_slo;
   CorrectnessReport correctness;
   std::vector<std::string> reasons;  // in words: "p95 ttft 10674.2 ms is not below 10000 ms"
   // Fail fast stopped the load at this stream; reasons[0] says so.
