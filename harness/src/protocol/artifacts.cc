@@ -229,6 +229,7 @@ nlohmann::json VerdictToJson(const TrialVerdict& v, const VerdictContext& ctx) {
                       {"complete", ctx.complete}};
   if (ctx.insecure_tls) j["insecure_tls"] = true;
   if (v.stability) j["stability"] = StabilityToJson(*v.stability);
+  if (!v.classes.empty()) j["classes"] = ClassVerdictsToJson(v.classes);
   if (const auto& b = v.stopped_at) {
     j["fail_fast"] = {{"gate", b->gate},
                       {"request", b->request_id},
@@ -263,6 +264,7 @@ Result<StoredVerdict> VerdictFromJson(const nlohmann::json& j) {
       g.passed = e.at("passed").get<bool>();
       s.verdict.slo.push_back(g);
     }
+    s.verdict.classes = ClassVerdictsFromJson(j.value("classes", nlohmann::json::array()));
     s.correctness_json = j.at("correctness");
     s.context.row_id = j.at("row_id").get<std::string>();
     s.context.concurrency = j.at("concurrency").get<int>();
