@@ -1,6 +1,8 @@
 #include "capq/model/traffic.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -104,10 +106,18 @@ Result<std::optional<TrafficSample>> ImportLine(const nlohmann::json& j, const s
   s.input_tokens = *in;
   s.output_tokens = *out;
   s.traffic_class = ClassOf(j, fallback);
-  s.prefix_hit = PositiveInt(counts, "cached_tokens") ? "warm" : "cold";
+  // A template's few cached tokens are no reuse: warm when a tenth of the prompt came cached.
+  const int64_t cached = PositiveInt(counts, "cached_tokens").value_or(0);
+  s.prefix_hit = cached * 10 >= *in ? "warm" : "cold";
   s.sampling = "greedy";
   s.line = line;
   return std::optional<TrafficSample>(s);
+}
+
+std::string Percent(int n, int total) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", 100.0 * n / std::max(1, total));
+  return buf;
 }
 
 int64_t Quantile(std::vector<int64_t> v, double p) {
@@ -191,9 +201,9 @@ std::string TrafficSummaryText(const std::vector<TrafficClassSummary>& summary) 
     << " classes (ISL / OSL p50 p95 p99, nearest rank)\n";
   for (const auto& c : summary) {
     o << "  " << (c.traffic_class.empty() ? "(none)" : c.traffic_class) << ": " << c.count << " ("
-      << (100.0 * c.count / std::max(1, total)) << "%)  ISL " << c.input_p50 << " " << c.input_p95
-      << " " << c.input_p99 << "  OSL " << c.output_p50 << " " << c.output_p95 << " "
-      << c.output_p99 << "\n";
+      << Percent(c.count, total) << "%)  ISL " << c.input_p50 << " " << c.input_p95 << " "
+      << c.input_p99 << "  OSL " << c.output_p50 << " " << c.output_p95 << " " << c.output_p99
+      << "\n";
   }
   return o.str();
 }
