@@ -29,7 +29,6 @@ struct MixClass {
 
 struct Mix {
   std::string traffic;  // absolute path of the traffic file
-  std::string traffic_sha256;
   std::vector<MixClass> classes;
   int Period() const;  // W
 };
