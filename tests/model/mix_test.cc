@@ -180,6 +180,16 @@ TEST(MixedRow, OpenLoopAndUnknownClassesAreRefused) {
   EXPECT_NE(err.message.find("class giant has no sample"), std::string::npos) << err.message;
 }
 
+TEST(MixedRow, TheWorkloadLengthsNameTheHeaviestPair) {
+  const std::string text = Replace(ReadAll(kMixedRow), "input_tokens: 2176", "input_tokens: 2048");
+  Row row;
+  RowError err;
+  ASSERT_FALSE(ParseRow(text, kMixedRow, &row, &err));
+  EXPECT_EQ(err.key_path, "mix.traffic");
+  EXPECT_NE(err.message.find("expected 2176 / 544, got 2048 / 544"), std::string::npos)
+      << err.message;
+}
+
 TEST(MixedRow, BinsAssignByLengthsInOrder) {
   const std::string text = Replace(
       Replace(Replace(ReadAll(kMixedRow), "{name: short, share: 3}",

@@ -224,6 +224,7 @@ class RowParser {
   bool ParseMix(const Entry& e, Row* row);
   bool ParseMixClass(const Entry& e, const std::string& path, MixClass* c);
   bool CheckMixSample(const Row& row, const MapView& m);
+  bool CheckMixPeak(const Row& row, const Mix& mix, const Entry& traffic_at);
 
   std::string file_;
   RowError* error_;
@@ -1349,6 +1350,25 @@ bool RowParser::CheckMixSample(const Row& row, const MapView& m) {
   return true;
 }
 
+// workload.input_tokens / output_tokens of a mixed row name its heaviest pair: what listings
+// show and what anything sized by the row's lengths must fit.
+bool RowParser::CheckMixPeak(const Row& row, const Mix& mix, const Entry& traffic_at) {
+  int64_t in = 0, out = 0;
+  for (const MixClass& c : mix.classes) {
+    for (const TrafficSample& s : c.samples) {
+      in = std::max(in, s.input_tokens);
+      out = std::max(out, s.output_tokens);
+    }
+  }
+  if (in == row.workload.input_tokens && out == row.workload.output_tokens) return true;
+  return Fail(ValueMark(traffic_at), "mix.traffic",
+              "a mixed row's workload.input_tokens / output_tokens are the largest lengths its "
+              "classes replay: expected " +
+                  std::to_string(in) + " / " + std::to_string(out) + ", got " +
+                  std::to_string(row.workload.input_tokens) + " / " +
+                  std::to_string(row.workload.output_tokens));
+}
+
 bool RowParser::ParseMix(const Entry& entry, Row* row) {
   MapView m;
   if (!OpenMap(entry, "mix", "a mixed-class replay {traffic, classes}", &m)) return false;
@@ -1390,6 +1410,7 @@ bool RowParser::ParseMix(const Entry& entry, Row* row) {
   if (Status s = AssignTraffic(*samples, &mix); !s.ok()) {
     return Fail(ValueMark(*traffic_at), "mix.traffic", s.message());
   }
+  if (!CheckMixPeak(*row, mix, *traffic_at)) return false;
   row->mix = std::move(mix);
   return CheckMixSample(*row, m);
 }

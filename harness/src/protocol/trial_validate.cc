@@ -106,8 +106,6 @@ std::optional<StreamBreak> DeriveStop(const Row& row, const nlohmann::json& fail
   return b;
 }
 
-// A directory without a verdict: a trial killed before it sealed (its staging folder) or a
-// damaged one. Never a pass; the reasons say how many requests its raw evidence kept whole.
 // The per-class values verdict.json records against those the raw records give.
 void CompareClasses(const std::vector<ClassVerdict>& derived, const std::vector<ClassVerdict>& was,
                     std::vector<std::string>* problems) {
@@ -129,6 +127,8 @@ void CompareClasses(const std::vector<ClassVerdict>& derived, const std::vector<
   }
 }
 
+// A directory without a verdict: a trial killed before it sealed (its staging folder) or a
+// damaged one. Never a pass; the reasons say how many requests its raw evidence kept whole.
 ValidateReport Unfinished(const std::string& dir, const std::string& why, ValidateReport rep) {
   rep.problems.push_back("verdict.json: " + why);
   rep.complete = false;
