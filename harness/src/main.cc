@@ -24,6 +24,7 @@ commands:
   qualify ROW...       baseline, locate, confirm: the row's Cmax with its evidence
   report DIR...        rebuild report.html from capacity data
   predict ROW          the engine model's Cmax for a row and its capacity surface
+  traffic EXPORT...    completed-request exports as a traffic file of paired samples
 
 environment: CAPQ_URL, CAPQ_API_KEY, CAPQ_CONTAINER, CAPQ_IMAGE_DIGEST, CAPQ_LOG_LEVEL
 )";
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
   if (cmd == "qualify") return capq::cli::RunQualify(args);
   if (cmd == "report") return capq::cli::RunReport(args);
   if (cmd == "predict") return capq::cli::RunPredict(args);
+  if (cmd == "traffic") return capq::cli::RunTraffic(args);
   std::fprintf(stderr, "capq: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return 2;
 }

@@ -65,5 +65,14 @@ TEST(PredictTest, ASimRowsProfilePredictionNamesBothSidesOfItsBoundary) {
   EXPECT_NE(note.find("at C=" + std::to_string(*c + 1)), std::string::npos) << note;
 }
 
+TEST(PredictTest, AMixedRowIsNotPredictedAsOneShape) {
+  Row row = Load(std::string(CAPQ_SOURCE_DIR) + "/rows/sim/sim_small_mixed.yaml");
+  ASSERT_TRUE(row.mix);
+  Result<BoundaryPrediction> p = PredictFromProfile(row, 64);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("mixes request classes"), std::string::npos);
+  EXPECT_FALSE(PredictCmax(row, 64, nullptr));
+}
+
 }  // namespace
 }  // namespace capq

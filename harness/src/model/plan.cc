@@ -32,11 +32,29 @@ nlohmann::json PromptToJson(const Prompt& p) {
 }
 
 nlohmann::json RequestToJson(const PlanRequest& r) {
-  return {{"id", r.id},
-          {"index", r.index},
-          {"max_tokens", r.max_tokens},
-          {"prompt", PromptToJson(r.prompt)},
-          {"body", r.body}};
+  nlohmann::json j = {{"id", r.id},
+                      {"index", r.index},
+                      {"max_tokens", r.max_tokens},
+                      {"prompt", PromptToJson(r.prompt)},
+                      {"body", r.body}};
+  if (!r.traffic_class.empty()) j["class"] = r.traffic_class;
+  return j;
+}
+
+// A mixed row's requests take whole traffic samples in the mix's order: measured slots first (so
+// their proportions do not depend on the warm-up count), warm-ups after them.
+void ApplyMix(const Mix& mix, uint64_t seed, int warm_n, std::vector<int64_t>* in_len,
+              std::vector<int64_t>* out_len, std::vector<std::string>* cls) {
+  const int n = static_cast<int>(in_len->size());
+  const std::vector<int> seq = MixSequence(mix, seed, n);
+  for (int i = 0; i < n; ++i) {
+    const int slot = i < warm_n ? n - warm_n + i : i - warm_n;
+    const int k = seq[static_cast<size_t>(slot)];
+    const TrafficSample& s = MixSample(mix, k, seed, slot);
+    (*in_len)[i] = s.input_tokens;
+    (*out_len)[i] = s.output_tokens;
+    (*cls)[i] = mix.classes[static_cast<size_t>(k)].name;
+  }
 }
 
 // The schedule of an open-loop plan: plan->send_offsets_ns (ramp first), ramp_requests, the
@@ -207,6 +225,8 @@ Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in) {
     out_len[i] = DrawLength(row.workload.output_tokens, row.workload.output_stddev_tokens,
                             plan.seed, 0x6f7574, i);
   }
+  std::vector<std::string> cls(warm_n + meas_n);
+  if (row.mix) ApplyMix(*row.mix, plan.corpus_seed, warm_n, &in_len, &out_len, &cls);
   // One generator: warm-ups take its first prompts, measurement (ramp first) the next ones, so the
   // sets are disjoint by construction and every lead word is distinct.
   PromptGenerator gen(plan.corpus_seed);
@@ -224,6 +244,7 @@ Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in) {
                     : "m" + std::to_string(r.index - ramp_n);
     r.prompt = std::move((*prompts)[i]);
     r.max_tokens = out_len[i];
+    r.traffic_class = cls[i];
     r.body = ChatRequestBody(row, r.prompt.text, r.max_tokens, plan.seed);
     (r.warmup ? plan.warmup : plan.measured).push_back(std::move(r));
   }
@@ -326,6 +347,7 @@ Result<TrialPlan> PlanFromJson(const nlohmann::json& j) {
         r.id = e.at("id").get<std::string>();
         r.index = e.at("index").get<int>();
         r.max_tokens = e.at("max_tokens").get<int64_t>();
+        r.traffic_class = e.value("class", "");
         r.body = e.at("body").get<std::string>();
         const auto& p = e.at("prompt");
         r.prompt.text = p.at("text").get<std::string>();

@@ -236,6 +236,10 @@ class RowParser {
   bool ParseTrials(const Entry& e, const std::string& row_id, Trials* t);
   bool ParseExpect(const Entry& e, const Workload& w, Expect* x);
   bool ParseProvenance(const Entry& e, Provenance* p);
+  bool ParseMix(const Entry& e, Row* row);
+  bool ParseMixClass(const Entry& e, const std::string& path, MixClass* c);
+  bool CheckMixSample(const Row& row, const MapView& m);
+  bool CheckMixPeak(const Row& row, const Mix& mix, const Entry& traffic_at);
 
   std::string file_;
   RowError* error_;
@@ -405,9 +409,10 @@ bool RowParser::Parse(const std::string& text, Row* row) {
   try {
     MapView top;
     if (!OpenMap(doc, doc.Mark(), "", "a capq/row/v1 row", &top)) return false;
-    if (!CheckKeys(top, {"schema", "id", "title", "identity", "workload", "cache", "warmup",
-                         "measured", "stability", "slo", "slo_tiers", "percentile_method",
-                         "correctness", "trials", "request_timeout_s", "expect", "provenance"})) {
+    if (!CheckKeys(top,
+                   {"schema", "id", "title", "identity", "workload", "cache", "warmup", "measured",
+                    "stability", "slo", "slo_tiers", "percentile_method", "correctness", "trials",
+                    "request_timeout_s", "expect", "provenance", "mix"})) {
       return false;
     }
     const Entry* e = nullptr;
@@ -463,6 +468,11 @@ bool RowParser::Parse(const std::string& text, Row* row) {
                     "SLO tiers are for closed-loop rows: a rate row's stability gates are "
                     "judged on its own slo only");
       }
+      if (top.Find("mix")) {
+        return Fail(e->key_mark, "slo_tiers",
+                    "SLO tiers are judged over all requests, and a mixed row's gates hold per "
+                    "class: give a mixed row one slo");
+      }
       if (!ParseSloTiers(*e, row->slo, &row->slo_tiers)) return false;
     }
     if ((e = top.Find("percentile_method"))) {
@@ -481,6 +491,7 @@ bool RowParser::Parse(const std::string& text, Row* row) {
     }
     if ((e = top.Find("expect")) && !ParseExpect(*e, row->workload, &row->expect)) return false;
     if ((e = top.Find("provenance")) && !ParseProvenance(*e, &row->provenance)) return false;
+    if ((e = top.Find("mix")) && !ParseMix(*e, row)) return false;
 
     // Cross-field rules, reported where the fix belongs.
     for (size_t i = 0; i < row->slo.size() && !open_loop; ++i) {
@@ -1397,6 +1408,127 @@ bool RowParser::ParseProvenance(const Entry& entry, Provenance* p) {
   return true;
 }
 
+bool RowParser::ParseMixClass(const Entry& entry, const std::string& path, MixClass* c) {
+  MapView m;
+  if (!OpenMap(entry, path, "a traffic class {name, share}", &m)) return false;
+  if (!CheckKeys(m, {"name", "share", "match", "max_input_tokens", "max_output_tokens"})) {
+    return false;
+  }
+  const Entry* e = nullptr;
+  if (!Required(m, "name", "the class name, [a-z][a-z0-9_]*", &e)) return false;
+  if (!GetString(*e, path + ".name", &c->name)) return false;
+  if (!IsValidId(c->name)) {
+    return Fail(ValueMark(*e), path + ".name", "expected [a-z][a-z0-9_]*, got " + Shown(c->name));
+  }
+  int64_t share = 0;
+  if (!Required(m, "share", "an integer weight >= 1", &e)) return false;
+  if (!GetInt(*e, path + ".share", 1, 1000, &share)) return false;
+  c->share = static_cast<int>(share);
+  c->match = c->name;
+  if ((e = m.Find("match")) && !GetString(*e, path + ".match", &c->match)) return false;
+  int64_t v = 0;
+  if ((e = m.Find("max_input_tokens"))) {
+    if (m.Find("match")) return Fail(e->key_mark, path, "expected either match or bins, not both");
+    if (!GetInt(*e, path + ".max_input_tokens", 1, kMaxTokens, &v)) return false;
+    c->max_input_tokens = v;
+  }
+  if ((e = m.Find("max_output_tokens"))) {
+    if (m.Find("match")) return Fail(e->key_mark, path, "expected either match or bins, not both");
+    if (!GetInt(*e, path + ".max_output_tokens", 1, kMaxTokens, &v)) return false;
+    c->max_output_tokens = v;
+  }
+  return true;
+}
+
+// A class too small for a gated percentile would pass on no tail at all: refused at its share.
+bool RowParser::CheckMixSample(const Row& row, const MapView& m) {
+  const Mix& mix = *row.mix;
+  const int n = row.measured.min_requests;
+  const YAML::Node list = m.Find("classes")->value;
+  for (size_t k = 0; k < mix.classes.size(); ++k) {
+    for (size_t i = 0; i < row.slo.size(); ++i) {
+      const int need = MinRequestsForPercentile(row.slo[i].percentile);
+      const int have = MixMinClassRequests(mix, static_cast<int>(k), n);
+      if (have >= need) continue;
+      std::ostringstream msg;
+      msg << "class " << mix.classes[k].name << " (share " << mix.classes[k].share << " of "
+          << mix.Period() << ") is sure of only " << have << " of the " << n
+          << " measured requests, but slo[" << i << "] gates p" << Num(row.slo[i].percentile)
+          << " in every class, which needs " << need << "; the row would need measured."
+          << "min_requests >= " << MixRequestsNeeded(mix, static_cast<int>(k), need)
+          << " at these shares";
+      const YAML::Node share = list[k]["share"];
+      return Fail(share.Mark(), "mix.classes[" + std::to_string(k) + "].share", msg.str());
+    }
+  }
+  return true;
+}
+
+// workload.input_tokens / output_tokens of a mixed row name its heaviest pair: what listings
+// show and what anything sized by the row's lengths must fit.
+bool RowParser::CheckMixPeak(const Row& row, const Mix& mix, const Entry& traffic_at) {
+  int64_t in = 0, out = 0;
+  for (const MixClass& c : mix.classes) {
+    for (const TrafficSample& s : c.samples) {
+      in = std::max(in, s.input_tokens);
+      out = std::max(out, s.output_tokens);
+    }
+  }
+  if (in == row.workload.input_tokens && out == row.workload.output_tokens) return true;
+  return Fail(ValueMark(traffic_at), "mix.traffic",
+              "a mixed row's workload.input_tokens / output_tokens are the largest lengths its "
+              "classes replay: expected " +
+                  std::to_string(in) + " / " + std::to_string(out) + ", got " +
+                  std::to_string(row.workload.input_tokens) + " / " +
+                  std::to_string(row.workload.output_tokens));
+}
+
+bool RowParser::ParseMix(const Entry& entry, Row* row) {
+  MapView m;
+  if (!OpenMap(entry, "mix", "a mixed-class replay {traffic, classes}", &m)) return false;
+  if (!CheckKeys(m, {"traffic", "classes"})) return false;
+  if (row->open_loop()) {
+    return Fail(entry.key_mark, "mix",
+                "a mixed replay is closed loop only (its load level is the total concurrency); "
+                "expected workload.arrival.kind: closed_loop");
+  }
+  const Entry* e = nullptr;
+  Mix mix;
+  if (!Required(m, "traffic", "a capq/traffic/v1 file, relative to this row's folder", &e)) {
+    return false;
+  }
+  std::string rel;
+  if (!GetString(*e, "mix.traffic", &rel)) return false;
+  const fs::path p =
+      fs::path(rel).is_absolute() ? fs::path(rel) : fs::path(file_).parent_path() / rel;
+  std::error_code ec;
+  fs::path abs = fs::absolute(p, ec);
+  mix.traffic = (ec ? p : abs).lexically_normal().string();
+  Result<std::vector<TrafficSample>> samples = LoadTraffic(mix.traffic);
+  if (!samples.ok()) return Fail(ValueMark(*e), "mix.traffic", samples.status().message());
+  const Entry* traffic_at = e;
+  if (!Required(m, "classes", "a list of {name, share}", &e)) return false;
+  if (!e->value.IsSequence() || e->value.size() == 0) {
+    return Fail(ValueMark(*e), "mix.classes", "expected a list of {name, share}");
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < e->value.size(); ++i) {
+    Entry item{"", e->value[i].Mark(), e->value[i]};
+    const std::string path = "mix.classes[" + std::to_string(i) + "]";
+    MixClass c;
+    if (!ParseMixClass(item, path, &c)) return false;
+    if (!names.insert(c.name).second)
+      return Fail(ValueMark(item), path, "duplicate class " + c.name);
+    mix.classes.push_back(std::move(c));
+  }
+  if (Status s = AssignTraffic(*samples, &mix); !s.ok()) {
+    return Fail(ValueMark(*traffic_at), "mix.traffic", s.message());
+  }
+  if (!CheckMixPeak(*row, mix, *traffic_at)) return false;
+  row->mix = std::move(mix);
+  return CheckMixSample(*row, m);
+}
+
 std::string FamilyOf(const std::string& path) {
   std::error_code ec;
   fs::path p = fs::path(path);
@@ -1535,6 +1667,19 @@ std::string GateYaml(const Gate& g, const std::string& on_value) {
 }
 
 }  // namespace
+
+std::string MixYaml(const Mix& mix) {
+  std::ostringstream o;
+  o << "mix:\n  traffic: " << Quoted(mix.traffic) << "\n  classes:\n";
+  for (const MixClass& c : mix.classes) {
+    o << "    - {name: " << c.name << ", share: " << c.share;
+    if (c.max_input_tokens) o << ", max_input_tokens: " << *c.max_input_tokens;
+    if (c.max_output_tokens) o << ", max_output_tokens: " << *c.max_output_tokens;
+    if (!c.max_input_tokens && !c.max_output_tokens) o << ", match: " << Quoted(c.match);
+    o << "}\n";
+  }
+  return o.str();
+}
 
 std::string RowError::ToString() const {
   std::string out = file;
@@ -1791,6 +1936,7 @@ std::string RowToYaml(const Row& r) {
     o << "  source: " << Quoted(p.source) << "\n";
     if (!p.notes.empty()) o << "  notes: " << Quoted(p.notes) << "\n";
   }
+  if (r.mix) o << MixYaml(*r.mix);
   return o.str();
 }
 

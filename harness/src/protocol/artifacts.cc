@@ -259,6 +259,7 @@ nlohmann::json VerdictToJson(const TrialVerdict& v, const VerdictContext& ctx) {
   if (ctx.insecure_tls) j["insecure_tls"] = true;
   if (!v.tier_slo.empty()) j["tier_slo"] = GateResultsToJson(v.tier_slo);
   if (v.stability) j["stability"] = StabilityToJson(*v.stability);
+  if (!v.classes.empty()) j["classes"] = ClassVerdictsToJson(v.classes);
   if (const auto& b = v.stopped_at) {
     j["fail_fast"] = {{"gate", b->gate},
                       {"request", b->request_id},
@@ -282,6 +283,7 @@ Result<StoredVerdict> VerdictFromJson(const nlohmann::json& j) {
     s.verdict.reasons = j.at("reasons").get<std::vector<std::string>>();
     s.verdict.slo = GateResultsFromJson(j.at("slo"));
     if (j.contains("tier_slo")) s.verdict.tier_slo = GateResultsFromJson(j.at("tier_slo"));
+    s.verdict.classes = ClassVerdictsFromJson(j.value("classes", nlohmann::json::array()));
     s.correctness_json = j.at("correctness");
     s.context.row_id = j.at("row_id").get<std::string>();
     s.context.concurrency = j.at("concurrency").get<int>();

@@ -160,6 +160,7 @@ json RowInfoToJson(const RowInfo& r) {
     out["expected_rmax_rps"] = r.expected_rmax_rps ? json(*r.expected_rmax_rps) : json(nullptr);
   }
   out["arrival"] = arrival;
+  if (!r.mix.empty()) out["mix"] = MixInfoToJson(r.mix);
   return out;
 }
 
@@ -220,6 +221,7 @@ Result<RowInfo> RowInfoFromJson(const json& j) {
   if (j.contains("expected_rmax_rps") && !j["expected_rmax_rps"].is_null()) {
     r.expected_rmax_rps = j["expected_rmax_rps"].get<double>();
   }
+  r.mix = MixInfoFromJson(j.value("mix", json::array()));
   return r;
 }
 
@@ -339,6 +341,7 @@ TrialSummary TrialFromJson(const json& j) {
   t.started_utc = Get<std::string>(j, "started_utc", "");
   t.start_offset_s = Get<double>(j, "start_offset_s", 0);
   t.wall_s = Get<double>(j, "wall_s", 0);
+  t.classes = ClassVerdictsFromJson(j.value("classes", json::array()));
   return t;
 }
 
@@ -537,6 +540,8 @@ RowInfo RowInfoFromRow(const Row& row) {
     r.ramp_s = o.ramp_s;
     r.expected_rmax_rps = row.expect.rmax_rps;
   }
+  if (row.mix) r.mix = row.mix->classes;
+  for (MixClass& c : r.mix) c.samples.clear();
   return r;
 }
 
@@ -691,6 +696,7 @@ json TrialSummaryToJson(const TrialSummary& t) {
   } else {
     j["latency"] = nullptr;
   }
+  if (!t.classes.empty()) j["classes"] = ClassVerdictsToJson(t.classes);
   return j;
 }
 
@@ -1042,6 +1048,7 @@ Result<TrialSummary> ReadTrialDir(const std::string& dir) {
   if (auto c = capdata::ReadFileToString((fs::path(dir) / "SHA256SUMS").string()); c.ok()) {
     t.sha256sums = *c;
   }
+  t.classes = ClassVerdictsFromJson(v.value("classes", json::array()));
   return t;
 }
 

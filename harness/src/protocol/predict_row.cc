@@ -74,6 +74,10 @@ Result<BoundaryPrediction> PredictBoundary(const engine::EngineProfile& profile,
     return Status::InvalidArgument("row " + row.id +
                                    ": the engine model predicts closed-loop rows with an SLO");
   }
+  if (row.mix) {
+    return Status::InvalidArgument("row " + row.id +
+                                   " mixes request classes: the engine model predicts one shape");
+  }
   BoundaryPrediction out;
   out.prompt_tokens = prompt_tokens;
   for (int c = 1; c <= max_level; ++c) {

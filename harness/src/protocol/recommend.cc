@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <set>
 
+#include "capq/model/prompts.h"
 #include "capq/protocol/deciding_gate.h"
 #include "capq/text.h"
 
@@ -63,6 +64,17 @@ void PinWorkload(std::vector<PinnedField>* out, const Row& row) {
   Pin(out, "cache.prefix_cache", row.cache.prefix_cache ? "enabled" : "disabled");
   Pin(out, "cache.flush_before_trial", row.cache.flush_before_trial ? "true" : "false");
   Pin(out, "cache.verify_cold", row.cache.verify_cold ? "true" : "false");
+}
+
+// A mixed row's traffic (its samples' digest, so an edited file requalifies) and classes.
+void PinMix(std::vector<PinnedField>* out, const Mix& mix) {
+  std::string lines, classes;
+  for (const MixClass& c : mix.classes) {
+    for (const TrafficSample& s : c.samples) lines += TrafficSampleToJsonLine(s) + "\n";
+    classes += (classes.empty() ? "" : ", ") + c.name + " " + std::to_string(c.share);
+  }
+  Pin(out, "mix.traffic", mix.traffic + " (samples sha256 " + TextSha256Hex(lines) + ")");
+  Pin(out, "mix.classes", classes);
 }
 
 // Every trial of any phase at `level`.
@@ -244,6 +256,7 @@ std::vector<PinnedField> RequalifyFields(const Row& row) {
   }
   Pin(&out, "identity.sim_profile", row.identity.sim_profile);
   PinWorkload(&out, row);
+  if (row.mix) PinMix(&out, *row.mix);
   PinContract(&out, info);
   return out;
 }

@@ -876,6 +876,7 @@ void Judge(Trial& t) {
   // Wall seconds the load generator waited for its recorder (loadgen.h): reads that much late.
   s.metrics_extra["recorder_wait_s"] = NsToS(s.load->recorder_wait_ns);
   s.verdict = Decide(row, *s.metrics, correctness, StopOf(s), lat.stability);
+  ApplyClassGates(row, JudgeClasses(row, *s.plan, t.s.meas, t.scale), &s.verdict);
   // The chunk gaps have been measured; nothing after reads them (results.jsonl leaves them out).
   for (auto* phase : {&s.warm, &s.meas}) {
     for (RequestResult& r : *phase) std::vector<float>().swap(r.text_gaps_ms);

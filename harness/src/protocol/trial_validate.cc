@@ -125,6 +125,27 @@ std::optional<StreamBreak> DeriveStop(const Row& row, const nlohmann::json& fail
   return b;
 }
 
+// The per-class values verdict.json records against those the raw records give.
+void CompareClasses(const std::vector<ClassVerdict>& derived, const std::vector<ClassVerdict>& was,
+                    std::vector<std::string>* problems) {
+  if (derived.size() != was.size()) {
+    problems->push_back("verdict.json has " + std::to_string(was.size()) +
+                        " traffic classes, the row and plan give " +
+                        std::to_string(derived.size()));
+    return;
+  }
+  for (size_t k = 0; k < derived.size(); ++k) {
+    const ClassVerdict &d = derived[k], &w = was[k];
+    bool same = d.name == w.name && d.requests == w.requests && d.passed() == w.passed() &&
+                d.gate_ms.size() == w.gate_ms.size();
+    for (size_t i = 0; same && i < d.gate_ms.size(); ++i) same = Close(d.gate_ms[i], w.gate_ms[i]);
+    if (!same) {
+      problems->push_back("verdict.json records class " + w.name +
+                          " otherwise than the raw records give for class " + d.name);
+    }
+  }
+}
+
 // A directory without a verdict: a trial killed before it sealed (its staging folder) or a
 // damaged one. Never a pass; the reasons say how many requests its raw evidence kept whole.
 ValidateReport Unfinished(const std::string& dir, const std::string& why, ValidateReport rep) {
@@ -229,6 +250,8 @@ Result<ValidateReport> ValidateTrialDir(const std::string& dir) {
       row->identity.time_scale);
   std::optional<StreamBreak> stop = DeriveStop(*row, fail_fast, records, &rep.problems);
   TrialVerdict derived = Decide(*row, lat.metrics, correctness, stop, lat.stability);
+  ApplyClassGates(*row, JudgeClasses(*row, *plan, meas, row->identity.time_scale), &derived);
+  CompareClasses(derived.classes, stored->verdict.classes, &rep.problems);
 
   const TrialVerdict& was = stored->verdict;
   CompareGates(derived.slo, was.slo, "SLO gates", &rep.problems);

@@ -37,6 +37,8 @@ struct PlanRequest {
   Prompt prompt;
   int64_t max_tokens = 0;  // completion tokens asked for (== the row's output unless stddev)
   std::string body;        // the JSON request body, exactly as sent (no key: keys go in headers)
+  // A mixed row's traffic class of this request (mix.h); "" otherwise. Written as "class".
+  std::string traffic_class;
 };
 
 struct TrialPlan {

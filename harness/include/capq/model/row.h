@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "capq/model/mix.h"
+
 namespace capq {
 
 enum class Engine { kSglang, kVllm, kLlamacpp, kSim };
@@ -213,6 +215,9 @@ struct Row {
   double request_timeout_s = 21600;  // per request, in the server's (virtual) seconds
   Expect expect;
   Provenance provenance;
+  // A mixed-class replay (closed loop only): requests take whole samples of the traffic file's
+  // classes in the declared shares (mix.h); every SLO gate holds globally and per class.
+  std::optional<Mix> mix;
 
   bool open_loop() const { return workload.arrival_kind != ArrivalKind::kClosedLoop; }
 };

@@ -18,6 +18,7 @@
 #include "capq/measurement/metrics.h"
 #include "capq/measurement/validator.h"
 #include "capq/model/row.h"
+#include "capq/protocol/class_gates.h"
 #include "capq/status.h"
 
 namespace capq {
@@ -101,6 +102,8 @@ struct TrialSummary {
   std::string started_utc;
   double start_offset_s = 0;  // wall seconds since the row's qualification started
   double wall_s = 0;          // wall seconds the trial took (preparation included)
+  // A mixed row: each class's requests, TTFT tail and gates (verdict.json "classes").
+  std::vector<ClassVerdict> classes;
 
   bool passed() const { return outcome == "pass"; }
   // measured / below_ms of the gate nearest to failing (largest ratio); NaN when unknown.
@@ -159,12 +162,17 @@ struct RowInfo {
   std::optional<int> measured_requests;
   double ramp_s = 0;
   std::optional<double> expected_rmax_rps;
+  // A mixed row's classes and shares in the row's order (samples not kept); empty otherwise.
+  std::vector<MixClass> mix;
 
   bool open_loop() const { return arrival != "closed_loop"; }
   // How this row's load levels read (capq/model/row.h): "C=6" or "R=1.25 rps".
   LoadScale scale() const { return LoadScale{open_loop(), open_loop() ? rate_step_rps : 0}; }
 };
 RowInfo RowInfoFromRow(const Row& row);
+// A mixed row's classes as capacity data keeps them: [{"class", "share"}] (capacity_mix.cc).
+nlohmann::json MixInfoToJson(const std::vector<MixClass>& mix);
+std::vector<MixClass> MixInfoFromJson(const nlohmann::json& j);
 
 // A field of the row whose change must trigger requalification, with the value it was measured
 // at: {"identity.image", "repo@sha256:..."}, {"identity.server_expect.max_running_requests", "9"}.

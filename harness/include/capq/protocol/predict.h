@@ -32,8 +32,8 @@ engine::PredictOptions RowTrialOptions(const Row& row, int64_t prompt_tokens, in
 
 // Runs the row's closed loop (its output, warm-up and measured counts) through `profile` for
 // C = 1, 2, ... until one of the row's SLO gates is no longer met (or max_level passes), with
-// prompts of `prompt_tokens` server tokens. InvalidArgument for a rate row or a row without
-// gates, or when the profile rejects the shape.
+// prompts of `prompt_tokens` server tokens. InvalidArgument for a rate row, a mixed row or a row
+// without gates, or when the profile rejects the shape.
 Result<BoundaryPrediction> PredictBoundary(const engine::EngineProfile& profile, const Row& row,
                                            int64_t prompt_tokens, int max_level);
 

@@ -24,6 +24,7 @@
 #include "capq/measurement/stability.h"
 #include "capq/measurement/validator.h"
 #include "capq/model/row.h"
+#include "capq/protocol/class_gates.h"
 #include "capq/status.h"
 
 namespace capq {
@@ -81,6 +82,8 @@ struct TrialVerdict {
   // fails latency like an SLO gate; a client that fell behind its schedule makes the trial one
   // that could not run.
   std::optional<StabilityVerdict> stability;
+  // A mixed row: each class's gates (class_gates.h), in the row's class order.
+  std::vector<ClassVerdict> classes;
   // 0 pass, 1 SLO fail, 2 correctness fail, 3 could not run, 130 interrupted.
   int ExitCode() const;
 };
