@@ -6,7 +6,11 @@
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -34,6 +38,22 @@ inline int RunProcess(std::vector<std::string> argv, const std::string& out,
   int status = 0;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Runs the built capq (CAPQ_BINARY_DIR/harness/capq) with `args`; its stdout and stderr,
+// interleaved, go to `*output`. Returns RunProcess's code.
+inline int RunCapqCapturing(const std::vector<std::string>& args, std::string* output) {
+  namespace fs = std::filesystem;
+  const fs::path log = fs::temp_directory_path() / ("capq_output_" + std::to_string(getpid()));
+  std::vector<std::string> argv = {std::string(CAPQ_BINARY_DIR) + "/harness/capq"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const int rc = RunProcess(argv, log.string(), log.string());
+  std::ifstream in(log);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  *output = ss.str();
+  fs::remove(log);
+  return rc;
 }
 
 }  // namespace capq::testing

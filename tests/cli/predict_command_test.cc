@@ -1,9 +1,6 @@
 // capq predict as a user runs it: the b70 reference row's published baseline, its surface, and
 // the qualified rows overlaid.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -18,21 +15,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kCapq = std::string(CAPQ_BINARY_DIR) + "/harness/capq";
 const std::string kRows = std::string(CAPQ_SOURCE_DIR) + "/rows/";
 
-// Runs capq with `args`; returns the exit code and puts stdout and stderr in `out`.
 int Capq(const std::vector<std::string>& args, std::string* out) {
-  const fs::path log = fs::temp_directory_path() / ("capq_predict_" + std::to_string(getpid()));
-  std::vector<std::string> argv = {kCapq};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const int rc = capq::testing::RunProcess(argv, log.string(), log.string());
-  std::ifstream in(log);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  *out = ss.str();
-  fs::remove(log);
-  return rc;
+  return capq::testing::RunCapqCapturing(args, out);
 }
 
 TEST(PredictCommandTest, PrintsTheRowsBoundaryAndASurfaceWithQualifiedPointsOverlaid) {

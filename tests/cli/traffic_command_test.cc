@@ -16,19 +16,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kCapq = std::string(CAPQ_BINARY_DIR) + "/harness/capq";
-
 int Capq(const std::vector<std::string>& args, std::string* out) {
-  const fs::path log = fs::temp_directory_path() / ("capq_traffic_" + std::to_string(getpid()));
-  std::vector<std::string> argv = {kCapq};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const int rc = capq::testing::RunProcess(argv, log.string(), log.string());
-  std::ifstream in(log);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  *out = ss.str();
-  fs::remove(log);
-  return rc;
+  return capq::testing::RunCapqCapturing(args, out);
 }
 
 TEST(TrafficCommandTest, ConvertsAnOpenAiExportAndSummarisesPerClass) {
