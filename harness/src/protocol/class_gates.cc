@@ -6,15 +6,10 @@
 
 #include "capq/measurement/metrics.h"
 #include "capq/protocol/trial.h"
+#include "capq/text.h"
 
 namespace capq {
 namespace {
-
-std::string Ms(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
 
 nlohmann::json Number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nullptr; }
 
@@ -74,10 +69,11 @@ void ApplyClassGates(const Row& row, std::vector<ClassVerdict> classes, TrialVer
       char p[32];
       std::snprintf(p, sizeof p, "%g", g.percentile);
       const std::string what = "class " + c.name + ": p" + p + " " + SloMetricName(g.metric);
-      v->reasons.push_back(
-          std::isfinite(c.gate_ms[i])
-              ? what + " " + Ms(c.gate_ms[i]) + " ms is not below " + Ms(g.below_ms) + " ms"
-              : what + ": nothing measured, so it is not below " + Ms(g.below_ms) + " ms");
+      v->reasons.push_back(std::isfinite(c.gate_ms[i])
+                               ? what + " " + Fmt("%.1f", c.gate_ms[i]) + " ms is not below " +
+                                     Fmt("%.1f", g.below_ms) + " ms"
+                               : what + ": nothing measured, so it is not below " +
+                                     Fmt("%.1f", g.below_ms) + " ms");
       v->latency_pass = false;
       if (v->outcome == TrialOutcome::kPass) v->outcome = TrialOutcome::kSloFail;
     }
