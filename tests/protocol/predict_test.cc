@@ -57,8 +57,10 @@ TEST(PredictTest, ATrialWithoutServerLimitsCannotCalibrate) {
 
 TEST(PredictTest, ASimRowsProfilePredictionNamesBothSidesOfItsBoundary) {
   Row row = Load(std::string(CAPQ_SOURCE_DIR) + "/rows/sim/sim_small_reference.yaml");
-  std::string note;
-  std::optional<int> c = PredictCmax(row, 64, &note);
+  Result<BoundaryPrediction> p = PredictFromProfile(row, 64);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  const std::optional<int> c = p->cmax;
+  const std::string& note = p->note;
   ASSERT_TRUE(c);
   EXPECT_EQ(c, row.expect.cmax);
   EXPECT_NE(note.find("at C=" + std::to_string(*c) + ","), std::string::npos) << note;
@@ -71,7 +73,6 @@ TEST(PredictTest, AMixedRowIsNotPredictedAsOneShape) {
   Result<BoundaryPrediction> p = PredictFromProfile(row, 64);
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.status().message().find("mixes request classes"), std::string::npos);
-  EXPECT_FALSE(PredictCmax(row, 64, nullptr));
 }
 
 }  // namespace

@@ -742,8 +742,7 @@ TEST(QualifyRateTest, AClosedLoopResultOfAnotherIdentityOrShapeIsRefused) {
 TEST(QualifyRateTest, TheEngineModelDoesNotGuessARateRow) {
   Result<Row> row = LoadRow(std::string(CAPQ_SOURCE_DIR) + "/rows/sim/sim_small_rate.yaml");
   ASSERT_TRUE(row.ok()) << row.status().ToString();
-  std::string note;
-  EXPECT_FALSE(PredictCmax(*row, 64, &note).has_value());
+  EXPECT_FALSE(PredictFromProfile(*row, 64).ok());
 }
 
 // The row file gets expect.rmax_rps (the rate as the labels write it) and loads back with it.

@@ -9,7 +9,6 @@
 #include "capq/engine/profile.h"
 #include "capq/measurement/metrics.h"
 #include "capq/protocol/predict.h"
-#include "capq/protocol/qualify.h"
 #include "capq/targets/engine_shape.h"
 #include "capq/text.h"
 
@@ -133,16 +132,6 @@ std::vector<int64_t> GridAround(int64_t tokens, std::vector<double> factors) {
     if (out.empty() || out.back() != v) out.push_back(v);
   }
   return out;
-}
-
-std::optional<int> PredictCmax(const Row& row, int max_concurrency, std::string* note) {
-  if (row.identity.engine != Engine::kSim || row.open_loop() || row.slo.empty()) {
-    return std::nullopt;
-  }
-  Result<BoundaryPrediction> p = PredictFromProfile(row, max_concurrency);
-  if (!p.ok() || !p->cmax) return std::nullopt;
-  if (note) *note = p->note;
-  return p->cmax;
 }
 
 }  // namespace capq

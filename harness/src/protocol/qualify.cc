@@ -303,6 +303,13 @@ class Run {
     EndPhase();
   }
 
+  // The latest prediction's source, curve and parameters, as the capacity data keeps them.
+  void TakePrediction(const BoundaryPrediction& p) {
+    q_.prediction_source = p.source;
+    q_.predicted_curve = p.curve;
+    q_.prediction_parameters = p.parameters;
+  }
+
   // 2b. Without a hint, the engine model calibrated on the baseline predicts where to probe.
   void PredictFromBaseline(const TrialSummary& base) {
     if (q_.predicted_cmax || !opt_.predict_from_baseline || !base.passed()) return;
@@ -312,10 +319,8 @@ class Run {
       Say("predict: " + q_.prediction_note);
       return;
     }
-    q_.prediction_source = p->source;
+    TakePrediction(*p);
     q_.prediction_note = p->note;
-    q_.predicted_curve = p->curve;
-    q_.prediction_parameters = p->parameters;
     if (p->cmax) q_.predicted_cmax = std::min(*p->cmax, opt_.max_concurrency);
     from_baseline_ = true;
     Say("predict: " + p->note + " (" + p->source + ")");
@@ -338,11 +343,9 @@ class Run {
       Say("predict: not refined — " + p.status().message());
       return;
     }
+    TakePrediction(*p);
     q_.refined_cmax = p->cmax;
-    q_.prediction_source = p->source;
     q_.prediction_note += "; refined on the probe at " + L(probe.concurrency) + ": " + p->note;
-    q_.predicted_curve = p->curve;
-    q_.prediction_parameters = p->parameters;
     if (p->cmax) loc->SetPrediction(std::min(*p->cmax, opt_.max_concurrency));
     Say("predict: refined on the probe at " + L(probe.concurrency) + "'s ITL: " + p->note);
   }

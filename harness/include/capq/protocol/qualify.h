@@ -46,7 +46,7 @@ struct QualifyOptions {
   int max_trials_per_side = 0;  // when the sides overlap; 0 = 2 x trials
   int max_steps_down = 3;       // how far below the candidate to look for an operating point
   // A hint for the locator, navigation only: the predicted boundary level (Cmax, or Rmax in rate
-  // steps; PredictCmax, PredictLevelFromClosedLoop).
+  // steps; PredictFromProfile, PredictLevelFromClosedLoop).
   std::optional<int> predicted_cmax;
   std::string prediction_note;    // how it was predicted, recorded in the capacity data
   std::string prediction_source;  // where it came from (engine profile NAME)
@@ -66,14 +66,6 @@ struct QualifyOptions {
   const std::atomic<bool>* cancel = nullptr;
   std::function<void(const std::string&)> progress;  // one line per event, no newline
 };
-
-// Predicts Cmax offline for a simulator row: each C from 1 up runs through the row's engine
-// profile (capq/engine/predict.h, virtual time, no sockets) with the row's prompt, output, warm-up
-// and measured counts, until the row's first SLO gate (TTFT only) is no longer met. nullopt when
-// the row is not a sim row, its gate is not TTFT, or nothing fails up to `max_concurrency`. `note`
-// says what was predicted, e.g. "engine model: p95 TTFT 858 ms at C=6, 2222 ms at C=7". nullopt for
-// a rate row too: the engine model runs closed loops only.
-std::optional<int> PredictCmax(const Row& row, int max_concurrency, std::string* note);
 
 // A rate row's first guess from a closed-loop qualification of the same identity and shape
 // (`capq qualify --from-closed-loop`), by Little's law: a closed loop at Cmax sustained about Cmax
