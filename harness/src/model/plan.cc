@@ -6,6 +6,7 @@
 
 #include "capq/hash.h"
 #include "capq/model/arrival.h"
+#include "capq/model/reuse.h"
 
 namespace capq {
 namespace {
@@ -38,22 +39,121 @@ nlohmann::json RequestToJson(const PlanRequest& r) {
                       {"prompt", PromptToJson(r.prompt)},
                       {"body", r.body}};
   if (!r.traffic_class.empty()) j["class"] = r.traffic_class;
+  if (r.prefix >= 0) j["prefix"] = r.prefix;
+  if (r.prime) j["prime"] = true;
+  if (r.declared_cached_tokens) j["declared_cached_tokens"] = *r.declared_cached_tokens;
+  if (r.session >= 0) {
+    j["session"] = r.session;
+    j["turn"] = r.turn;
+    j["think_s"] = r.think_s;
+  }
   return j;
 }
 
+// What one request of a plan asks for, before its prompt is written.
+struct RequestShape {
+  int64_t in = 0, out = 0;
+  std::string cls;
+  int prefix = -1;
+  int session = -1, turn = 0;
+  double think_s = 0;
+};
+
 // A mixed row's requests take whole traffic samples in the mix's order: measured slots first (so
 // their proportions do not depend on the warm-up count), warm-ups after them.
-void ApplyMix(const Mix& mix, uint64_t seed, int warm_n, std::vector<int64_t>* in_len,
-              std::vector<int64_t>* out_len, std::vector<std::string>* cls) {
-  const int n = static_cast<int>(in_len->size());
+void ApplyMix(const Mix& mix, uint64_t seed, int warm_n, std::vector<RequestShape>* shapes) {
+  const int n = static_cast<int>(shapes->size());
   const std::vector<int> seq = MixSequence(mix, seed, n);
   for (int i = 0; i < n; ++i) {
     const int slot = i < warm_n ? n - warm_n + i : i - warm_n;
     const int k = seq[static_cast<size_t>(slot)];
     const TrafficSample& s = MixSample(mix, k, seed, slot);
-    (*in_len)[i] = s.input_tokens;
-    (*out_len)[i] = s.output_tokens;
-    (*cls)[i] = mix.classes[static_cast<size_t>(k)].name;
+    RequestShape& r = (*shapes)[static_cast<size_t>(i)];
+    r.in = s.input_tokens;
+    r.out = s.output_tokens;
+    r.cls = mix.classes[static_cast<size_t>(k)].name;
+  }
+}
+
+// The measured requests of a session row: every turn of SessionShapes, session by session.
+void ShapeSessions(const Row& row, TrialPlan* plan, std::vector<RequestShape>* shapes) {
+  const auto sessions = SessionShapes(row, plan->concurrency, plan->schedule_seed);
+  const size_t before = shapes->size();
+  for (size_t k = 0; k < sessions.size(); ++k) {
+    for (size_t t = 0; t < sessions[k].size(); ++t) {
+      const TurnShape& turn = sessions[k][t];
+      RequestShape r;
+      r.in = turn.input_tokens;
+      r.out = turn.output_tokens;
+      r.session = static_cast<int>(k);
+      r.turn = static_cast<int>(t) + 1;
+      r.cls = TurnClass(r.turn);
+      r.think_s = t == 0 ? 0 : sessions[k][t - 1].think_s;
+      shapes->push_back(r);
+    }
+  }
+  plan->expected_measured = static_cast<int>(shapes->size() - before);
+}
+
+// Warm-ups first, then the measured (ramp first); lengths drawn per request.
+std::vector<RequestShape> DrawShapes(const Row& row, TrialPlan* plan, int warm_n) {
+  const int meas_n = plan->ramp_requests + plan->expected_measured;
+  std::vector<RequestShape> shapes(static_cast<size_t>(warm_n + (row.sessions ? 0 : meas_n)));
+  for (int i = 0; i < static_cast<int>(shapes.size()); ++i) {
+    shapes[i].in = DrawLength(row.workload.input_tokens, row.workload.input_stddev_tokens,
+                              plan->seed, 0x696e, i);
+    shapes[i].out = DrawLength(row.workload.output_tokens, row.workload.output_stddev_tokens,
+                               plan->seed, 0x6f7574, i);
+  }
+  if (row.sessions) ShapeSessions(row, plan, &shapes);
+  return shapes;
+}
+
+// A prefix row: which measured prompts start with which prefix (their own part shortened by it);
+// returns the prefixes' lengths.
+std::vector<int64_t> ApplyPrefixes(const Row& row, uint64_t seed, int warm_n,
+                                   std::vector<RequestShape>* shapes) {
+  std::vector<int64_t> lengths;
+  if (!row.prefix) return lengths;
+  for (const PrefixGroup& g : row.prefix->groups)
+    lengths.insert(lengths.end(), g.prefixes, g.tokens);
+  const int meas_n = static_cast<int>(shapes->size()) - warm_n;
+  const std::vector<int> slots = AssignPrefixes(*row.prefix, meas_n, seed);
+  for (int i = 0; i < meas_n; ++i) {
+    RequestShape& r = (*shapes)[static_cast<size_t>(warm_n + i)];
+    r.prefix = slots[static_cast<size_t>(i)];
+    if (r.prefix >= 0) r.in -= lengths[static_cast<size_t>(r.prefix)];
+  }
+  return lengths;
+}
+
+// A prompt that starts with a shared prefix: the prefix, a space, then its own unique text.
+Prompt Prefixed(const Prompt& prefix, const Prompt& own, int64_t target_tokens) {
+  Prompt p = own;
+  p.text = prefix.text + " " + own.text;
+  p.lead_word = prefix.lead_word;
+  p.target_tokens = target_tokens;
+  p.message_tokens = prefix.message_tokens + own.message_tokens;
+  p.calibrated = prefix.calibrated && own.calibrated;
+  p.sha256 = TextSha256Hex(p.text);
+  return p;
+}
+
+// A prefix row's priming requests, one per prefix, after the warm-ups: each puts its prefix in
+// the cache and asks for one token.
+void AddPrimes(const Row& row, uint64_t seed, std::vector<Prompt> prefixes, TrialPlan* plan) {
+  for (size_t j = 0; j < prefixes.size(); ++j) {
+    PlanRequest r;
+    r.warmup = true;
+    r.prime = true;
+    r.prefix = static_cast<int>(j);
+    r.index = static_cast<int>(plan->warmup.size());
+    r.id = "p" + std::to_string(j);
+    r.prompt = std::move(prefixes[j]);
+    r.max_tokens = 1;
+    r.declared_cached_tokens = 0;
+    r.body = ChatRequestBody(row, r.prompt.text, r.max_tokens, seed);
+    plan->warmup.push_back(std::move(r));
   }
 }
 
@@ -168,6 +268,19 @@ std::string ChatRequestBody(const Row& row, const std::string& prompt, int64_t m
   return body.dump();
 }
 
+std::string SessionTurnBody(const Row& row, const std::vector<std::string>& prompts,
+                            const std::vector<std::string>& answers, int64_t max_tokens,
+                            uint64_t seed) {
+  nlohmann::json body = nlohmann::json::parse(ChatRequestBody(row, "", max_tokens, seed));
+  nlohmann::json messages = nlohmann::json::array();
+  for (size_t t = 0; t < prompts.size(); ++t) {
+    messages.push_back({{"role", "user"}, {"content", prompts[t]}});
+    if (t < answers.size()) messages.push_back({{"role", "assistant"}, {"content", answers[t]}});
+  }
+  body["messages"] = std::move(messages);
+  return body.dump();
+}
+
 uint64_t CorpusSeed(uint64_t seed, const std::string& phase, int concurrency) {
   uint64_t x = SplitMix64(seed ^ 0x636f72707573ULL);  // "corpus"
   x = SplitMix64(x ^ Fnv1a64(phase));
@@ -203,6 +316,7 @@ Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in) {
     if (Status s = ScheduleOpenLoop(row, &plan); !s.ok()) return s;
   } else {
     plan.expected_measured = row.measured.RequestsAt(in.concurrency);
+    if (row.sessions) plan.schedule_seed = ScheduleSeed(plan.seed, plan.phase, plan.concurrency);
   }
   if (in.counter) {
     plan.calibration = "tokenize";
@@ -216,38 +330,48 @@ Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in) {
   }
 
   const int warm_n = std::max(0, row.warmup.requests);
-  const int ramp_n = plan.ramp_requests;
-  const int meas_n = ramp_n + plan.expected_measured;  // ramp requests are sent, so prompted
-  std::vector<int64_t> in_len(warm_n + meas_n), out_len(warm_n + meas_n);
-  for (int i = 0; i < warm_n + meas_n; ++i) {
-    in_len[i] = DrawLength(row.workload.input_tokens, row.workload.input_stddev_tokens, plan.seed,
-                           0x696e, i);
-    out_len[i] = DrawLength(row.workload.output_tokens, row.workload.output_stddev_tokens,
-                            plan.seed, 0x6f7574, i);
-  }
-  std::vector<std::string> cls(warm_n + meas_n);
-  if (row.mix) ApplyMix(*row.mix, plan.corpus_seed, warm_n, &in_len, &out_len, &cls);
-  // One generator: warm-ups take its first prompts, measurement (ramp first) the next ones, so the
-  // sets are disjoint by construction and every lead word is distinct.
+  std::vector<RequestShape> shapes = DrawShapes(row, &plan, warm_n);
+  const int meas_n = static_cast<int>(shapes.size()) - warm_n;  // ramp requests included
+  if (row.mix) ApplyMix(*row.mix, plan.corpus_seed, warm_n, &shapes);
+  const std::vector<int64_t> prefix_len = ApplyPrefixes(row, plan.corpus_seed, warm_n, &shapes);
+  // One generator: warm-ups take its first prompts, measurement (ramp first) the next ones, then
+  // a prefix row's shared prefixes, so the sets are disjoint and every lead word is distinct.
+  std::vector<int64_t> in_len;
+  for (const RequestShape& r : shapes) in_len.push_back(r.in);
+  in_len.insert(in_len.end(), prefix_len.begin(), prefix_len.end());
+  const int total = static_cast<int>(in_len.size());
   PromptGenerator gen(plan.corpus_seed);
-  Result<std::vector<int>> indices = PickLeads(gen, warm_n + meas_n, in.first_token, &plan);
+  Result<std::vector<int>> indices = PickLeads(gen, total, in.first_token, &plan);
   if (!indices.ok()) return indices.status();
   Result<std::vector<Prompt>> prompts = MakePrompts(gen, *indices, in_len, in.counter);
   if (!prompts.ok()) return prompts.status();
+  std::vector<Prompt> prefixes(prompts->begin() + warm_n + meas_n, prompts->end());
   for (int i = 0; i < warm_n + meas_n; ++i) {
     PlanRequest r;
     r.warmup = i < warm_n;
     r.index = r.warmup ? i : i - warm_n;
-    r.ramp = !r.warmup && r.index < ramp_n;
+    r.ramp = !r.warmup && r.index < plan.ramp_requests;
     r.id = r.warmup ? "w" + std::to_string(r.index)
            : r.ramp ? "r" + std::to_string(r.index)
-                    : "m" + std::to_string(r.index - ramp_n);
-    r.prompt = std::move((*prompts)[i]);
-    r.max_tokens = out_len[i];
-    r.traffic_class = cls[i];
-    r.body = ChatRequestBody(row, r.prompt.text, r.max_tokens, plan.seed);
+                    : "m" + std::to_string(r.index - plan.ramp_requests);
+    const RequestShape& shape = shapes[static_cast<size_t>(i)];
+    r.prompt = shape.prefix < 0 ? std::move((*prompts)[i])
+                                : Prefixed(prefixes[static_cast<size_t>(shape.prefix)],
+                                           (*prompts)[i], row.workload.input_tokens);
+    r.max_tokens = shape.out;
+    r.traffic_class = shape.cls;
+    r.prefix = shape.prefix;
+    r.session = shape.session;
+    r.turn = shape.turn;
+    r.think_s = shape.think_s;
+    if (row.prefix && !r.warmup) {
+      r.declared_cached_tokens = shape.prefix < 0 ? 0 : prefixes[shape.prefix].message_tokens;
+    }
+    if (row.sessions && r.turn == 1) r.declared_cached_tokens = 0;
+    if (r.turn <= 1) r.body = ChatRequestBody(row, r.prompt.text, r.max_tokens, plan.seed);
     (r.warmup ? plan.warmup : plan.measured).push_back(std::move(r));
   }
+  AddPrimes(row, plan.seed, std::move(prefixes), &plan);
   return plan;
 }
 
@@ -290,6 +414,8 @@ nlohmann::json PlanToJson(const TrialPlan& plan) {
                       {"skipped_leads", plan.skipped_leads},
                       {"warmup", warm},
                       {"measured", meas}};
+  if (plan.sessions())
+    j["arrival"] = {{"kind", plan.arrival}, {"schedule_seed", plan.schedule_seed}};
   if (plan.open_loop()) {
     j["arrival"] = {{"kind", plan.arrival},
                     {"rate_rps", plan.rate_rps},
@@ -325,13 +451,16 @@ Result<TrialPlan> PlanFromJson(const nlohmann::json& j) {
     if (j.contains("arrival")) {
       const auto& a = j.at("arrival");
       plan.arrival = a.at("kind").get<std::string>();
+      plan.schedule_seed = a.at("schedule_seed").get<uint64_t>();
+    }
+    if (plan.open_loop()) {
+      const auto& a = j.at("arrival");
       if (plan.arrival != "constant" && plan.arrival != "poisson" && plan.arrival != "gamma") {
         return Status::InvalidArgument("plan.json: arrival.kind '" + plan.arrival +
                                        "' is not an open-loop kind");
       }
       plan.rate_rps = a.at("rate_rps").get<double>();
       plan.arrival_cv = a.at("cv").get<double>();
-      plan.schedule_seed = a.at("schedule_seed").get<uint64_t>();
       plan.ramp_requests = a.at("ramp_requests").get<int>();
       plan.measured_start_ns = a.at("measured_start_ns").get<int64_t>();
       plan.measured_end_ns = a.at("measured_end_ns").get<int64_t>();
@@ -348,6 +477,14 @@ Result<TrialPlan> PlanFromJson(const nlohmann::json& j) {
         r.index = e.at("index").get<int>();
         r.max_tokens = e.at("max_tokens").get<int64_t>();
         r.traffic_class = e.value("class", "");
+        r.prefix = e.value("prefix", -1);
+        r.prime = e.value("prime", false);
+        if (e.contains("declared_cached_tokens")) {
+          r.declared_cached_tokens = e.at("declared_cached_tokens").get<int64_t>();
+        }
+        r.session = e.value("session", -1);
+        r.turn = e.value("turn", 0);
+        r.think_s = e.value("think_s", 0.0);
         r.body = e.at("body").get<std::string>();
         const auto& p = e.at("prompt");
         r.prompt.text = p.at("text").get<std::string>();

@@ -47,8 +47,35 @@ const char* ArrivalKindName(ArrivalKind k) {
       return "poisson";
     case ArrivalKind::kGamma:
       return "gamma";
+    case ArrivalKind::kSessions:
+      return "sessions";
   }
   return "unknown";
+}
+
+int PrefixReuse::Prefixes() const {
+  int n = 0;
+  for (const PrefixGroup& g : groups) n += g.prefixes;
+  return n;
+}
+
+int Sessions::MaxTurns() const {
+  if (paths.empty()) return turns;
+  size_t n = 0;
+  for (const auto& p : paths) n = std::max(n, p.size());
+  return static_cast<int>(n);
+}
+
+std::string TurnClass(int turn) { return "turn" + std::to_string(turn); }
+
+std::vector<std::string> GateClasses(const Row& row) {
+  std::vector<std::string> out;
+  if (row.mix) {
+    for (const MixClass& c : row.mix->classes) out.push_back(c.name);
+  } else if (row.sessions) {
+    for (int t = 1; t <= row.sessions->MaxTurns(); ++t) out.push_back(TurnClass(t));
+  }
+  return out;
 }
 
 double RateAtLevel(const Row& row, int level) {

@@ -37,8 +37,24 @@ struct PlanRequest {
   Prompt prompt;
   int64_t max_tokens = 0;  // completion tokens asked for (== the row's output unless stddev)
   std::string body;        // the JSON request body, exactly as sent (no key: keys go in headers)
-  // A mixed row's traffic class of this request (mix.h); "" otherwise. Written as "class".
+  // The class its gates also hold over (row.h GateClasses): a mixed row's traffic class, a session
+  // row's turn ("turn2"); "" otherwise. Written as "class".
   std::string traffic_class;
+  // A prefix row: the shared prefix this prompt begins with (an index into the row's prefixes,
+  // reuse.h), or -1; `prime`: the request that puts prefix `prefix` in the cache after the flush
+  // ("p0", ...: sent after the warm-ups, in the warm-up list, never measured).
+  int prefix = -1;
+  bool prime = false;
+  // The cached prompt tokens the row declares for it: its prefix's message tokens (a prefix row's
+  // measured request), 0 for a unique prompt; unset where it follows from the stream (a session's
+  // later turn: the previous turn's prompt and output).
+  std::optional<int64_t> declared_cached_tokens;
+  // A session row: its session (0-based, in start order) and turn (1-based), and the think time
+  // before it is sent, in the server's (virtual) seconds after the previous turn's answer. A later
+  // turn's body is built when it is sent (the conversation so far): `body` holds turn 1's only.
+  int session = -1;
+  int turn = 0;
+  double think_s = 0;
 };
 
 struct TrialPlan {
@@ -86,7 +102,8 @@ struct TrialPlan {
   int64_t measured_start_ns = 0;
   int64_t measured_end_ns = 0;
 
-  bool open_loop() const { return arrival != "closed_loop"; }
+  bool open_loop() const { return arrival != "closed_loop" && arrival != "sessions"; }
+  bool sessions() const { return arrival == "sessions"; }
 };
 
 // The server's token id that starts a prompt beginning with `lead_word`, tokenized as the server
@@ -127,6 +144,13 @@ inline constexpr int64_t kMaxScheduledRequests = 1'000'000;
 // calibrate from the server's usage.prompt_tokens when it has no tokenize endpoint.
 void RewordRequest(const Row& row, const TrialPlan& plan, int64_t words, int64_t estimated_tokens,
                    PlanRequest* r);
+
+// A session turn's body: the conversation so far, as the user and assistant messages alternate
+// (`turns` user prompts, `answers` the streamed text of every earlier turn: one fewer), with the
+// sampling of ChatRequestBody.
+std::string SessionTurnBody(const Row& row, const std::vector<std::string>& prompts,
+                            const std::vector<std::string>& answers, int64_t max_tokens,
+                            uint64_t seed);
 
 // A streaming chat completion body: model, one user message, stream + include_usage, temperature,
 // top_p when the row sets it, max_tokens and max_completion_tokens, ignore_eos, seed.

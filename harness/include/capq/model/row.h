@@ -26,8 +26,12 @@ const char* SloMetricName(SloMetric m);  // "ttft", "itl", "e2e"
 // the previous one ends (the load level is the concurrency C). Open loop: requests are sent on a
 // seeded schedule at a rate, whether or not earlier ones have finished (the load level L stands for
 // the rate L * rate_step_rps), with constant, exponential (Poisson) or gamma-distributed gaps.
-enum class ArrivalKind { kClosedLoop, kConstant, kPoisson, kGamma };
-const char* ArrivalKindName(ArrivalKind k);  // "closed_loop", "constant", "poisson", "gamma"
+// Sessions: C conversations at once, each of several turns; turn t + 1 resends the conversation so
+// far (the earlier prompts and the text the server streamed back) after a think time, and a
+// finished session's place goes to the next one (the load level is the concurrent sessions).
+enum class ArrivalKind { kClosedLoop, kConstant, kPoisson, kGamma, kSessions };
+// "closed_loop", "constant", "poisson", "gamma", "sessions"
+const char* ArrivalKindName(ArrivalKind k);
 
 struct Identity {
   Engine engine = Engine::kSim;
@@ -94,6 +98,54 @@ struct Workload {
   ArrivalKind arrival_kind = ArrivalKind::kClosedLoop;
   OpenLoop open_loop;  // filled for open-loop kinds only
   std::string prompt_corpus = "synthetic";
+};
+
+// How far the cached prompt tokens a server serves may stray from what a reuse row declares.
+struct ReuseTolerance {
+  // Per request: served within [declared - tokens, declared + the cold template allowance + tokens]
+  // (block-granular caches round down, and the template's own shared tokens come on top).
+  int64_t tokens = 16;
+  // Per trial: the served hit ratio (cached / prompt tokens) within this many percentage points of
+  // the declared one.
+  double ratio_pct = 2;
+};
+
+// A prefix row (`prefix:`): a share of the measured prompts begins with one of a group's shared
+// texts, each primed once after the flush, so the hit ratio follows from the row. The rest of
+// every prompt (and every prompt outside the groups) is unique as usual.
+struct PrefixGroup {
+  int prefixes = 1;    // distinct shared texts in the group, used in turn by its prompts
+  int64_t tokens = 0;  // each text's length in the server's tokens (message tokens)
+  double share = 0;    // of the measured prompts, in (0, 1]; all groups' shares sum to <= 1
+};
+struct PrefixReuse {
+  std::vector<PrefixGroup> groups;
+  ReuseTolerance tolerance;
+  int Prefixes() const;  // all groups' prefixes: the priming requests of a trial
+};
+
+// One turn of a session's shape: the new user message, the output asked for, and the think (tool)
+// time before the next turn, in the server's (virtual) seconds.
+struct TurnShape {
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  double think_s = 0;
+  int line = 0;  // a trajectory file's line (0: synthetic)
+};
+
+// A session row (`arrival: {kind: sessions}` with `sessions:`). Synthetic sessions: turn 1 sends
+// workload.input_tokens, later turns user_tokens, each asks workload.output_tokens, and the think
+// times are drawn (constant, or exponential with the mean). A trajectory file gives the shapes
+// instead, one session per trajectory, cycled (rows/traffic/README.md).
+struct Sessions {
+  int turns = 0;
+  int64_t user_tokens = 0;
+  std::string think = "constant";  // "constant" | "exponential"
+  double think_mean_s = 0;
+  std::string trajectory;                     // absolute path; "" = synthetic
+  std::vector<std::vector<TurnShape>> paths;  // the trajectory file's sessions, in file order
+  ReuseTolerance tolerance;
+  int MaxTurns() const;
 };
 
 struct CachePolicy {
@@ -218,9 +270,23 @@ struct Row {
   // A mixed-class replay (closed loop only): requests take whole samples of the traffic file's
   // classes in the declared shares (mix.h); every SLO gate holds globally and per class.
   std::optional<Mix> mix;
+  std::optional<PrefixReuse> prefix;  // a prefix row
+  std::optional<Sessions> sessions;   // a session row (arrival kind sessions)
 
-  bool open_loop() const { return workload.arrival_kind != ArrivalKind::kClosedLoop; }
+  // An arrival schedule at a rate (constant, poisson, gamma): the load level is a rate.
+  bool open_loop() const {
+    return workload.arrival_kind != ArrivalKind::kClosedLoop &&
+           workload.arrival_kind != ArrivalKind::kSessions;
+  }
+  // The row declares cache reuse (prefix groups or session histories): its measured requests are
+  // warm by design, and the served cached tokens are gated against what it declares.
+  bool reuse() const { return prefix.has_value() || sessions.has_value(); }
 };
+
+// The classes every SLO gate also holds over: a mixed row's traffic classes, a session row's turn
+// indices ("turn1", "turn2", ...); empty otherwise.
+std::vector<std::string> GateClasses(const Row& row);
+std::string TurnClass(int turn);  // "turn3"
 
 // Every tier of the row: {kPrimaryTier, row.slo}, then row.slo_tiers.
 std::vector<SloTier> AllTiers(const Row& row);

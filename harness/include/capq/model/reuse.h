@@ -1,0 +1,43 @@
+// Cache-reuse workloads as pure functions: trajectory files, the sessions a trial runs, the think
+// times between turns, and which measured prompts of a prefix row share which prefix.
+//
+// Trajectory files (rows/traffic/README.md) are JSON lines of schema capq/trajectory/v1, one turn a
+// line: {"schema", "session", "turn", "input_tokens", "output_tokens", "tool_delay_s"}. A
+// session's turns come on consecutive lines numbered 1, 2, ...; input_tokens is the new user
+// message of the turn (the history is resent on top of it), tool_delay_s the time after the turn's
+// answer before the next turn is sent. Errors name the file and the line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "capq/model/row.h"
+#include "capq/status.h"
+
+namespace capq {
+
+inline constexpr const char* kTrajectorySchema = "capq/trajectory/v1";
+
+Result<std::vector<std::vector<TurnShape>>> ParseTrajectory(const std::string& text,
+                                                            const std::string& file);
+Result<std::vector<std::vector<TurnShape>>> LoadTrajectory(const std::string& path);
+
+// The sessions a session-row trial at `concurrency` runs, in start order, each its turns' shapes:
+// at least `concurrency` sessions, and enough that their turns reach
+// row.measured.RequestsAt(concurrency). Synthetic think times are drawn from `seed` (constant:
+// the mean; exponential: seeded draws of that mean); the last turn's think time is 0.
+std::vector<std::vector<TurnShape>> SessionShapes(const Row& row, int concurrency, uint64_t seed);
+
+// How many of those sessions reach turn t (index t - 1), for t = 1 .. the longest session.
+std::vector<int> TurnCounts(const std::vector<std::vector<TurnShape>>& sessions);
+
+// A prefix row's measured prompts: for each of `n`, the prefix it starts with (an index into the
+// row's prefixes, group by group in declared order) or -1. Group g holds round(share * n)
+// prompts (largest remainders, so the counts sum exactly), placed by a seeded shuffle; inside a
+// group its prefixes take turns.
+std::vector<int> AssignPrefixes(const PrefixReuse& prefix, int n, uint64_t seed);
+// The group of prefix `p` (an index as above).
+const PrefixGroup& GroupOfPrefix(const PrefixReuse& prefix, int p);
+
+}  // namespace capq

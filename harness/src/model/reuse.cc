@@ -1,0 +1,176 @@
+#include "capq/model/reuse.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <sstream>
+
+#include "capq/hash.h"
+
+namespace capq {
+namespace {
+
+Status LineError(const std::string& file, int line, const std::string& what) {
+  return Status::InvalidArgument(file + ":" + std::to_string(line) + ": " + what);
+}
+
+bool PositiveInt(const nlohmann::json& j, const char* key, int64_t* out) {
+  if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<int64_t>() < 1) return false;
+  *out = j[key].get<int64_t>();
+  return true;
+}
+
+Result<TurnShape> TurnFromJson(const nlohmann::json& j, const std::string& file, int line) {
+  TurnShape t;
+  t.line = line;
+  if (!PositiveInt(j, "input_tokens", &t.input_tokens) ||
+      !PositiveInt(j, "output_tokens", &t.output_tokens)) {
+    return LineError(file, line, "expected input_tokens and output_tokens, integers > 0");
+  }
+  if (j.contains("tool_delay_s")) {
+    const auto& d = j["tool_delay_s"];
+    if (!d.is_number() || !(d.get<double>() >= 0) || !std::isfinite(d.get<double>())) {
+      return LineError(file, line, "tool_delay_s: expected a number of seconds >= 0");
+    }
+    t.think_s = d.get<double>();
+  }
+  return t;
+}
+
+// A uniform draw in (0, 1] from a seeded hash of (seed, session, turn).
+double Uniform01(uint64_t seed, int session, int turn) {
+  uint64_t x = SplitMix64(seed ^ 0x7468696e6bULL);  // "think"
+  x = SplitMix64(x ^ static_cast<uint64_t>(session));
+  x = SplitMix64(x ^ static_cast<uint64_t>(turn));
+  return (static_cast<double>(x >> 11) + 1.0) / 9007199254740992.0;
+}
+
+std::vector<TurnShape> SyntheticSession(const Row& row, int session, uint64_t seed) {
+  const Sessions& s = *row.sessions;
+  std::vector<TurnShape> turns(static_cast<size_t>(s.turns));
+  for (int t = 0; t < s.turns; ++t) {
+    TurnShape& shape = turns[static_cast<size_t>(t)];
+    shape.input_tokens = t == 0 ? row.workload.input_tokens : s.user_tokens;
+    shape.output_tokens = row.workload.output_tokens;
+    if (t + 1 == s.turns) continue;
+    shape.think_s = s.think == "exponential"
+                        ? -std::log(Uniform01(seed, session, t + 1)) * s.think_mean_s
+                        : s.think_mean_s;
+  }
+  return turns;
+}
+
+}  // namespace
+
+Result<std::vector<std::vector<TurnShape>>> ParseTrajectory(const std::string& text,
+                                                            const std::string& file) {
+  std::vector<std::vector<TurnShape>> out;
+  std::string current;
+  std::istringstream in(text);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object() || j.value("schema", "") != kTrajectorySchema) {
+      return LineError(file, n, std::string("expected a ") + kTrajectorySchema + " turn");
+    }
+    if (!j.contains("session") || !j["session"].is_string() || !j.contains("turn") ||
+        !j["turn"].is_number_integer()) {
+      return LineError(file, n, "expected a string session and an integer turn");
+    }
+    const std::string session = j["session"].get<std::string>();
+    const int64_t turn = j["turn"].get<int64_t>();
+    if (out.empty() || session != current) {
+      current = session;
+      out.emplace_back();
+    }
+    if (turn != static_cast<int64_t>(out.back().size()) + 1) {
+      return LineError(file, n,
+                       "session " + session + ": expected turn " +
+                           std::to_string(out.back().size() + 1) + ", got " + std::to_string(turn) +
+                           " (a session's turns come in order, from 1)");
+    }
+    Result<TurnShape> t = TurnFromJson(j, file, n);
+    if (!t.ok()) return t.status();
+    out.back().push_back(*t);
+  }
+  if (out.empty()) return Status::InvalidArgument(file + ": no turns");
+  for (auto& s : out) s.back().think_s = 0;  // nothing follows a session's last answer
+  return out;
+}
+
+Result<std::vector<std::vector<TurnShape>>> LoadTrajectory(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound(path + ": cannot read the trajectory file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseTrajectory(text.str(), path);
+}
+
+std::vector<std::vector<TurnShape>> SessionShapes(const Row& row, int concurrency, uint64_t seed) {
+  std::vector<std::vector<TurnShape>> out;
+  if (!row.sessions) return out;
+  const Sessions& s = *row.sessions;
+  const int64_t want = row.measured.RequestsAt(concurrency);
+  int64_t turns = 0;
+  for (int k = 0; turns < want || static_cast<int>(out.size()) < concurrency; ++k) {
+    out.push_back(s.paths.empty() ? SyntheticSession(row, k, seed)
+                                  : s.paths[static_cast<size_t>(k) % s.paths.size()]);
+    turns += static_cast<int64_t>(out.back().size());
+  }
+  return out;
+}
+
+std::vector<int> TurnCounts(const std::vector<std::vector<TurnShape>>& sessions) {
+  std::vector<int> counts;
+  for (const auto& s : sessions) {
+    if (counts.size() < s.size()) counts.resize(s.size(), 0);
+    for (size_t t = 0; t < s.size(); ++t) ++counts[t];
+  }
+  return counts;
+}
+
+std::vector<int> AssignPrefixes(const PrefixReuse& prefix, int n, uint64_t seed) {
+  // Largest remainders: floor(share * n) each, then one more to the largest fractions.
+  const size_t g_n = prefix.groups.size();
+  std::vector<int> count(g_n);
+  std::vector<std::pair<double, size_t>> rest;
+  int placed = 0;
+  double total_share = 0;
+  for (size_t g = 0; g < g_n; ++g) {
+    const double exact = prefix.groups[g].share * n;
+    count[g] = static_cast<int>(std::floor(exact));
+    placed += count[g];
+    total_share += prefix.groups[g].share;
+    rest.emplace_back(exact - count[g], g);
+  }
+  std::stable_sort(rest.begin(), rest.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  const int grouped = std::min(n, static_cast<int>(std::llround(total_share * n)));
+  for (size_t k = 0; placed < grouped && k < rest.size(); ++k, ++placed) ++count[rest[k].second];
+  std::vector<int> slots;
+  int first = 0;
+  for (size_t g = 0; g < g_n; ++g) {
+    for (int i = 0; i < count[g]; ++i) slots.push_back(first + i % prefix.groups[g].prefixes);
+    first += prefix.groups[g].prefixes;
+  }
+  slots.resize(static_cast<size_t>(n), -1);
+  // A seeded Fisher-Yates shuffle, so the grouped prompts spread over the trial.
+  uint64_t x = SplitMix64(seed ^ 0x707265666978ULL);  // "prefix"
+  for (int i = n - 1; i > 0; --i) {
+    x = SplitMix64(x);
+    std::swap(slots[static_cast<size_t>(i)], slots[x % static_cast<uint64_t>(i + 1)]);
+  }
+  return slots;
+}
+
+const PrefixGroup& GroupOfPrefix(const PrefixReuse& prefix, int p) {
+  for (const PrefixGroup& g : prefix.groups) {
+    if (p < g.prefixes) return g;
+    p -= g.prefixes;
+  }
+  return prefix.groups.back();
+}
+
+}  // namespace capq
