@@ -79,7 +79,10 @@ TEST_F(ValidatorTest, CleanTrialPassesEveryGateWithTotals) {
   ASSERT_EQ(r.gates.size(), std::size(kGateNames));
   for (size_t i = 0; i < r.gates.size(); ++i) {
     EXPECT_EQ(r.gates[i].name, kGateNames[i]);
-    EXPECT_TRUE(r.gates[i].enabled);
+    // The reuse gates judge rows that declare reuse only.
+    const bool reuse_gate =
+        r.gates[i].name == "cache_reuse" || r.gates[i].name == "session_history";
+    EXPECT_EQ(r.gates[i].enabled, !reuse_gate) << r.gates[i].name;
     EXPECT_TRUE(r.gates[i].passed) << r.gates[i].name << ": " << r.gates[i].evidence;
     EXPECT_TRUE(r.gates[i].offending_ids.empty()) << r.gates[i].name;
   }
@@ -399,6 +402,82 @@ TEST_F(CountsProveTextTest, AChunkNamingAnotherModelFailsModelName) {
   GateResult g = validator_internal::ModelName(in_);
   EXPECT_FALSE(g.passed);
   EXPECT_NE(g.evidence.find("m2 ('other-model')"), std::string::npos) << g.evidence;
+}
+
+// A prefix row: m0 and m1 share a 40-token prefix, m2 and m3 are unique; the warm-ups are the
+// unique prompts verify_cold judges.
+class ReuseValidatorTest : public ValidatorTest {
+ protected:
+  void SetUp() override {
+    ValidatorTest::SetUp();
+    row_.prefix = PrefixReuse{};
+    in_.reuse_row = true;
+    in_.reuse_tolerance.tokens = 4;
+    in_.reuse_tolerance.ratio_pct = 2;
+    for (int i = 0; i < 4; ++i) {
+      const int64_t declared = i < 2 ? 40 : 0;
+      in_.declared_cached_tokens["m" + std::to_string(i)] = declared;
+      in_.measured[i].cached_tokens = i < 2 ? declared + 1 : 0;
+    }
+  }
+};
+
+TEST_F(ReuseValidatorTest, ServedAsDeclaredPasses) {
+  const GateResult& g = Gate("cache_reuse");
+  EXPECT_TRUE(g.enabled);
+  EXPECT_TRUE(g.passed) << g.evidence;
+  EXPECT_THAT(g.evidence, HasSubstr("hit ratio served 41.0%, declared 40.0%"));
+  EXPECT_TRUE(Gate("verify_cold").passed) << Gate("verify_cold").evidence;
+}
+
+TEST_F(ReuseValidatorTest, FewerHitsThanDeclaredFailByRequest) {
+  // A cache that is off, evicted or on another replica serves only the template.
+  in_.measured[0].cached_tokens = 1;
+  in_.measured[1].cached_tokens = 1;
+  const GateResult& g = Gate("cache_reuse");
+  EXPECT_FALSE(g.passed);
+  EXPECT_THAT(g.offending_ids, ElementsAre("m0", "m1"));
+  EXPECT_THAT(g.evidence, HasSubstr("m0 (1 cached, declared 40)"));
+  EXPECT_THAT(g.evidence, HasSubstr("within 2.0% points: no"));
+}
+
+TEST_F(ReuseValidatorTest, MoreHitsThanDeclaredFailToo) {
+  in_.measured[2].cached_tokens = 30;  // a unique prompt served from the cache: not this row
+  const GateResult& g = Gate("cache_reuse");
+  EXPECT_FALSE(g.passed);
+  EXPECT_THAT(g.offending_ids, ElementsAre("m2"));
+  // The cold check covers the unique measured prompts of a reuse row as well as the warm-ups.
+  EXPECT_FALSE(Gate("verify_cold").passed);
+  EXPECT_THAT(Gate("verify_cold").offending_ids, ElementsAre("m2"));
+}
+
+TEST_F(ReuseValidatorTest, NoCounterFailsClosed) {
+  in_.measured[1].cached_tokens.reset();
+  const GateResult& g = Gate("cache_reuse");
+  EXPECT_FALSE(g.passed);
+  EXPECT_THAT(g.evidence, HasSubstr("fail closed"));
+}
+
+TEST_F(ReuseValidatorTest, TheTotalRatioIsGatedBesideEachRequest) {
+  // Every request inside its own band (+4), yet the trial's ratio drifts past 2 points.
+  in_.reuse_tolerance.tokens = 6;
+  for (auto& r : in_.measured) *r.cached_tokens += 5;
+  const GateResult& g = Gate("cache_reuse");
+  EXPECT_FALSE(g.passed);
+  EXPECT_TRUE(g.offending_ids.empty());
+  EXPECT_THAT(g.evidence, HasSubstr("points: no"));
+}
+
+TEST_F(ReuseValidatorTest, SessionHistoryComparesEveryMessage) {
+  in_.session_row = true;
+  in_.expected_history["m1"] = {"user:a", "assistant:x", "user:b"};
+  in_.measured[1].sent_messages = {"user:a", "assistant:x", "user:b"};
+  EXPECT_TRUE(Gate("session_history").passed) << Gate("session_history").evidence;
+  in_.measured[1].sent_messages = {"user:a", "assistant:y", "user:b"};  // not what was streamed
+  const GateResult& g = Gate("session_history");
+  EXPECT_FALSE(g.passed);
+  EXPECT_THAT(g.offending_ids, ElementsAre("m1"));
+  EXPECT_THAT(g.evidence, HasSubstr("m1 (message 1 of 3 differs)"));
 }
 
 }  // namespace

@@ -286,12 +286,27 @@ GateResult WarmupDisjoint(const ValidationInput& in) {
   return g;
 }
 
+// The requests whose prompts share nothing but the template: every measured one, or on a reuse
+// row the warm-ups, the primes and the measured prompts it declares unique.
+std::vector<RequestResult> ColdChecked(const ValidationInput& in) {
+  if (!in.reuse_row) return in.measured;
+  std::vector<RequestResult> out = in.warmup;
+  for (const RequestResult& r : in.measured) {
+    auto it = in.declared_cached_tokens.find(r.id);
+    if (it != in.declared_cached_tokens.end() && it->second == 0) out.push_back(r);
+  }
+  return out;
+}
+
 GateResult VerifyCold(const ValidationInput& in) {
   GateResult g = NewGate("verify_cold");
   const int64_t allowed = in.cold_prefix_tokens_allowed;
   std::vector<std::string> words, no_counter;
   int64_t max_cached = 0;
-  for (const RequestResult& r : in.measured) {
+  const std::vector<RequestResult> checked = ColdChecked(in);
+  const char* noun = in.reuse_row ? "unique prompts (warm-ups, primes, unshared measured prompts)"
+                                  : "measured requests";
+  for (const RequestResult& r : checked) {
     if (!r.cached_tokens) {
       no_counter.push_back(r.id);
       continue;
@@ -302,20 +317,19 @@ GateResult VerifyCold(const ValidationInput& in) {
       words.push_back(r.id + " (" + std::to_string(*r.cached_tokens) + ")");
     }
   }
-  const size_t n = in.measured.size();
+  const size_t n = checked.size();
   const size_t with_counter = n - no_counter.size();
   if (!words.empty()) {
     g.passed = false;
-    g.evidence =
-        Of(words.size(), n, "measured requests showed more cached prompt tokens than the ") +
-        std::to_string(allowed) + " shared template tokens allowed: " + Join(words);
+    g.evidence = Of(words.size(), n, noun) + " showed more cached prompt tokens than the " +
+                 std::to_string(allowed) + " shared template tokens allowed: " + Join(words);
     if (!in.cold_hint.empty()) g.evidence += ". " + in.cold_hint;
     return g;
   }
   if (no_counter.empty() && n > 0) {
     g.passed = true;
-    g.evidence = Of(n, n, "measured requests reported cached prompt tokens <= ") +
-                 std::to_string(allowed) + " (max " + std::to_string(max_cached) + ")";
+    g.evidence = Of(n, n, noun) + " reported cached prompt tokens <= " + std::to_string(allowed) +
+                 " (max " + std::to_string(max_cached) + ")";
     return g;
   }
   // Some or all requests carry no per-request counter: fall back to the server's own counters.
@@ -335,7 +349,7 @@ GateResult VerifyCold(const ValidationInput& in) {
   }
   g.passed = false;
   g.evidence = "no counter: the server reported no cached-token counter for " +
-               Of(no_counter.size(), n, "measured requests") +
+               Of(no_counter.size(), n, noun) +
                (no_counter.empty() ? std::string() : " (" + Join(no_counter) + ")") +
                " and no /metrics cache counter was given; cold cache unproven (fail closed)";
   g.offending_ids = no_counter;
@@ -408,6 +422,8 @@ CorrectnessReport Validate(const ValidationInput& all) {
   cold.enabled = in.row->cache.verify_cold;
   cold.reason_off = "the row sets cache.verify_cold: false";
   rep.gates.push_back(ApplyRow(VerifyCold(in), cold));
+  rep.gates.push_back(CacheReuse(in));
+  rep.gates.push_back(SessionHistory(in));
   rep.gates.push_back(ApplyRow(TextRecount(in), c.text_recount));
   rep.gates.push_back(ApplyRow(PromptTokens(in), c.prompt_tokens));
   rep.gates.push_back(ApplyRow(ModelName(in), c.model_name));

@@ -73,5 +73,7 @@ inline GateResult ApplyRow(GateResult g, const Gate& row_gate) {
 GateResult TextRecount(const ValidationInput& in);
 GateResult PromptTokens(const ValidationInput& in);
 GateResult ModelName(const ValidationInput& in);
+GateResult CacheReuse(const ValidationInput& in);      // validator_reuse.cc
+GateResult SessionHistory(const ValidationInput& in);  // validator_reuse.cc
 
 }  // namespace capq::validator_internal

@@ -59,6 +59,11 @@ struct RequestResult {
   std::vector<std::string>
       errors;                    // malformed JSON frames, error frames, missing usage... in words
   MonoNs scheduling_lag_ns = 0;  // actual - intended send
+  // A body built when it was sent (RawRecord::request_body, a session's later turn): each of its
+  // messages as "role:sha256-of-content", in order; empty for a planned body. The body's
+  // content is in the evidence; these are what the session_history gate compares.
+  std::vector<std::string> sent_messages;
+  std::string sent_messages_error;  // the body could not be read as a chat ("" = it could)
 };
 
 // Open loop: every latency of `r` counted from when it should have been sent, not when it was

@@ -19,8 +19,8 @@ namespace capq {
 inline constexpr const char* kGateNames[] = {
     "expected_record_count",   "status_200",      "no_cancellations", "zero_errors",
     "exact_completion_tokens", "finish_reason",   "nonempty_deltas",  "unique_prompts",
-    "unique_outputs",          "warmup_disjoint", "verify_cold",      "text_recount",
-    "prompt_tokens",           "model_name"};
+    "unique_outputs",          "warmup_disjoint", "verify_cold",      "cache_reuse",
+    "session_history",         "text_recount",    "prompt_tokens",    "model_name"};
 
 struct GateResult {
   std::string name;
@@ -91,6 +91,19 @@ struct ValidationInput {
 
   // model_name: the name every chunk must carry (the row's served_model_name as sent).
   std::string served_model_name;
+
+  // cache_reuse (a row with prefix groups or sessions, row.h reuse()): the cached prompt tokens
+  // the row declares for each measured request, by id (a prefix row's prefix, 0 for a unique
+  // prompt or a session's first turn, the previous turn's prompt + completion tokens for a later
+  // turn), and how far the served ones may stray. verify_cold then judges the unique prompts.
+  bool reuse_row = false;
+  std::map<std::string, int64_t> declared_cached_tokens;
+  ReuseTolerance reuse_tolerance;
+  // session_history (session rows): for each later turn, by id, the messages its body must have
+  // carried, "role:sha256-of-content" in order: the plan's prompts of its session so far and the
+  // text each earlier turn streamed (RequestResult::sent_messages is what it carried).
+  bool session_row = false;
+  std::map<std::string, std::vector<std::string>> expected_history;
 };
 
 CorrectnessReport Validate(const ValidationInput& in);
