@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "capq/clock.h"
@@ -26,6 +27,11 @@ namespace capq {
 struct Release {
   size_t index = 0;        // in the phase's request list
   MonoNs intended_ns = 0;  // when it should be sent; the loop sends it at or after this
+  // Non-empty: send this body instead of the planned one (built at release, by Take() only).
+  std::string body;
+  // Non-empty: do not send it; the loop records it as never sent, for this reason, and calls no
+  // Finished() for it.
+  std::string not_sent;
 };
 
 class ArrivalModel {
@@ -35,10 +41,19 @@ class ArrivalModel {
   // The phase of `count` requests starts at `start_ns`.
   virtual void Begin(MonoNs start_ns, size_t count) = 0;
   // The next request to release, or nullopt when none is known until a request finishes (or all
-  // were released). The same answer until Take() or Finished().
+  // were released). The same answer until Take() or Finished(). Its body is left empty: Peek() is
+  // asked often, and a body is built once.
   virtual std::optional<Release> Peek() const = 0;
-  // The loop released what Peek() answered.
-  virtual void Take() = 0;
+  // The loop releases what Peek() answered: the same release, with its body where the model
+  // builds one.
+  virtual Release Take() = 0;
+  // Whether the model needs the text the server streams for request `index` (Streamed()).
+  virtual bool WantsText(size_t /*index*/) const { return false; }
+  // For a request the model wants the text of, just before its Finished(): `ok` when it was
+  // answered with HTTP 200, ran to its own end and its stream decoded without error to a finish
+  // reason; `text` the concatenated delta.content of its stream. Not called for a request that
+  // was never sent or whose transfer could not start: Finished() alone means it failed.
+  virtual void Streamed(size_t /*index*/, bool /*ok*/, std::string /*text*/) {}
   // Request `index` ended in any way (done, failed, cut, or its handle could not be built).
   virtual void Finished(size_t index, MonoNs done_ns) = 0;
   // Every request was released.
