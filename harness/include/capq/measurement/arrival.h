@@ -7,7 +7,12 @@
 //                arrival process (constant, Poisson, gamma; the schedule is drawn by the caller).
 //                A request the loop releases late keeps its intended time, so latency can count
 //                from when it should have been sent (coordinated omission, as wrk2 corrects it).
-// The session and replay models are further implementations of the same interface.
+//   sessions     C conversations open at once, each a list of turns: turn t+1 is due its think
+//                time after turn t ended, and its body (the conversation so far, with the text the
+//                server streamed back) is built when it is released. A finished session's place
+//                goes to the next one; a failed turn ends its session, whose remaining turns are
+//                released as not sent.
+// The replay model is a further implementation of the same interface.
 //
 // Requests are named by their index in the phase's list. Not thread-safe: the loop's thread alone
 // calls a model.
@@ -66,5 +71,24 @@ using ArrivalFactory = std::function<std::unique_ptr<ArrivalModel>()>;
 std::unique_ptr<ArrivalModel> ClosedLoopArrivals(int concurrency);
 // `offsets_ns`: wall nanoseconds from the phase start, one per request, non-decreasing.
 std::unique_ptr<ArrivalModel> ScheduledArrivals(std::vector<MonoNs> offsets_ns);
+
+struct SessionTurn {
+  size_t index = 0;     // the request's index in the measured list
+  MonoNs think_ns = 0;  // wall ns between the end of the previous turn and this send (0 for turn 1)
+};
+struct SessionSchedule {
+  int concurrency = 1;                             // sessions open at once
+  std::vector<std::vector<SessionTurn>> sessions;  // in start order; each in turn order
+};
+// The body of request `index`, given the content text the server streamed for each earlier turn
+// of its session, in order (empty for a session's first turn). Called at every turn's release;
+// "" sends the planned body.
+using TurnBodyFn =
+    std::function<std::string(size_t index, const std::vector<std::string>& earlier_texts)>;
+// The first `concurrency` sessions start at the phase start; a session's next turn is due at the
+// end of its previous turn plus its think time; a session that ended (its last turn done, or a
+// turn failed: its remaining turns are released as not sent) gives its place to the next session,
+// intended at that end. Every request index of the schedule is released exactly once.
+std::unique_ptr<ArrivalModel> SessionArrivals(SessionSchedule schedule, TurnBodyFn body);
 
 }  // namespace capq
