@@ -89,6 +89,9 @@ using TurnBodyFn =
 // end of its previous turn plus its think time; a session that ended (its last turn done, or a
 // turn failed: its remaining turns are released as not sent) gives its place to the next session,
 // intended at that end. Every request index of the schedule is released exactly once.
+// REQUIRES: each index appears once in the schedule and is below the phase's count; a schedule
+// that names fewer requests than the phase has never exhausts it (the loop stops at the first
+// one left). A null `body` sends every turn's planned body.
 std::unique_ptr<ArrivalModel> SessionArrivals(SessionSchedule schedule, TurnBodyFn body);
 
 }  // namespace capq
