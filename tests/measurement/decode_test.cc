@@ -135,6 +135,7 @@ TEST(DecodeRecord, VllmReasoningCountsAsText) {
   EXPECT_EQ(r.content_bytes, 6);
   EXPECT_EQ(r.nonempty_chunks, 3);
   EXPECT_EQ(r.output_text, "thinkmoreanswer");
+  EXPECT_EQ(r.content_text, "answer");        // what a conversation sends back
   EXPECT_FALSE(r.cached_tokens.has_value());  // vLLM reported no counter here
   EXPECT_EQ(r.finish_reason, "length");
 }
@@ -330,6 +331,20 @@ TEST(RawRecordJson, RoundTripKeepsEveryByte) {
   EXPECT_EQ(back->sse_comments, 4);
   EXPECT_TRUE(back->reused_connection);
   EXPECT_EQ(RawRecordToJson(*back).dump(), line);
+}
+
+// A body built at release is written and read back; a planned one (empty here) is not written.
+TEST(RawRecordJson, RequestBodyOnlyWhenBuiltAtRelease) {
+  RawRecord raw = Stream({"[DONE]"});
+  EXPECT_FALSE(RawRecordToJson(raw).contains("request_body"));
+  raw.request_body = R"({"messages":[{"role":"user","content":"hi \u00e9"}]})";
+  Result<RawRecord> back = RawRecordFromJson(nlohmann::json::parse(RawRecordToJson(raw).dump()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->request_body, raw.request_body);
+  raw.request_body = std::string("not utf-8 \xff", 11);
+  back = RawRecordFromJson(nlohmann::json::parse(RawRecordToJson(raw).dump()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->request_body, raw.request_body);
 }
 
 TEST(RawRecordJson, MissingKeyIsNamed) {

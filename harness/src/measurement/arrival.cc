@@ -5,6 +5,13 @@
 namespace capq {
 namespace {
 
+Release At(size_t index, MonoNs intended_ns) {
+  Release r;
+  r.index = index;
+  r.intended_ns = intended_ns;
+  return r;
+}
+
 class ClosedLoop final : public ArrivalModel {
  public:
   explicit ClosedLoop(int concurrency) : slots_(concurrency < 1 ? 1 : concurrency) {}
@@ -16,11 +23,13 @@ class ClosedLoop final : public ArrivalModel {
   }
   std::optional<Release> Peek() const override {
     if (next_ >= count_ || free_.empty()) return std::nullopt;
-    return Release{next_, free_.front()};
+    return At(next_, free_.front());
   }
-  void Take() override {
+  Release Take() override {
+    Release r = At(next_, free_.front());
     free_.pop_front();
     ++next_;
+    return r;
   }
   void Finished(size_t, MonoNs done_ns) override { free_.push_back(done_ns); }
   bool Exhausted() const override { return next_ >= count_; }
@@ -44,9 +53,13 @@ class Scheduled final : public ArrivalModel {
   std::optional<Release> Peek() const override {
     // A schedule shorter than its phase answers nothing for the rest (and is never exhausted).
     if (next_ >= count_ || next_ >= offsets_.size()) return std::nullopt;
-    return Release{next_, start_ns_ + offsets_[next_]};
+    return At(next_, start_ns_ + offsets_[next_]);
   }
-  void Take() override { ++next_; }
+  Release Take() override {
+    Release r = At(next_, start_ns_ + offsets_[next_]);
+    ++next_;
+    return r;
+  }
   void Finished(size_t, MonoNs) override {}
   bool Exhausted() const override { return next_ >= count_; }
 

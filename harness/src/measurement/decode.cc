@@ -224,7 +224,10 @@ int64_t StreamDecoder::FeedChoices(const nlohmann::json& j, MonoNs arrival_ns) {
         (key[0] == 'c' ? out_.content_bytes : out_.reasoning_bytes) +=
             static_cast<int64_t>(s.size());
         digest_.Append(s);
-        if (keep_ == Keep::kAll) text_ += s;
+        if (keep_ == Keep::kAll) {
+          text_ += s;
+          if (key[0] == 'c') content_ += s;
+        }
       }
     }
     if (const nlohmann::json* fr = Field(choice, "finish_reason")) {
@@ -316,6 +319,7 @@ RequestResult StreamDecoder::Finish(const RawRecord& r) {
   if (!out.output_valid_utf8) out.errors.push_back("the streamed text is not valid UTF-8");
   out.output_sha256 = digest_.FinishSha256Hex();
   out.output_text = std::move(text_);
+  out.content_text = std::move(content_);
   return out;
 }
 

@@ -101,6 +101,11 @@ struct Transfer {
   int fd = -1;  // its connection's socket, as libcurl last asked the loop to watch it
   internal::RecorderBatch* out = nullptr;  // the loop's batch for the recorder
   bool keep_events = true;
+  // The arrival model wants the text of its stream (ArrivalModel::Streamed): the events are kept
+  // until it ends, and decoded then.
+  bool wants_text = false;
+  bool text_ok = false;
+  std::string text;
   int sse = -1;  // -1 = not decided yet (decided at the first body byte from the headers)
   size_t max_body_bytes = 0;
   char errbuf[CURL_ERROR_SIZE] = {0};
@@ -390,12 +395,16 @@ class Loop {
     return 0;
   }
 
-  // Builds the easy handle for request `index` (not yet sent). Null when curl could not make one;
+  // Builds the easy handle for release `r` (not yet sent). Null when curl could not make one;
   // the record then says so and counts as a failed, started request.
-  std::unique_ptr<Transfer> Prepare(size_t index, MonoNs intended_ns) {
-    const PlannedRequest& req = (*reqs_)[index];
+  std::unique_ptr<Transfer> Prepare(Release r) {
+    const size_t index = r.index;
     RawRecord* rec = &recs_[index];
-    rec->intended_send_ns = intended_ns;
+    rec->intended_send_ns = r.intended_ns;
+    // A body built at release lives in its record, which outlives the transfer (libcurl reads
+    // POSTFIELDS in place) and carries it into the evidence.
+    rec->request_body = std::move(r.body);
+    const std::string& body = rec->request_body.empty() ? (*reqs_)[index].body : rec->request_body;
     auto tr = std::make_unique<Transfer>(spec_.max_event_bytes);
     tr->rec = rec;
     tr->slot_index = index;
@@ -403,7 +412,8 @@ class Loop {
     tr->wake_ns = &wake_ns_;
     tr->probe = &probe_;
     tr->out = &pending_;
-    tr->keep_events = spec_.keep_events;
+    tr->wants_text = arrivals_->WantsText(index);
+    tr->keep_events = spec_.keep_events || tr->wants_text;
     tr->max_body_bytes = spec_.max_body_bytes;
     tr->shard = PickShard();
     tr->easy.reset(curl_easy_init());
@@ -422,8 +432,8 @@ class Loop {
     CURL* e = tr->easy.get();
     curl_easy_setopt(e, CURLOPT_URL, spec_.url.c_str());
     curl_easy_setopt(e, CURLOPT_POST, 1L);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDS, req.body.data());
-    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, body.data());
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers_);
     // One stream per connection, as every OpenAI-compatible client does; HTTP/2 multiplexing would
     // change what the server sees as concurrency.
@@ -487,17 +497,35 @@ class Loop {
     while (!stopping_) {
       const MonoNs now = NowNs();
       std::vector<std::unique_ptr<Transfer>> due;
-      int taken = 0;
+      int taken = 0, sending = 0;
       for (auto r = arrivals_->Peek();
-           r && r->intended_ns <= now && active_ + taken < InFlightCap(); r = arrivals_->Peek()) {
-        arrivals_->Take();
+           r && r->intended_ns <= now && active_ + sending < InFlightCap(); r = arrivals_->Peek()) {
+        Release release = arrivals_->Take();
         ++taken;
-        if (auto tr = Prepare(r->index, r->intended_ns)) due.push_back(std::move(tr));
+        if (!release.not_sent.empty()) {
+          RecordNotSent(release);
+          continue;
+        }
+        ++sending;
+        if (auto tr = Prepare(std::move(release))) due.push_back(std::move(tr));
       }
       if (taken == 0) break;
       for (auto& tr : due) Launch(std::move(tr));
     }
     ArmReleaseTimer();
+  }
+
+  // A release the arrival model will never send (its session ended): a record never sent, with
+  // the model's reason, ended now.
+  void RecordNotSent(const Release& r) {
+    RawRecord* rec = &recs_[r.index];
+    rec->intended_send_ns = r.intended_ns;
+    rec->cancelled = true;
+    rec->cancelled_by_harness = r.not_sent;
+    rec->transport_error = "not sent: " + r.not_sent;
+    pending_.End(static_cast<size_t>(rec - result_->records.data()), false);
+    ++progress_.completed;
+    ++progress_.failed;
   }
 
   bool ReleaseIsDue() const {
@@ -578,6 +606,8 @@ class Loop {
       const size_t index = raw->slot_index;
       std::unique_ptr<Transfer> tr = std::move(live_[index]);
       Complete(tr.get(), rc, done_ns);
+      const bool wants_text = tr->wants_text, text_ok = tr->text_ok;
+      std::string text = std::move(tr->text);
       curl_multi_remove_handle(multi_.get(), e);
       // Its connection went back to its shard's cache (a guess when the transfer failed).
       if (rc == CURLE_OK) ++idle_[tr->shard];
@@ -586,6 +616,7 @@ class Loop {
       --active_;
       --progress_.in_flight;
       ++progress_.completed;
+      if (wants_text) arrivals_->Streamed(index, text_ok, std::move(text));
       arrivals_->Finished(index, done_ns);
       ReleaseDue();
       freed_shard_ = kNoShard;
@@ -609,8 +640,22 @@ class Loop {
       if (rc == CURLE_OPERATION_TIMEDOUT) rec->timed_out = true;
     }
     if (rc != CURLE_OK || code != 200) ++progress_.failed;
+    if (tr->wants_text) TakeText(tr, rc == CURLE_OK && code == 200);
     // The record is whole: the recorder decodes, writes and checks it (fail fast).
     pending_.End(tr->record_index, !Stopped());
+  }
+
+  // The text the arrival model asked for, decoded here on the loop's thread: once per such
+  // request, at its end, over a stream a turn long (small), while the recorder decodes the same
+  // events for the results. The events go again unless the records keep them; both happen before
+  // the record's end is posted, after which the recorder reads it.
+  void TakeText(Transfer* tr, bool answered) {
+    RawRecord* rec = tr->rec;
+    RequestResult d = DecodeRecord(*rec);
+    tr->text_ok = answered && !rec->cancelled && !rec->timed_out && !rec->stalled &&
+                  d.errors.empty() && !d.finish_reason.empty();
+    tr->text = std::move(d.content_text);
+    if (!spec_.keep_events) std::vector<SseEvent>().swap(rec->events);
   }
 
   // The end of a transfer's stream: an event left open is emitted, the framer's counts kept.
@@ -632,7 +677,7 @@ class Loop {
   // first of them, named, rather than waiting forever or ending the phase as if it were whole.
   void StopDry() {
     size_t i = 0;
-    while (i + 1 < reqs_->size() && recs_[i].actual_send_ns != 0) ++i;
+    while (i + 1 < reqs_->size() && (recs_[i].actual_send_ns != 0 || recs_[i].cancelled)) ++i;
     Stop((*reqs_)[i].id, std::string("the ") + arrivals_->name() +
                              " arrival model released nothing more while nothing was in flight");
   }
@@ -679,6 +724,7 @@ class Loop {
     rec->cancelled = true;
     rec->transport_error = transport_error;
     rec->cancelled_by_harness = by_harness;
+    if (tr->wants_text && !spec_.keep_events) std::vector<SseEvent>().swap(rec->events);
     pending_.End(tr->record_index, false);
     tr.reset();
     --active_;
@@ -837,7 +883,8 @@ Result<LoadResult> RunLoad(const LoadSpec& spec) {
   }
   for (size_t i = 0; i < result.records.size(); ++i) {
     RawRecord& r = result.records[i];
-    if (r.actual_send_ns != 0 || end == PhaseEnd::kDone) continue;
+    // Sent, or ended unsent by its arrival model already (cancelled with no send time).
+    if (r.actual_send_ns != 0 || r.cancelled || end == PhaseEnd::kDone) continue;
     r.cancelled = true;
     if (end == PhaseEnd::kStopped) {
       r.cancelled_by_harness = loop.HarnessCut();

@@ -104,6 +104,7 @@ nlohmann::json RawRecordToJson(const RawRecord& r) {
   j["reused_connection"] = r.reused_connection;
   j["stalled"] = r.stalled;
   j["cancelled_by_harness"] = r.cancelled_by_harness;
+  if (!r.request_body.empty()) j["request_body"] = Bytes(r.request_body);
   return j;
 }
 
@@ -181,6 +182,12 @@ Result<RawRecord> RawRecordFromJson(const nlohmann::json& j) {
   if (j.contains("stalled")) CAPQ_RETURN_IF_ERROR(Get(j, "stalled", &r.stalled));
   if (j.contains("cancelled_by_harness")) {
     CAPQ_RETURN_IF_ERROR(Get(j, "cancelled_by_harness", &r.cancelled_by_harness));
+  }
+  // Only a body built at release is written; the planned ones are in plan.json.
+  if (j.contains("request_body")) {
+    if (Status s = BytesFrom(j["request_body"], "request_body", &r.request_body); !s.ok()) {
+      return ctx(s);
+    }
   }
   return r;
 }

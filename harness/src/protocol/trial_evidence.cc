@@ -95,6 +95,7 @@ std::vector<RequestResult> WithoutTextAndGaps(const std::vector<RequestResult>& 
     RequestResult& c = out.emplace_back(r);
     std::vector<float>().swap(c.text_gaps_ms);
     std::string().swap(c.output_text);
+    std::string().swap(c.content_text);
   }
   return out;
 }

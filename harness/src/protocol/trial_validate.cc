@@ -220,6 +220,7 @@ Result<ValidateReport> ValidateTrialDir(const std::string& dir) {
       ReadRawEvidence(dir + "/" + raw_name, [&](RawRecord&& meta, RequestResult&& d) {
         d.output_text.clear();  // re-counted during the trial: recount.json has the counts
         d.output_text.shrink_to_fit();
+        std::string().swap(d.content_text);
         records.push_back(Slim(meta, d));
         (d.phase == Phase::kWarmup ? warm : meas).push_back(std::move(d));
       });

@@ -7,7 +7,12 @@
 //                arrival process (constant, Poisson, gamma; the schedule is drawn by the caller).
 //                A request the loop releases late keeps its intended time, so latency can count
 //                from when it should have been sent (coordinated omission, as wrk2 corrects it).
-// The session and replay models are further implementations of the same interface.
+//   sessions     C conversations open at once, each a list of turns: turn t+1 is due its think
+//                time after turn t ended, and its body (the conversation so far, with the text the
+//                server streamed back) is built when it is released. A finished session's place
+//                goes to the next one; a failed turn ends its session, whose remaining turns are
+//                released as not sent.
+// The replay model is a further implementation of the same interface.
 //
 // Requests are named by their index in the phase's list. Not thread-safe: the loop's thread alone
 // calls a model.
@@ -17,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "capq/clock.h"
@@ -26,6 +32,11 @@ namespace capq {
 struct Release {
   size_t index = 0;        // in the phase's request list
   MonoNs intended_ns = 0;  // when it should be sent; the loop sends it at or after this
+  // Non-empty: send this body instead of the planned one (built at release, by Take() only).
+  std::string body;
+  // Non-empty: do not send it; the loop records it as never sent, for this reason, and calls no
+  // Finished() for it.
+  std::string not_sent;
 };
 
 class ArrivalModel {
@@ -35,10 +46,19 @@ class ArrivalModel {
   // The phase of `count` requests starts at `start_ns`.
   virtual void Begin(MonoNs start_ns, size_t count) = 0;
   // The next request to release, or nullopt when none is known until a request finishes (or all
-  // were released). The same answer until Take() or Finished().
+  // were released). The same answer until Take() or Finished(). Its body is left empty: Peek() is
+  // asked often, and a body is built once.
   virtual std::optional<Release> Peek() const = 0;
-  // The loop released what Peek() answered.
-  virtual void Take() = 0;
+  // The loop releases what Peek() answered: the same release, with its body where the model
+  // builds one.
+  virtual Release Take() = 0;
+  // Whether the model needs the text the server streams for request `index` (Streamed()).
+  virtual bool WantsText(size_t /*index*/) const { return false; }
+  // For a request the model wants the text of, just before its Finished(): `ok` when it was
+  // answered with HTTP 200, ran to its own end and its stream decoded without error to a finish
+  // reason; `text` the concatenated delta.content of its stream. Not called for a request that
+  // was never sent or whose transfer could not start: Finished() alone means it failed.
+  virtual void Streamed(size_t /*index*/, bool /*ok*/, std::string /*text*/) {}
   // Request `index` ended in any way (done, failed, cut, or its handle could not be built).
   virtual void Finished(size_t index, MonoNs done_ns) = 0;
   // Every request was released.
@@ -51,5 +71,27 @@ using ArrivalFactory = std::function<std::unique_ptr<ArrivalModel>()>;
 std::unique_ptr<ArrivalModel> ClosedLoopArrivals(int concurrency);
 // `offsets_ns`: wall nanoseconds from the phase start, one per request, non-decreasing.
 std::unique_ptr<ArrivalModel> ScheduledArrivals(std::vector<MonoNs> offsets_ns);
+
+struct SessionTurn {
+  size_t index = 0;     // the request's index in the measured list
+  MonoNs think_ns = 0;  // wall ns between the end of the previous turn and this send (0 for turn 1)
+};
+struct SessionSchedule {
+  int concurrency = 1;                             // sessions open at once
+  std::vector<std::vector<SessionTurn>> sessions;  // in start order; each in turn order
+};
+// The body of request `index`, given the content text the server streamed for each earlier turn
+// of its session, in order (empty for a session's first turn). Called at every turn's release;
+// "" sends the planned body.
+using TurnBodyFn =
+    std::function<std::string(size_t index, const std::vector<std::string>& earlier_texts)>;
+// The first `concurrency` sessions start at the phase start; a session's next turn is due at the
+// end of its previous turn plus its think time; a session that ended (its last turn done, or a
+// turn failed: its remaining turns are released as not sent) gives its place to the next session,
+// intended at that end. Every request index of the schedule is released exactly once.
+// REQUIRES: each index appears once in the schedule and is below the phase's count; a schedule
+// that names fewer requests than the phase has never exhausts it (the loop stops at the first
+// one left). A null `body` sends every turn's planned body.
+std::unique_ptr<ArrivalModel> SessionArrivals(SessionSchedule schedule, TurnBodyFn body);
 
 }  // namespace capq

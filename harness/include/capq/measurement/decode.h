@@ -53,6 +53,9 @@ struct RequestResult {
   // That text, when the decoder kept it (StreamDecoder::Keep): the load's recorder does not, and
   // the re-count reads the texts back from the raw evidence after the load.
   std::string output_text;
+  // Its delta.content part alone (what a conversation sends back as the assistant's message),
+  // kept with output_text.
+  std::string content_text;
   // Every distinct "model" the chunks named, in order of first appearance ("" for a chunk that
   // named none).
   std::vector<std::string> models;
@@ -97,14 +100,15 @@ class StreamDecoder {
   bool usage_seen_ = false;
   Keep keep_;
   TextDigest digest_;
-  std::string text_;  // kAll only
+  std::string text_;     // kAll only
+  std::string content_;  // kAll only: the delta.content part of text_
   std::vector<std::string> event_errors_;
 };
 
 // A whole record at once: a StreamDecoder over r.events.
 RequestResult DecodeRecord(const RawRecord& r);
 
-// results.jsonl line: everything above except `text_gaps_ms` and `output_text`.
+// results.jsonl line: everything above except `text_gaps_ms`, `output_text` and `content_text`.
 nlohmann::json RequestResultToJson(const RequestResult& r);
 
 // Lowercase hex SHA-256 of `bytes` (also used for prompt hashes).

@@ -107,7 +107,9 @@ struct LoadSpec {
   // Lines only: the caller writes the file's first and last lines.
   EvidenceWriter* evidence = nullptr;
   // true: records keep their events too (tools, tests). false: events live in `evidence` alone
-  // and in the decoded results, and memory stays flat in the number of tokens streamed.
+  // and in the decoded results, and memory stays flat in the number of tokens streamed; a
+  // request whose text its arrival model wants (ArrivalModel::WantsText) keeps them until it
+  // ends, when they are decoded for the model and dropped.
   bool keep_events = true;
   size_t max_event_bytes = SseFramer::kDefaultMaxEventBytes;
   size_t max_body_bytes = 16u << 20;  // non-SSE response bytes kept per request

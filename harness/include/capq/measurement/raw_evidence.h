@@ -8,7 +8,9 @@
 //                                                           (loadgen.h); data {"b64": ...} when
 //                                                           not UTF-8; "truncated": true if cut
 //   {"record":{...}}                                        the request ended: its own facts
-//                                                           (RawRecordToJson without "events")
+//                                                           (RawRecordToJson without "events");
+//                                                           "request_body" when its body was
+//                                                           built at release (a session turn)
 //   {"end":{...}}                                           the last line: the load's times and
 //                                                           fail-fast header
 //

@@ -47,6 +47,9 @@ struct RawRecord {
   // Why the harness, not the server, cut this request or never sent it: "fail_fast after m12".
   // "" = it ran to its own end (or was cut by an interrupt, which transport_error says).
   std::string cancelled_by_harness;
+  // The body as sent when it was built at release (a session turn: the conversation so far);
+  // "" = the planned body, which plan.json holds.
+  std::string request_body;
 };
 
 // Raw records as JSON lines. Event data and bodies that are valid UTF-8 are written as strings;
