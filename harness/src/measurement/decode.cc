@@ -69,6 +69,26 @@ bool CloseDelimited(const RawRecord& r) {
   return true;
 }
 
+// What a body built at release carried (RawRecord::request_body): each message's role and the
+// SHA-256 of its content.
+void ReadSentMessages(const std::string& body, RequestResult* out) {
+  if (body.empty()) return;
+  const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_object() || !j.contains("messages") || !j["messages"].is_array()) {
+    out->sent_messages_error = "the body sent is not a chat with messages";
+    return;
+  }
+  for (const auto& m : j["messages"]) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
+        !m["content"].is_string()) {
+      out->sent_messages_error = "a message sent has no string role and content";
+      return;
+    }
+    out->sent_messages.push_back(m["role"].get<std::string>() + ":" +
+                                 Sha256Hex(m["content"].get<std::string>()));
+  }
+}
+
 }  // namespace
 
 bool IsValidUtf8(std::string_view s) {
@@ -224,6 +244,7 @@ int64_t StreamDecoder::FeedChoices(const nlohmann::json& j, MonoNs arrival_ns) {
         (key[0] == 'c' ? out_.content_bytes : out_.reasoning_bytes) +=
             static_cast<int64_t>(s.size());
         digest_.Append(s);
+        if (key[0] == 'c') content_digest_.Append(s);
         if (keep_ == Keep::kAll) {
           text_ += s;
           if (key[0] == 'c') content_ += s;
@@ -260,6 +281,7 @@ void StreamDecoder::FeedUsage(const nlohmann::json& j) {
 // The record's own facts (status, transport, framing) first, then what the events said.
 RequestResult StreamDecoder::Finish(const RawRecord& r) {
   RequestResult out = std::move(out_);
+  ReadSentMessages(r.request_body, &out);
   out.id = r.id;
   out.phase = r.phase;
   out.index = r.index;
@@ -275,6 +297,7 @@ RequestResult StreamDecoder::Finish(const RawRecord& r) {
     out.errors.push_back("never sent: " + (r.transport_error.empty() ? std::string("no send time")
                                                                      : Excerpt(r.transport_error)));
     out.output_sha256 = Sha256Hex("");
+    out.content_sha256 = out.output_sha256;
     return out;
   }
   out.scheduling_lag_ns = r.actual_send_ns - r.intended_send_ns;
@@ -318,6 +341,7 @@ RequestResult StreamDecoder::Finish(const RawRecord& r) {
   out.output_valid_utf8 = digest_.valid_utf8();
   if (!out.output_valid_utf8) out.errors.push_back("the streamed text is not valid UTF-8");
   out.output_sha256 = digest_.FinishSha256Hex();
+  out.content_sha256 = content_digest_.FinishSha256Hex();
   out.output_text = std::move(text_);
   out.content_text = std::move(content_);
   return out;

@@ -15,7 +15,9 @@ using namespace validator_internal;
 
 GateResult RecordCount(const ValidationInput& in) {
   GateResult g = NewGate("expected_record_count");
-  const size_t want_warmup = static_cast<size_t>(std::max(in.row->warmup.requests, 0));
+  // A prefix row primes each of its prefixes after the warm-ups, in the warm-up phase.
+  const size_t primes = in.row->prefix ? static_cast<size_t>(in.row->prefix->Prefixes()) : 0;
+  const size_t want_warmup = static_cast<size_t>(std::max(in.row->warmup.requests, 0)) + primes;
   std::set<int> seen;
   std::vector<std::string> dup;
   for (const RequestResult& r : in.measured) {
@@ -32,7 +34,8 @@ GateResult RecordCount(const ValidationInput& in) {
              in.warmup.size() == want_warmup && dup.empty() && missing.empty();
   g.evidence = std::to_string(in.measured.size()) + " measured records (want " +
                std::to_string(in.expected_measured) + "), " + std::to_string(in.warmup.size()) +
-               " warm-up records (want " + std::to_string(want_warmup) + ")";
+               " warm-up records (want " + std::to_string(want_warmup) +
+               (primes ? ", " + std::to_string(primes) + " of them priming" : "") + ")";
   if (!missing.empty()) g.evidence += "; missing measured indices: " + Join(missing);
   if (!dup.empty()) g.evidence += "; repeated measured indices: " + Join(dup);
   return g;

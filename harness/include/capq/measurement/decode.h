@@ -56,6 +56,7 @@ struct RequestResult {
   // Its delta.content part alone (what a conversation sends back as the assistant's message),
   // kept with output_text.
   std::string content_text;
+  std::string content_sha256;  // lowercase hex of the delta.content text alone
   // Every distinct "model" the chunks named, in order of first appearance ("" for a chunk that
   // named none).
   std::vector<std::string> models;
@@ -100,8 +101,9 @@ class StreamDecoder {
   bool usage_seen_ = false;
   Keep keep_;
   TextDigest digest_;
-  std::string text_;     // kAll only
-  std::string content_;  // kAll only: the delta.content part of text_
+  TextDigest content_digest_;  // delta.content alone
+  std::string text_;           // kAll only
+  std::string content_;        // kAll only: the delta.content part of text_
   std::vector<std::string> event_errors_;
 };
 
