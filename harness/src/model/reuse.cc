@@ -173,4 +173,24 @@ const PrefixGroup& GroupOfPrefix(const PrefixReuse& prefix, int p) {
   return prefix.groups.back();
 }
 
+std::string ReuseInWords(const Row& row) {
+  std::ostringstream o;
+  if (row.prefix) {
+    for (const PrefixGroup& g : row.prefix->groups) {
+      o << (o.tellp() > 0 ? "; " : "") << g.prefixes << (g.prefixes == 1 ? " prefix" : " prefixes")
+        << " of " << g.tokens << " tokens for " << g.share * 100 << "% of prompts";
+    }
+  } else if (row.sessions) {
+    const Sessions& s = *row.sessions;
+    if (!s.trajectory.empty()) {
+      o << "trajectories from " << s.trajectory.substr(s.trajectory.find_last_of('/') + 1) << " ("
+        << s.paths.size() << " sessions)";
+    } else {
+      o << s.turns << " turns, +" << s.user_tokens << " tokens a turn, think " << s.think
+        << " mean " << s.think_mean_s << " s";
+    }
+  }
+  return o.str();
+}
+
 }  // namespace capq

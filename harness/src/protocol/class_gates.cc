@@ -48,15 +48,14 @@ std::vector<ClassVerdict> JudgeClasses(const Row& row, const TrialPlan& plan,
                                        const std::vector<RequestResult>& measured,
                                        double time_scale) {
   std::vector<ClassVerdict> out;
-  if (!row.mix) return out;
   std::map<std::string, std::string> class_of;
   for (const PlanRequest& r : plan.measured) class_of[r.id] = r.traffic_class;
-  for (const MixClass& k : row.mix->classes) {
+  for (const std::string& name : GateClasses(row)) {
     std::vector<const RequestResult*> of;
     for (const RequestResult& r : measured) {
-      if (class_of[r.id] == k.name) of.push_back(&r);
+      if (class_of[r.id] == name) of.push_back(&r);
     }
-    out.push_back(JudgeOne(row, k.name, of, time_scale));
+    out.push_back(JudgeOne(row, name, of, time_scale));
   }
   return out;
 }

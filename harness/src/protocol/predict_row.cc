@@ -77,6 +77,11 @@ Result<BoundaryPrediction> PredictBoundary(const engine::EngineProfile& profile,
     return Status::InvalidArgument("row " + row.id +
                                    " mixes request classes: the engine model predicts one shape");
   }
+  if (row.reuse()) {
+    return Status::InvalidArgument("row " + row.id +
+                                   " declares cache reuse: the engine model predicts unique "
+                                   "prompts, each prefilled whole");
+  }
   BoundaryPrediction out;
   out.prompt_tokens = prompt_tokens;
   for (int c = 1; c <= max_level; ++c) {

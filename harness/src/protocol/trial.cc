@@ -474,6 +474,11 @@ PhaseEnd PlanPrompts(Trial& t) {
     }
     counter_ptr = nullptr;
   }
+  if (counter_ptr == nullptr && t.effective.reuse()) {
+    return CouldNotRun(t.s,
+                       "the row declares cache reuse, whose prefixes and conversations are sized "
+                       "in the server's tokens: it needs the server's tokenize endpoint");
+  }
   // No two prompts may share a first token (else they share a cacheable prefix beyond the
   // template's): distinct words can, when the tokenizer splits them (a real llama.cpp server's
   // Phi-3 vocabulary cached 5 tokens, not 4, for two such prompts of one trial).
@@ -621,6 +626,9 @@ LoadSpec PlannedSpec(const Trial& t, const LoadSpec& connection, size_t skip_war
     spec.measured_arrivals = [offsets = std::move(offsets)] { return ScheduledArrivals(offsets); };
     spec.concurrency = kOpenLoopPoolConnections;
     spec.max_in_flight = kOpenLoopMaxInFlight;
+  }
+  if (plan.sessions()) {
+    spec.measured_arrivals = internal::SessionArrivalFactory(t.effective, plan, t.scale);
   }
   const std::string label = LoadLabel(*t.s.row, plan.concurrency);
   if (opt.on_progress) {
@@ -858,6 +866,9 @@ void Judge(Trial& t) {
   s.identity["cold_prefix"]["server_cached_window_requests"] = t.ev.server_cached_window_requests;
   ValidationInput vin = internal::MakeValidationInput(row, *s.plan, t.s.warm, t.s.meas, cold, t.ev);
   CorrectnessReport correctness = Validate(vin);
+  if (row.reuse()) {
+    s.metrics_extra["reuse"] = ReuseFiguresToJson(internal::MeasureReuse(*s.plan, vin, t.scale));
+  }
   internal::LatencyJudgement lat = internal::JudgeLatency(
       row, *s.plan, &t.s.meas, internal::ServerLoadSamples(s.server_metrics), t.scale);
   s.metrics = std::move(lat.metrics);

@@ -72,6 +72,9 @@ void ExpectPromptTokens(const Row& row, const TrialPlan& plan, const Evidence& e
   const int64_t overhead = *ev.template_overhead_tokens;
   const bool exact = plan.calibration == "tokenize";
   for (const auto& r : plan.measured) {
+    // A session's later turn resends a conversation the plan cannot count: session_history proves
+    // its body and cache_reuse its served context.
+    if (r.turn > 1) continue;
     const int64_t want = r.prompt.message_tokens + overhead;
     in->expected_prompt_tokens[r.id] = want;
     // Without the server's tokenizer message lengths are estimates: allow 10 %, still far from a
@@ -137,6 +140,7 @@ ValidationInput MakeValidationInput(const Row& row, const TrialPlan& plan,
     in.recount_unavailable = "the trial recorded no re-count (recount.json)";
   }
   ExpectPromptTokens(row, plan, ev, &in);
+  ExpectReuse(row, plan, measured, &in);
   return in;
 }
 

@@ -7,12 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "capq/measurement/arrival.h"
 #include "capq/measurement/decode.h"
 #include "capq/measurement/metrics.h"
 #include "capq/measurement/stability.h"
 #include "capq/measurement/validator.h"
 #include "capq/model/plan.h"
 #include "capq/model/row.h"
+#include "capq/protocol/capacity_data.h"
 
 namespace capq {
 class Target;
@@ -92,5 +94,16 @@ struct ReadBackOutcome {
 // SHA-256 and the chunk count), else `problem` names the request and the evidence does not hold.
 void ReadBackRecord(RequestResult&& back, RequestResult* live, Target& target,
                     ReadBackOutcome* out);
+
+// A reuse row (trial_reuse.cc): the reuse each measured request is declared to be served (the
+// plan's, and for a session's later turn its previous turn's prompt and completion tokens) and
+// the conversation each later turn must have resent.
+void ExpectReuse(const Row& row, const TrialPlan& plan, const std::vector<RequestResult>& measured,
+                 ValidationInput* in);
+// The trial's declared and served hit ratio and applied think times (capacity_data.h).
+ReuseFigures MeasureReuse(const TrialPlan& plan, const ValidationInput& in, double time_scale);
+// A session row's measured arrivals: its sessions, `plan.concurrency` at once, their think times
+// in wall time; the plan and row must outlive the load.
+ArrivalFactory SessionArrivalFactory(const Row& row, const TrialPlan& plan, double time_scale);
 
 }  // namespace capq::internal

@@ -40,4 +40,9 @@ std::vector<int> AssignPrefixes(const PrefixReuse& prefix, int n, uint64_t seed)
 // The group of prefix `p` (an index as above).
 const PrefixGroup& GroupOfPrefix(const PrefixReuse& prefix, int p);
 
+// The reuse a row declares, in words: "2 prefixes of 768 tokens for 75% of prompts", "4 turns, +128
+// tokens a turn, think exponential mean 1 s", "trajectories from agent_sessions.jsonl (3
+// sessions)"; "" for a row without reuse.
+std::string ReuseInWords(const Row& row);
+
 }  // namespace capq
