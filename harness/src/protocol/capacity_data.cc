@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "capq/model/reuse.h"
 #include "capq/protocol/recommend.h"
 
 namespace capq {
@@ -161,6 +162,7 @@ json RowInfoToJson(const RowInfo& r) {
   }
   out["arrival"] = arrival;
   if (!r.mix.empty()) out["mix"] = MixInfoToJson(r.mix);
+  if (!r.reuse.empty()) out["reuse"] = r.reuse;
   return out;
 }
 
@@ -222,6 +224,7 @@ Result<RowInfo> RowInfoFromJson(const json& j) {
     r.expected_rmax_rps = j["expected_rmax_rps"].get<double>();
   }
   r.mix = MixInfoFromJson(j.value("mix", json::array()));
+  r.reuse = Get<std::string>(j, "reuse", "");
   return r;
 }
 
@@ -342,6 +345,7 @@ TrialSummary TrialFromJson(const json& j) {
   t.start_offset_s = Get<double>(j, "start_offset_s", 0);
   t.wall_s = Get<double>(j, "wall_s", 0);
   t.classes = ClassVerdictsFromJson(j.value("classes", json::array()));
+  if (j.contains("reuse") && j["reuse"].is_object()) t.reuse = ReuseFiguresFromJson(j["reuse"]);
   return t;
 }
 
@@ -542,6 +546,7 @@ RowInfo RowInfoFromRow(const Row& row) {
   }
   if (row.mix) r.mix = row.mix->classes;
   for (MixClass& c : r.mix) c.samples.clear();
+  r.reuse = ReuseInWords(row);
   return r;
 }
 
@@ -697,6 +702,7 @@ json TrialSummaryToJson(const TrialSummary& t) {
     j["latency"] = nullptr;
   }
   if (!t.classes.empty()) j["classes"] = ClassVerdictsToJson(t.classes);
+  if (t.reuse) j["reuse"] = ReuseFiguresToJson(*t.reuse);
   return j;
 }
 
@@ -1012,6 +1018,7 @@ Result<TrialSummary> ReadTrialDir(const std::string& dir) {
       t.prompt_tokens_max = Get<int64_t>(m, "prompt_tokens_max", 0);
       t.tokens_per_chunk_mean = GetNum(m, "tokens_per_chunk_mean");
       if (!std::isfinite(t.tokens_per_chunk_mean)) t.tokens_per_chunk_mean = 0;
+      if (m.contains("reuse") && m["reuse"].is_object()) t.reuse = ReuseFiguresFromJson(m["reuse"]);
     } catch (const json::exception& e) {
       return Status::InvalidArgument(dir + "/metrics.json: " + e.what());
     }
@@ -1050,6 +1057,26 @@ Result<TrialSummary> ReadTrialDir(const std::string& dir) {
   }
   t.classes = ClassVerdictsFromJson(v.value("classes", json::array()));
   return t;
+}
+
+json ReuseFiguresToJson(const ReuseFigures& r) {
+  return json{{"requests", r.requests},
+              {"declared_ratio", Num(r.declared_ratio)},
+              {"served_ratio", Num(r.served_ratio)},
+              {"think_turns", r.think_turns},
+              {"think_declared_mean_s", Num(r.think_declared_mean_s)},
+              {"think_applied_mean_s", Num(r.think_applied_mean_s)}};
+}
+
+ReuseFigures ReuseFiguresFromJson(const json& j) {
+  ReuseFigures r;
+  r.requests = Get<int>(j, "requests", 0);
+  r.declared_ratio = GetNum(j, "declared_ratio");
+  r.served_ratio = GetNum(j, "served_ratio");
+  r.think_turns = Get<int>(j, "think_turns", 0);
+  r.think_declared_mean_s = GetNum(j, "think_declared_mean_s");
+  r.think_applied_mean_s = GetNum(j, "think_applied_mean_s");
+  return r;
 }
 
 }  // namespace capq

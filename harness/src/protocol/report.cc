@@ -10,6 +10,7 @@
 #include "capq/protocol/qualify.h"
 #include "capq/protocol/recommend.h"
 #include "report_mix.h"
+#include "report_reuse.h"
 #include "report_svg.h"
 #include "report_tiers.h"
 
@@ -1278,7 +1279,9 @@ std::string RenderReportHtml(const CapacityData& d) {
   html += "<h3>Boundary per row</h3>\n" + TblRows(d);
   html += "<h3>Rows at their maximum passing concurrency</h3>\n" + TblMaxPass(d);
   html += "<h3>Correctness totals</h3>\n" + TblCorrectness(d);
-  for (const auto& q : d.rows) html += RowSection(q) + report::MixSection(d, q);
+  for (const auto& q : d.rows) {
+    html += RowSection(q) + report::MixSection(d, q) + report::ReuseSection(q);
+  }
   html +=
       "<p class=\"muted\">A result for one pinned identity and one workload row; requalify "
       "when the image, checkpoint, runtime, driver, graph policy, speculative settings or "

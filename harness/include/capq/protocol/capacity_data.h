@@ -42,6 +42,19 @@ struct PredictedPoint {
 
 // One trial as the capacity data keeps it. Durations are in the row's time base (virtual ms on
 // simulator rows, as the trial reported them).
+// A reuse row's trial (metrics.json "reuse"): the hit ratio it declared and the one served, over
+// the measured requests with a declared reuse and a cache counter, and a session row's think
+// times, declared by the plan and applied by the load (send of a turn minus the end of the one
+// before, in the server's seconds).
+struct ReuseFigures {
+  int requests = 0;
+  double declared_ratio = 0, served_ratio = 0;
+  int think_turns = 0;  // later turns sent
+  double think_declared_mean_s = 0, think_applied_mean_s = 0;
+};
+nlohmann::json ReuseFiguresToJson(const ReuseFigures& r);
+ReuseFigures ReuseFiguresFromJson(const nlohmann::json& j);
+
 struct TrialSummary {
   std::string phase;  // "baseline" | "probe" | "confirm"
   // The load level: the concurrency C, or on a rate row the rate in steps (rate_rps below).
@@ -104,6 +117,7 @@ struct TrialSummary {
   double wall_s = 0;          // wall seconds the trial took (preparation included)
   // A mixed row: each class's requests, TTFT tail and gates (verdict.json "classes").
   std::vector<ClassVerdict> classes;
+  std::optional<ReuseFigures> reuse;  // a reuse row's (metrics.json "reuse")
 
   bool passed() const { return outcome == "pass"; }
   // measured / below_ms of the gate nearest to failing (largest ratio); NaN when unknown.
@@ -164,8 +178,11 @@ struct RowInfo {
   std::optional<double> expected_rmax_rps;
   // A mixed row's classes and shares in the row's order (samples not kept); empty otherwise.
   std::vector<MixClass> mix;
+  // A reuse row's declared reuse in words ("2 prefixes of 768 tokens for 75% of prompts", "4
+  // turns, +128 tokens each, think exponential mean 1 s"); "" otherwise.
+  std::string reuse;
 
-  bool open_loop() const { return arrival != "closed_loop"; }
+  bool open_loop() const { return arrival != "closed_loop" && arrival != "sessions"; }
   // How this row's load levels read (capq/model/row.h): "C=6" or "R=1.25 rps".
   LoadScale scale() const { return LoadScale{open_loop(), open_loop() ? rate_step_rps : 0}; }
 };
