@@ -58,6 +58,11 @@ struct EngineProfile {
   // "Template prefix and cached_tokens"; recordings 10 and 12). It still counts in
   // chat_template_tokens and template_prefix_tokens.
   bool template_bos = false;
+  // Tokens the template puts after each assistant message of a multi-turn chat: the end of that
+  // turn and the next role's header (sim/tokenizer.h). 5 is ChatML's (Qwen) "<|im_end|>", "\n",
+  // "<|im_start|>", "user", "\n"; Phi-3's "<|end|>\n<|user|>\n" (conformance/llamacpp recording
+  // 11) is a similar run. A chat without an assistant message never has them.
+  int chat_turn_tokens = 5;
 
   // llama.cpp's cache (conformance/llamacpp/INDEX.md, "Template prefix and cached_tokens" and
   // "Host-RAM prompt cache"; tools/server/ is ts/ below, commit d32676d77):
