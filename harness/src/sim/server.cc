@@ -1401,6 +1401,11 @@ void SimServer::Impl::HandleChat(evhttp_request* req) {
   s->pending.prompt_tokens = std::move(ids);
   s->pending.max_new_tokens = max_tokens;
   s->pending.eos_at_tokens = eos_at;
+  // The caches keep the ids of the words this stream sends, so the next turn of a chat, which
+  // quotes them as its assistant message, finds them.
+  s->pending.output_token = [hash = s->out_hash, seed = s->out_seed](int64_t i) {
+    return WordTokenId(OutputWord(hash, seed, i));
+  };
   s->eos_at = eos_at;
   s->eos_is_token = spec->llamacpp_stream;
   SetChunkHeadAndTail(s.get());
