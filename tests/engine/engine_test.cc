@@ -470,6 +470,30 @@ TEST(EngineTest, FinishedRequestsCacheTheirOutputSoTheNextTurnHitsIt) {
   EXPECT_EQ(cold.engine().stats().cached_tokens_total, 0);
 }
 
+// vLLM's prefix cache: whole blocks in, whole blocks out.
+TEST(EngineTest, BlockGranularCacheHoldsAndServesWholeBlocksOnly) {
+  EngineProfile p = TestProfile();
+  p.cache_block_tokens = 16;
+  Driver d(p);
+  const std::vector<uint32_t> p1 = Prompt(100, 63);
+  SubmitWithOutput(d, 1, p1, 10, 1, 0);
+  d.RunUntilIdle();
+  EXPECT_EQ(d.engine().stats().cache_tokens, (100 + 10 - 1) / 16 * 16);  // 96 of 109
+  SubmitWithOutput(d, 2, p1, 10, 1, d.now() + kMs);
+  d.RunUntilIdle();
+  EXPECT_EQ(d.First(2, Kind::kAdmitted)->cached_tokens, 96);  // 99 matched, 6 blocks
+  const std::vector<uint32_t> p2 = NextTurn(p1, 1, 10, 40);   // 150 tokens
+  SubmitWithOutput(d, 3, p2, 10, 2, d.now() + kMs);
+  d.RunUntilIdle();
+  EXPECT_EQ(d.First(3, Kind::kAdmitted)->cached_tokens, 96);  // the cache holds 6 blocks
+  // A prompt of one block: prompt - 1 leaves no whole block to serve.
+  SubmitWithOutput(d, 4, Prompt(16, 64), 4, 4, d.now() + kMs);
+  d.RunUntilIdle();
+  SubmitWithOutput(d, 5, Prompt(16, 64), 4, 4, d.now() + kMs);
+  d.RunUntilIdle();
+  EXPECT_EQ(d.First(5, Kind::kAdmitted)->cached_tokens, 0);
+}
+
 // Cached output counts in the pool like cached prompts: when admissions need the room, a
 // session's history is evicted (least recently used first) and its next turn goes cold.
 TEST(EngineTest, CachedHistoryIsEvictedUnderPoolPressure) {

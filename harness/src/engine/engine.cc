@@ -91,7 +91,10 @@ struct Engine::Impl {
       Release(*r);
       if (!r->cancelled && profile.prefix_cache && !slots) {
         const std::vector<uint32_t> kv = KvTokens(*r);
-        cache.Insert(kv.data(), static_cast<int64_t>(kv.size()));
+        int64_t n = static_cast<int64_t>(kv.size());
+        if (profile.cache_block_tokens > 0)
+          n = n / profile.cache_block_tokens * profile.cache_block_tokens;
+        cache.Insert(kv.data(), n);
         // Inserting cannot outgrow the pool: the request's reservation covered these tokens
         // (prompt + max_new_tokens > prompt + output - 1); what no longer fits is evicted LRU.
         cache.EvictDownTo(profile.max_total_tokens - reserved_tokens);
@@ -162,6 +165,11 @@ struct Engine::Impl {
         auto m = cache.Match(r.prompt.data(), r.prompt_len - 1);
         node = m.first;
         cached = m.second;
+        if (const int64_t block = profile.cache_block_tokens; block > 0 && cached % block != 0) {
+          m = cache.Match(r.prompt.data(), cached / block * block);  // whole blocks only
+          node = m.first;
+          cached = m.second;
+        }
       }
       int64_t need = RoundUp(r.prompt_len - cached + r.max_new, page);
       const int64_t pinned_base = reserved_tokens + cache.locked_tokens();

@@ -1479,7 +1479,11 @@ Result<std::unique_ptr<SimServer>> SimServer::Start(const ServerOptions& options
   }
   if (!options.truth_log_path.empty())
     CAPQ_RETURN_IF_ERROR(impl->truth.Open(options.truth_log_path));
-  impl->engine = std::make_unique<engine::Engine>(impl->profile);
+  EngineProfile engine_profile = impl->profile;
+  // vLLM caches and reports whole KV blocks only (engine/profile.h, cache_block_tokens).
+  if (options.dialect == Dialect::kVllm)
+    engine_profile.cache_block_tokens = impl->profile.page_size;
+  impl->engine = std::make_unique<engine::Engine>(engine_profile);
 
   // A write to a socket the client closed raises SIGPIPE; the server must see EPIPE instead.
   struct sigaction old_sa {};

@@ -26,7 +26,8 @@
 //    SGLang's RadixCache.cache_finished_req inserts (origin_input_ids + output_ids) cut to
 //    kv_committed_len, python/sglang/srt/mem_cache/radix_cache.py at 006b0e3d). A new request
 //    skips prefill of its longest cached prefix and reports it as cached_tokens, so a chat's next
-//    turn finds the previous turn's prompt and output. Flush clears it when idle.
+//    turn finds the previous turn's prompt and output. Flush clears it when idle. With
+//    cache_block_tokens (vLLM's blocks) hits and inserts are cut to whole blocks.
 //  - cache_model slots (llama.cpp): max_running_requests slots, each holding the tokens its KV
 //    kept from its last task (prompt + output - 1). There is no shared pool: a request waits
 //    (FCFS) only for an idle slot and fits if prompt + max_new_tokens <= context_length. At each
