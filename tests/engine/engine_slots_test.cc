@@ -2,6 +2,7 @@
 // terms: a 4-token template prefix shared by every chat prompt, 6 suffix tokens, 8 slots.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <set>
 
@@ -43,13 +44,16 @@ class SlotsDriver {
 
   // Submits the requests at one instant and runs until the engine is idle; returns each one's
   // cached_tokens.
-  std::vector<int64_t> Run(const std::vector<std::vector<uint32_t>>& prompts, int64_t max_new) {
+  // `outputs[i]`, when given, names request i's output ids.
+  std::vector<int64_t> Run(const std::vector<std::vector<uint32_t>>& prompts, int64_t max_new,
+                           const std::vector<std::function<uint32_t(int64_t)>>& outputs = {}) {
     std::vector<uint64_t> ids;
-    for (const auto& prompt : prompts) {
+    for (size_t i = 0; i < prompts.size(); ++i) {
       EngineRequest r;
       r.id = next_id_++;
-      r.prompt_tokens = prompt;
+      r.prompt_tokens = prompts[i];
       r.max_new_tokens = max_new;
+      if (i < outputs.size()) r.output_token = outputs[i];
       ids.push_back(r.id);
       engine_.Submit(std::move(r), now_);
     }
@@ -231,6 +235,56 @@ TEST(EngineSlotsTest, IdleStartDelayBatchesNearSimultaneousArrivals) {
   const VirtNs idle_at = events.back().t;
   submit(3, idle_at + kMs);
   EXPECT_EQ(e.NextEventTime(), idle_at + 5 * kMs);
+}
+
+// A chat's second turn as a per-message template renders it: the whole turn 1 prompt, its output,
+// the end-of-turn and user markers, new words and the suffix.
+std::vector<uint32_t> SecondTurn(const std::vector<uint32_t>& turn1, int64_t output) {
+  std::vector<uint32_t> t = turn1;
+  for (int64_t i = 0; i < output; ++i) t.push_back(500000 + static_cast<uint32_t>(i));
+  for (uint32_t id : {32007u, 29871u, 13u, 32010u, 29871u, 13u, 777u, 778u}) t.push_back(id);
+  for (uint32_t id : {32007u, 29871u, 13u, 32001u, 29871u, 13u}) t.push_back(id);
+  return t;
+}
+
+uint32_t TurnOneOutput(int64_t i) { return 500000 + static_cast<uint32_t>(i); }
+
+// The slot keeps prompt + output - 1 with the ids the stream sent, and the next turn goes to the
+// slot whose tokens share the most with it (ts/server-context.cpp:1600-1676).
+TEST(EngineSlotsTest, SecondTurnFindsItsHistoryInItsSlot) {
+  const std::vector<uint32_t> t1 = Chat(4000, 100);
+  ASSERT_EQ(t1.size(), 110u);
+  const std::vector<uint32_t> t2 = SecondTurn(t1, 16);
+  SlotsDriver d(SlotsProfile(true));
+  d.Run({t1}, 16, {TurnOneOutput});
+  const auto held = d.engine().Slots();
+  EXPECT_EQ(held[7].n_kv_tokens, 110 + 16 - 1);
+  // Another idle slot holds a shorter match; the history's slot still wins.
+  d.Run({Chat(4001, 50)}, 16);
+  const auto cached = d.Run({t2}, 16)[0];
+  EXPECT_EQ(cached, 110 + 16 - 1);
+}
+
+// Other tasks took the history's slot in between: it is gone from the slots, and only the host
+// prompt cache (which copied it when they launched) brings it back, as on the real server.
+TEST(EngineSlotsTest, SecondTurnAfterItsSlotWasReusedNeedsTheHostCache) {
+  const std::vector<uint32_t> t1 = Chat(4000, 100);
+  const std::vector<uint32_t> t2 = SecondTurn(t1, 16);
+  std::vector<std::vector<uint32_t>> others;
+  for (uint32_t k = 0; k < 8; ++k) others.push_back(Chat(5000 + k, 60));
+  for (bool host : {true, false}) {
+    SCOPED_TRACE(host ? "host cache" : "no host cache");
+    SlotsDriver d(SlotsProfile(host));
+    d.Run({t1}, 16, {TurnOneOutput});
+    d.Run(others, 16);  // all eight slots run other chats
+    for (const auto& s : d.engine().Slots()) EXPECT_LT(s.n_kv_tokens, 110);
+    const int64_t cached = d.Run({t2}, 16)[0];
+    if (host) {
+      EXPECT_EQ(cached, 110 + 16 - 1);
+    } else {
+      EXPECT_EQ(cached, 4);  // the template prefix every chat shares
+    }
+  }
 }
 
 }  // namespace

@@ -254,6 +254,22 @@ TEST(ProfileTest, LlamacppKeysParseAndEnterTheDigestOnlyWhenSet) {
               HasSubstr("template_bos"));
 }
 
+TEST(ProfileTest, ChatTurnTokensParseAndEnterTheDigestOnlyWhenSet) {
+  auto base = ParseProfile(kMinimal, "m.yaml");
+  ASSERT_TRUE(base.ok());
+  EXPECT_EQ(base->chat_turn_tokens, 5);
+  auto p = ParseProfile("name: t\nchat_turn_tokens: 4\n", "t.yaml");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->chat_turn_tokens, 4);
+  EXPECT_EQ(nlohmann::json::parse(CanonicalProfileJson(*p))["chat_turn_tokens"], 4);
+  EXPECT_NE(ProfileDigest(*p), ProfileDigest(*base));
+  auto d = ParseProfile("name: t\nchat_turn_tokens: 5\n", "d.yaml");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(CanonicalProfileJson(*d), CanonicalProfileJson(*base));
+  EXPECT_THAT(ParseProfile("name: t\nchat_turn_tokens: -1\n", "b.yaml").status().message(),
+              HasSubstr("chat_turn_tokens"));
+}
+
 TEST(ProfileTest, DigestOfTheDefaultProfileIsPinned) {
   // A change to the canonical form changes the identity of every pinned sim row; this golden value
   // (sha256sum of the canonical text) makes such a change deliberate.

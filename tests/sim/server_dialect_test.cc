@@ -81,10 +81,27 @@ TEST_F(VllmTest, ChunksLeaveUnsetKeysOutAndUsageDefaultsOnWithStreamOptions) {
   EXPECT_EQ(json::parse(bad.body)["error"]["code"], 400);
 }
 
+// 30 words + 10 template tokens: a repeat hits 39 tokens, which vLLM serves as two whole 16-token
+// blocks (page_size 16 is its --block-size).
+std::string ThirtyWords() {
+  std::string s;
+  for (int i = 0; i < 30; ++i) s += (i ? " w" : "w") + std::to_string(i);
+  return s;
+}
+
+TEST_F(VllmTest, CachedTokensAreWholeBlocks) {
+  const std::string p = ThirtyWords();
+  EXPECT_EQ(Cached(Decode(Chat(url_, ChatBody(p, 2, true)))), 0);
+  EXPECT_EQ(Cached(Decode(Chat(url_, ChatBody(p, 2, true)))), 32);
+  // A prompt shorter than a block is never served from cache, not even the template prefix.
+  Chat(url_, ChatBody("short", 2, true));
+  EXPECT_EQ(Cached(Decode(Chat(url_, ChatBody("short", 2, true)))), 0);
+}
+
 TEST_F(VllmTest, ResetPrefixCacheIs200EvenWhenItCannotReset) {
-  const std::string p = "keep me cached";
+  const std::string p = ThirtyWords();
   Chat(url_, ChatBody(p, 2, true));
-  EXPECT_EQ(Cached(Decode(Chat(url_, ChatBody(p, 2, true)))), 12);
+  EXPECT_EQ(Cached(Decode(Chat(url_, ChatBody(p, 2, true)))), 32);
   // Idle: 200 and the cache is gone.
   HttpResult r = Post(url_ + "/reset_prefix_cache", "");
   EXPECT_EQ(r.status, 200);
@@ -109,12 +126,12 @@ TEST_F(VllmTest, ResetPrefixCacheIs200EvenWhenItCannotReset) {
     engine::EngineStats st = slow->engine_stats();
     return st.running == 0 && st.waiting == 0;
   }));
-  EXPECT_EQ(Cached(Decode(Chat(surl, ChatBody(p, 2, true)))), 12);
+  EXPECT_EQ(Cached(Decode(Chat(surl, ChatBody(p, 2, true)))), 32);
 }
 
 TEST_F(VllmTest, MetricsHaveVllmNames) {
-  Chat(url_, ChatBody("m", 2, true));
-  Chat(url_, ChatBody("m", 2, true));
+  Chat(url_, ChatBody(ThirtyWords(), 2, true));
+  Chat(url_, ChatBody(ThirtyWords(), 2, true));
   std::string m = Get(url_ + "/metrics").body;
   for (const char* name :
        {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
@@ -123,11 +140,11 @@ TEST_F(VllmTest, MetricsHaveVllmNames) {
         "vllm:generation_tokens_total"}) {
     EXPECT_NE(m.find(name), std::string::npos) << name;
   }
-  // 1 word + 10 template, twice; the second hit 10 tokens.
-  EXPECT_NE(m.find("vllm:prefix_cache_queries_total{model_name=\"sim-model\",engine=\"0\"} 22\n"),
+  // 30 words + 10 template, twice; the second hit two 16-token blocks.
+  EXPECT_NE(m.find("vllm:prefix_cache_queries_total{model_name=\"sim-model\",engine=\"0\"} 80\n"),
             std::string::npos)
       << m;
-  EXPECT_NE(m.find("vllm:prefix_cache_hits_total{model_name=\"sim-model\",engine=\"0\"} 10\n"),
+  EXPECT_NE(m.find("vllm:prefix_cache_hits_total{model_name=\"sim-model\",engine=\"0\"} 32\n"),
             std::string::npos);
   EXPECT_EQ(m.find("sglang:"), std::string::npos);
 }

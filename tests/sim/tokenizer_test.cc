@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 namespace capq::sim {
@@ -88,6 +89,72 @@ TEST(TokenizerTest, RenderedTemplateTokenizesToTheTemplateIds) {
   }
   EXPECT_EQ(ApplyChatTemplate("x", ChatTemplate{10, 4, true})[0], BosTokenId());
   EXPECT_EQ(ApplyChatTemplate("x", 10, 3), ApplyChatTemplate("x", ChatTemplate{10, 3, false}));
+}
+
+ChatTemplate MultiTurnTemplate(bool bos) { return ChatTemplate{10, 3, bos, 4}; }
+
+TEST(TokenizerTest, ChatsWithoutAnAssistantMessageRenderAsTheirJoinedText) {
+  for (bool bos : {false, true}) {
+    const ChatTemplate t = MultiTurnTemplate(bos);
+    const std::vector<ChatMessage> one = {{"user", "one two"}};
+    EXPECT_EQ(ApplyChatTemplate(one, t), ApplyChatTemplate("one two\n", t));
+    EXPECT_EQ(RenderChatTemplate(one, t), RenderChatTemplate("one two\n", t));
+    const std::vector<ChatMessage> two = {{"system", "be brief"}, {"user", "one two"}};
+    EXPECT_EQ(ApplyChatTemplate(two, t), ApplyChatTemplate("be brief\none two\n", t));
+    EXPECT_EQ(RenderChatTemplate(two, t), RenderChatTemplate("be brief\none two\n", t));
+    EXPECT_EQ(ApplyChatTemplate(two, t).size(), 4u + 10u);
+  }
+}
+
+// The property multi-turn sessions rely on: turn t's prompt, then the ids of the text streamed for
+// it, is a prefix of turn t + 1's prompt, which quotes that text as an assistant message.
+TEST(TokenizerTest, EachTurnStartsWithThePreviousPromptAndItsOutput) {
+  for (bool bos : {false, true}) {
+    const ChatTemplate t = MultiTurnTemplate(bos);
+    std::vector<ChatMessage> chat = {{"system", "be brief"}, {"user", "first question"}};
+    for (int turn = 0; turn < 5; ++turn) {
+      const std::vector<uint32_t> prompt = ApplyChatTemplate(chat, t);
+      std::string output;
+      AppendOutputWords(PromptHash(prompt), 0, 0, 7 + turn, &output);
+      std::vector<uint32_t> history = prompt;
+      TokenizeWords(output, &history);
+      chat.push_back({"assistant", output});
+      chat.push_back({"user", "question " + std::to_string(turn)});
+      const std::vector<uint32_t> next = ApplyChatTemplate(chat, t);
+      // + 4 turn markers + 2 user words + 7 suffix tokens.
+      ASSERT_EQ(next.size(), history.size() + 4 + 2 + 7) << turn;
+      EXPECT_TRUE(std::equal(history.begin(), history.end(), next.begin())) << turn;
+      // The suffix still ends the prompt: the same generation prompt as a one-message chat.
+      const std::vector<uint32_t> single = ApplyChatTemplate({{"user", "x"}}, t);
+      EXPECT_TRUE(std::equal(single.end() - 7, single.end(), next.end() - 7));
+      // The rendered text tokenizes to the same ids (less the BOS, which add_special puts back).
+      std::vector<uint32_t> rendered;
+      if (bos) rendered.push_back(BosTokenId());
+      TokenizeWords(RenderChatTemplate(chat, t), &rendered);
+      EXPECT_EQ(rendered, next);
+    }
+  }
+}
+
+TEST(TokenizerTest, TurnMarkersFollowEachAssistantMessage) {
+  const ChatTemplate t = MultiTurnTemplate(false);
+  const std::vector<ChatMessage> chat = {{"user", "a"}, {"assistant", "b"}, {"user", "c"}};
+  const std::string text = RenderChatTemplate(chat, t);
+  EXPECT_EQ(text,
+            "<|capq_template_0|> <|capq_template_1|> <|capq_template_2|>\n"
+            "a\n"
+            "<|capq_template_3|> <|capq_template_4|> <|capq_template_5|> <|capq_template_6|> "
+            "<|capq_template_7|> <|capq_template_8|> <|capq_template_9|>\n"
+            "b\n"
+            "<|capq_turn_0|> <|capq_turn_1|> <|capq_turn_2|> <|capq_turn_3|>\n"
+            "c\n"
+            "<|capq_template_3|> <|capq_template_4|> <|capq_template_5|> <|capq_template_6|> "
+            "<|capq_template_7|> <|capq_template_8|> <|capq_template_9|>\n");
+  EXPECT_EQ(ApplyChatTemplate(chat, t).size(), 3u + 10u + 4u + 7u);
+  // No turn markers configured: the assistant message runs straight into the next user one.
+  ChatTemplate bare = t;
+  bare.turn_tokens = 0;
+  EXPECT_EQ(ApplyChatTemplate(chat, bare).size(), 3u + 10u + 7u);
 }
 
 }  // namespace

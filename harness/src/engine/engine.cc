@@ -45,6 +45,7 @@ struct Engine::Impl {
     int64_t stop_at = 0;  // output length at which the request finishes
     bool stop_is_eos = false;
     uint64_t prompt_hash = 0;
+    std::function<uint32_t(int64_t)> output_token;
     int64_t cached = 0;
     int64_t prefilled = 0;  // prompt tokens whose KV exists (cached + computed)
     int64_t generated = 0;
@@ -89,8 +90,13 @@ struct Engine::Impl {
     for (auto& r : retiring) {
       Release(*r);
       if (!r->cancelled && profile.prefix_cache && !slots) {
-        cache.Insert(r->prompt.data(), r->prompt_len);
-        // Inserting cannot outgrow the pool: the request's reservation covered these tokens.
+        const std::vector<uint32_t> kv = KvTokens(*r);
+        int64_t n = static_cast<int64_t>(kv.size());
+        if (profile.cache_block_tokens > 0)
+          n = n / profile.cache_block_tokens * profile.cache_block_tokens;
+        cache.Insert(kv.data(), n);
+        // Inserting cannot outgrow the pool: the request's reservation covered these tokens
+        // (prompt + max_new_tokens > prompt + output - 1); what no longer fits is evicted LRU.
         cache.EvictDownTo(profile.max_total_tokens - reserved_tokens);
       }
     }
@@ -128,16 +134,20 @@ struct Engine::Impl {
     }
   }
 
-  // What a slot's KV holds when its task ends: the prompt evaluated so far and every output token
-  // but the last (sampled, never decoded). Output ids are pseudo-random per (prompt, position).
+  // What a request's KV holds when it ends: the prompt evaluated so far and every output token
+  // but the last (sampled, never decoded). A slot keeps it; the radix cache inserts it.
   std::vector<uint32_t> KvTokens(const Req& r) const {
     std::vector<uint32_t> kv(r.prompt.begin(), r.prompt.begin() + r.prefilled);
     if (r.prefilled == r.prompt_len) {
-      for (int64_t i = 0; i + 1 < r.generated; ++i) {
-        kv.push_back(static_cast<uint32_t>(SplitMix64(r.prompt_hash + static_cast<uint64_t>(i))));
-      }
+      kv.reserve(kv.size() + static_cast<size_t>(std::max<int64_t>(0, r.generated - 1)));
+      for (int64_t i = 0; i + 1 < r.generated; ++i) kv.push_back(OutputToken(r, i));
     }
     return kv;
+  }
+
+  static uint32_t OutputToken(const Req& r, int64_t i) {
+    if (r.output_token) return r.output_token(i);
+    return static_cast<uint32_t>(SplitMix64(r.prompt_hash + static_cast<uint64_t>(i)));
   }
 
   void Admit(VirtNs now) {
@@ -155,6 +165,11 @@ struct Engine::Impl {
         auto m = cache.Match(r.prompt.data(), r.prompt_len - 1);
         node = m.first;
         cached = m.second;
+        if (const int64_t block = profile.cache_block_tokens; block > 0 && cached % block != 0) {
+          m = cache.Match(r.prompt.data(), cached / block * block);  // whole blocks only
+          node = m.first;
+          cached = m.second;
+        }
       }
       int64_t need = RoundUp(r.prompt_len - cached + r.max_new, page);
       const int64_t pinned_base = reserved_tokens + cache.locked_tokens();
@@ -380,6 +395,7 @@ void Engine::Submit(EngineRequest request, VirtNs now) {
   r->prompt_len = static_cast<int64_t>(request.prompt_tokens.size());
   r->max_new = request.max_new_tokens;
   r->prompt = std::move(request.prompt_tokens);
+  r->output_token = std::move(request.output_token);
   const char* reject = nullptr;
   if (r->prompt_len < 1 || r->max_new < 1) {
     reject = "invalid";

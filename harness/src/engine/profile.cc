@@ -82,6 +82,7 @@ const std::vector<std::pair<std::string_view, Setter>>& Fields() {
       {"template_prefix_tokens", Field(&EngineProfile::template_prefix_tokens)},
       {"eos_min_tokens", Field(&EngineProfile::eos_min_tokens)},
       {"template_bos", Field(&EngineProfile::template_bos)},
+      {"chat_turn_tokens", Field(&EngineProfile::chat_turn_tokens)},
       {"cache_model",
        [](const YAML::Node& n, EngineProfile* p) {
          std::string v;
@@ -145,6 +146,7 @@ Status ValidateProfile(const EngineProfile& p) {
     return bad("template_prefix_tokens", "must be within [0, chat_template_tokens]");
   }
   if (p.eos_min_tokens < 1) return bad("eos_min_tokens", "must be >= 1");
+  if (p.chat_turn_tokens < 0) return bad("chat_turn_tokens", "must be >= 0");
   if (p.template_bos && p.template_prefix_tokens < 1) {
     return bad("template_bos", "needs template_prefix_tokens >= 1 (the BOS is the first one)");
   }
@@ -253,6 +255,7 @@ std::string CanonicalProfileJson(const EngineProfile& p) {
   };
   const EngineProfile d;
   if (p.template_bos != d.template_bos) j["template_bos"] = p.template_bos;
+  if (p.chat_turn_tokens != d.chat_turn_tokens) j["chat_turn_tokens"] = p.chat_turn_tokens;
   if (p.cache_model != d.cache_model) j["cache_model"] = CacheModelName(p.cache_model);
   if (p.slot_prompt_similarity != d.slot_prompt_similarity) {
     j["slot_prompt_similarity"] = p.slot_prompt_similarity;

@@ -1029,7 +1029,8 @@ void SimServer::Impl::HandleFlush(evhttp_request* req) {
   }
 }
 
-bool MessagesText(const json& messages, std::string* text, std::string* error) {
+bool MessagesText(const json& messages, std::string* text, std::string* error,
+                  std::vector<ChatMessage>* parsed) {
   if (!messages.is_array() || messages.empty()) {
     *error = "'messages' must be a non-empty array";
     return false;
@@ -1046,21 +1047,25 @@ bool MessagesText(const json& messages, std::string* text, std::string* error) {
       return false;
     }
     const json& c = m["content"];
+    ChatMessage msg;
+    msg.role = m["role"].get<std::string>();
     if (c.is_string()) {
-      *text += c.get<std::string>();
+      msg.content = c.get<std::string>();
     } else if (c.is_array()) {
       for (const auto& part : c) {
         if (!part.is_object() || !part.contains("text") || !part["text"].is_string()) {
           *error = at + ": content parts must be {\"type\":\"text\",\"text\":...}";
           return false;
         }
-        *text += part["text"].get<std::string>();
+        msg.content += part["text"].get<std::string>();
       }
     } else if (!c.is_null()) {
       *error = at + ": 'content' must be a string or a list of text parts";
       return false;
     }
+    *text += msg.content;
     *text += '\n';
+    if (parsed) parsed->push_back(std::move(msg));
   }
   return true;
 }
@@ -1114,11 +1119,12 @@ void SimServer::Impl::HandleTokenize(evhttp_request* req) {
     TokenizeWords(body["prompt"].get<std::string>(), &ids);
   } else {
     std::string text, error;
-    if (!MessagesText(body["messages"], &text, &error)) {
+    std::vector<ChatMessage> messages;
+    if (!MessagesText(body["messages"], &text, &error, &messages)) {
       ReplyError(req, 400, error);
       return;
     }
-    ids = ApplyChatTemplate(text, tmpl);
+    ids = ApplyChatTemplate(messages, tmpl);
   }
   json out = {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", profile.context_length}};
   if (!spec->null_keys) out["token_strs"] = nullptr;
@@ -1334,7 +1340,8 @@ void SimServer::Impl::HandleChat(evhttp_request* req) {
   if (!ParseBody(req, &body)) return;
   // Validation, in the order a reader of the error would want to fix things.
   std::string text, error;
-  if (!MessagesText(body.value("messages", json()), &text, &error)) {
+  std::vector<ChatMessage> messages;
+  if (!MessagesText(body.value("messages", json()), &text, &error, &messages)) {
     ReplyError(req, 400, error);
     return;
   }
@@ -1350,7 +1357,7 @@ void SimServer::Impl::HandleChat(evhttp_request* req) {
   }
 
   if (ReplyJsonError200(req, f)) return;
-  std::vector<uint32_t> ids = ApplyChatTemplate(text, tmpl);
+  std::vector<uint32_t> ids = ApplyChatTemplate(messages, tmpl);
   TruncatePrompt(f, &ids);
   const int64_t prompt_tokens = static_cast<int64_t>(ids.size());
   int64_t max_tokens = o.max_tokens;
@@ -1394,6 +1401,11 @@ void SimServer::Impl::HandleChat(evhttp_request* req) {
   s->pending.prompt_tokens = std::move(ids);
   s->pending.max_new_tokens = max_tokens;
   s->pending.eos_at_tokens = eos_at;
+  // The caches keep the ids of the words this stream sends, so the next turn of a chat, which
+  // quotes them as its assistant message, finds them.
+  s->pending.output_token = [hash = s->out_hash, seed = s->out_seed](int64_t i) {
+    return WordTokenId(OutputWord(hash, seed, i));
+  };
   s->eos_at = eos_at;
   s->eos_is_token = spec->llamacpp_stream;
   SetChunkHeadAndTail(s.get());
@@ -1453,8 +1465,9 @@ Result<std::unique_ptr<SimServer>> SimServer::Start(const ServerOptions& options
   if (!profile.ok()) return profile.status();
   impl->profile = profile.value();
   impl->digest = engine::ProfileDigest(impl->profile);
-  impl->tmpl = ChatTemplate{impl->profile.chat_template_tokens,
-                            impl->profile.template_prefix_tokens, impl->profile.template_bos};
+  impl->tmpl =
+      ChatTemplate{impl->profile.chat_template_tokens, impl->profile.template_prefix_tokens,
+                   impl->profile.template_bos, impl->profile.chat_turn_tokens};
   if (impl->profile.cache_model == CacheModel::kSlots) {
     impl->slot_tasks.resize(static_cast<size_t>(impl->profile.max_running_requests));
   }
@@ -1466,7 +1479,11 @@ Result<std::unique_ptr<SimServer>> SimServer::Start(const ServerOptions& options
   }
   if (!options.truth_log_path.empty())
     CAPQ_RETURN_IF_ERROR(impl->truth.Open(options.truth_log_path));
-  impl->engine = std::make_unique<engine::Engine>(impl->profile);
+  EngineProfile engine_profile = impl->profile;
+  // vLLM caches and reports whole KV blocks only (engine/profile.h, cache_block_tokens).
+  if (options.dialect == Dialect::kVllm)
+    engine_profile.cache_block_tokens = impl->profile.page_size;
+  impl->engine = std::make_unique<engine::Engine>(engine_profile);
 
   // A write to a socket the client closed raises SIGPIPE; the server must see EPIPE instead.
   struct sigaction old_sa {};

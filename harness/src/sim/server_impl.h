@@ -62,7 +62,10 @@ struct Stream;
 void AppendPromptDetails(const Stream* s, std::string* usage);
 // Every message's text content joined by newlines (what the sim template wraps); false and a
 // reason when a message is malformed.
-bool MessagesText(const json& messages, std::string* text, std::string* error);
+// Every message's content + "\n", joined (what faults match on), and the messages themselves for
+// the per-message chat template (sim/tokenizer.h).
+bool MessagesText(const json& messages, std::string* text, std::string* error,
+                  std::vector<ChatMessage>* parsed = nullptr);
 void AppendInt(std::string* out, int64_t v);
 const char* ReasonPhrase(int status);
 

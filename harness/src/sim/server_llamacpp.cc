@@ -217,11 +217,12 @@ void SimServer::Impl::HandleApplyTemplate(evhttp_request* req) {
   json body;
   if (!ParseBody(req, &body)) return;
   std::string text, error;
-  if (!MessagesText(body.value("messages", json()), &text, &error)) {
+  std::vector<ChatMessage> messages;
+  if (!MessagesText(body.value("messages", json()), &text, &error, &messages)) {
     ReplyError(req, 400, error);
     return;
   }
-  Reply(req, 200, json{{"prompt", RenderChatTemplate(text, tmpl)}}.dump(), "application/json");
+  Reply(req, 200, json{{"prompt", RenderChatTemplate(messages, tmpl)}}.dump(), "application/json");
 }
 
 // POST /tokenize {"content","add_special","with_pieces"} -> {"tokens":[ids]} or

@@ -20,10 +20,28 @@ std::string TemplateWord(int position) {
 
 uint32_t TemplateId(int position) { return WordTokenId(TemplateWord(position)); }
 
+std::string TurnWord(int position) { return "<|capq_turn_" + std::to_string(position) + "|>"; }
+
+bool IsAssistant(const ChatMessage& m) { return m.role == "assistant"; }
+
+// The markers that follow message k of `n`: the suffix before an assistant message and at the end,
+// the turn markers after an assistant message (then the suffix too if it is the last one).
+struct MarkersAfter {
+  bool turn = false;
+  bool suffix = false;
+};
+MarkersAfter Markers(const std::vector<ChatMessage>& m, size_t k) {
+  MarkersAfter a;
+  a.turn = IsAssistant(m[k]);
+  a.suffix = k + 1 == m.size() || (!a.turn && IsAssistant(m[k + 1]));
+  return a;
+}
+
 ChatTemplate Clamped(ChatTemplate t) {
   t.tokens = std::max(0, t.tokens);
   t.prefix_tokens = std::clamp(t.prefix_tokens, 0, t.tokens);
   t.bos = t.bos && t.prefix_tokens > 0;
+  t.turn_tokens = std::max(0, t.turn_tokens);
   return t;
 }
 
@@ -60,14 +78,48 @@ int64_t CountWords(std::string_view text) { return TokenizeWords(text, nullptr);
 
 uint32_t BosTokenId() { return WordTokenId(kBosText); }
 
+namespace {
+
+void RenderPrefix(const ChatTemplate& t, std::string* out) {
+  for (int i = t.bos ? 1 : 0; i < t.prefix_tokens; ++i) {
+    *out += TemplateWord(i);
+    *out += i + 1 < t.prefix_tokens ? ' ' : '\n';
+  }
+}
+
+// A run of marker words on a line of its own.
+template <typename WordFn>
+void RenderRun(int first, int end, WordFn word, std::string* out) {
+  for (int i = first; i < end; ++i) {
+    // The message text already ends a line (every message does); only words need a separator.
+    if (i > first || (!out->empty() && !IsSpace(out->back()))) *out += i == first ? '\n' : ' ';
+    *out += word(i);
+  }
+  if (end > first) *out += '\n';
+}
+
+void RenderSuffix(const ChatTemplate& t, std::string* out) {
+  RenderRun(t.prefix_tokens, t.tokens, TemplateWord, out);
+}
+
+void PushPrefix(const ChatTemplate& t, std::vector<uint32_t>* ids) {
+  for (int i = 0; i < t.prefix_tokens; ++i)
+    ids->push_back(i == 0 && t.bos ? BosTokenId() : TemplateId(i));
+}
+
+void PushSuffix(const ChatTemplate& t, std::vector<uint32_t>* ids) {
+  for (int i = t.prefix_tokens; i < t.tokens; ++i) ids->push_back(TemplateId(i));
+}
+
+}  // namespace
+
 std::vector<uint32_t> ApplyChatTemplate(std::string_view message_text, const ChatTemplate& tmpl) {
   const ChatTemplate t = Clamped(tmpl);
   std::vector<uint32_t> ids;
   ids.reserve(static_cast<size_t>(t.tokens) + message_text.size() / 4);
-  for (int i = 0; i < t.prefix_tokens; ++i)
-    ids.push_back(i == 0 && t.bos ? BosTokenId() : TemplateId(i));
+  PushPrefix(t, &ids);
   TokenizeWords(message_text, &ids);
-  for (int i = t.prefix_tokens; i < t.tokens; ++i) ids.push_back(TemplateId(i));
+  PushSuffix(t, &ids);
   return ids;
 }
 
@@ -80,19 +132,41 @@ std::vector<uint32_t> ApplyChatTemplate(std::string_view message_text, int chat_
 std::string RenderChatTemplate(std::string_view message_text, const ChatTemplate& tmpl) {
   const ChatTemplate t = Clamped(tmpl);
   std::string out;
-  for (int i = t.bos ? 1 : 0; i < t.prefix_tokens; ++i) {
-    out += TemplateWord(i);
-    out += i + 1 < t.prefix_tokens ? ' ' : '\n';
-  }
+  RenderPrefix(t, &out);
   out.append(message_text);
-  for (int i = t.prefix_tokens; i < t.tokens; ++i) {
-    // The message text already ends a line (every message does); only words need a separator.
-    if (i > t.prefix_tokens || (!out.empty() && !IsSpace(out.back()))) {
-      out += i == t.prefix_tokens ? '\n' : ' ';
+  RenderSuffix(t, &out);
+  return out;
+}
+
+std::vector<uint32_t> ApplyChatTemplate(const std::vector<ChatMessage>& messages,
+                                        const ChatTemplate& tmpl) {
+  const ChatTemplate t = Clamped(tmpl);
+  std::vector<uint32_t> ids;
+  PushPrefix(t, &ids);
+  for (size_t k = 0; k < messages.size(); ++k) {
+    TokenizeWords(messages[k].content, &ids);
+    const MarkersAfter a = Markers(messages, k);
+    if (a.turn) {
+      for (int i = 0; i < t.turn_tokens; ++i) ids.push_back(WordTokenId(TurnWord(i)));
     }
-    out += TemplateWord(i);
+    if (a.suffix) PushSuffix(t, &ids);
   }
-  if (t.tokens > t.prefix_tokens) out += '\n';
+  if (messages.empty()) PushSuffix(t, &ids);
+  return ids;
+}
+
+std::string RenderChatTemplate(const std::vector<ChatMessage>& messages, const ChatTemplate& tmpl) {
+  const ChatTemplate t = Clamped(tmpl);
+  std::string out;
+  RenderPrefix(t, &out);
+  for (size_t k = 0; k < messages.size(); ++k) {
+    out += messages[k].content;
+    out += '\n';
+    const MarkersAfter a = Markers(messages, k);
+    if (a.turn) RenderRun(0, t.turn_tokens, TurnWord, &out);
+    if (a.suffix) RenderSuffix(t, &out);
+  }
+  if (messages.empty()) RenderSuffix(t, &out);
   return out;
 }
 

@@ -21,9 +21,13 @@
 //  - A step takes b0 + b1*prefill_tokens + b2*sum(chunk^2) + b3*decode_rows + b4*decode_kv_tokens +
 //    overhead (times jitter); it starts when the previous one ends, or at the first arrival when
 //    idle.
-//  - Prefix cache (when enabled), cache_model radix: a radix cache of finished prompts' token ids;
-//    a new request skips prefill of its longest cached prefix and reports it as cached_tokens.
-//    Flush clears it when idle.
+//  - Prefix cache (when enabled), cache_model radix: a radix cache of finished requests' token ids,
+//    prompt + output - 1 (the last output token was sampled but never fed back, so it has no KV;
+//    SGLang's RadixCache.cache_finished_req inserts (origin_input_ids + output_ids) cut to
+//    kv_committed_len, python/sglang/srt/mem_cache/radix_cache.py at 006b0e3d). A new request
+//    skips prefill of its longest cached prefix and reports it as cached_tokens, so a chat's next
+//    turn finds the previous turn's prompt and output. Flush clears it when idle. With
+//    cache_block_tokens (vLLM's blocks) hits and inserts are cut to whole blocks.
 //  - cache_model slots (llama.cpp): max_running_requests slots, each holding the tokens its KV
 //    kept from its last task (prompt + output - 1). There is no shared pool: a request waits
 //    (FCFS) only for an idle slot and fits if prompt + max_new_tokens <= context_length. At each
@@ -38,7 +42,7 @@
 // Details this implementation fixes (engine.cc):
 //  - At most prompt_len - 1 tokens come from the cache: the last prompt token is always computed,
 //    because its logits give the first output token (as in SGLang).
-//  - Cached tokens share the pool with reservations. A request reserves
+//  - Cached tokens (prompts and outputs alike) share the pool with reservations. A request reserves
 //    pages(prompt - cached + max_new_tokens) and pins (locks) its cached prefix; admission needs
 //    reserved + pinned cache tokens + this request's new reservation and newly pinned tokens
 //    <= max_total_tokens. Unpinned cache is evicted (least recently used first) to make room, so
@@ -63,6 +67,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -78,6 +83,10 @@ struct EngineRequest {
   std::vector<uint32_t> prompt_tokens;  // token ids, chat template included
   int64_t max_new_tokens = 0;
   int64_t eos_at_tokens = -1;  // > 0: finish with "stop" after this many tokens (natural EOS)
+  // The id of output token i (0-based): what the server streams, so a cache that keeps this
+  // request's output holds the ids a later prompt quoting that output tokenizes to. Must be
+  // deterministic. Unset: a pseudo-random id per (prompt, position).
+  std::function<uint32_t(int64_t)> output_token;
 };
 
 struct EngineEvent {

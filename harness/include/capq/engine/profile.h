@@ -58,6 +58,11 @@ struct EngineProfile {
   // "Template prefix and cached_tokens"; recordings 10 and 12). It still counts in
   // chat_template_tokens and template_prefix_tokens.
   bool template_bos = false;
+  // Tokens the template puts after each assistant message of a multi-turn chat: the end of that
+  // turn and the next role's header (sim/tokenizer.h). 5 is ChatML's (Qwen) "<|im_end|>", "\n",
+  // "<|im_start|>", "user", "\n"; Phi-3's "<|end|>\n<|user|>\n" (conformance/llamacpp recording
+  // 11) is a similar run. A chat without an assistant message never has them.
+  int chat_turn_tokens = 5;
 
   // llama.cpp's cache (conformance/llamacpp/INDEX.md, "Template prefix and cached_tokens" and
   // "Host-RAM prompt cache"; tools/server/ is ts/ below, commit d32676d77):
@@ -81,6 +86,15 @@ struct EngineProfile {
   // (HTTP parsing, tokenizing, the task queue), which let two prompts sent together share one
   // prefill batch (conformance 70/71). 0: the step starts at the arrival.
   double idle_start_delay_s = 0;
+
+  // Not a profile key: the serving dialect sets it. > 0: the radix cache holds and serves whole
+  // blocks of this many tokens only, as vLLM's block-hash prefix cache does: a hit is
+  // floor(min(match, prompt - 1) / block) blocks (vllm/v1/core/kv_cache_manager.py,
+  // get_computed_blocks: max_cache_hit_length = num_tokens - 1, "the computed blocks must be
+  // full"), and a finished request leaves only its full blocks. The vLLM dialect sets it to
+  // page_size (vLLM's --block-size). 0: token granularity (SGLang with --page-size 1). Outside
+  // the canonical JSON, so it never changes a digest.
+  int cache_block_tokens = 0;
 };
 
 // Reads a profile YAML file; every error names the file, line and key. Unknown keys are errors.

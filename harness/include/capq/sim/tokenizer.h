@@ -11,6 +11,18 @@
 // so prompt_tokens = message tokens + chat_template_tokens, and two different conversations share
 // exactly the template prefix (plus whatever leading words their messages share), as on a real
 // server whose template starts with a fixed header and puts role markers around each message.
+//
+// A conversation with assistant messages renders turn by turn, as ChatML-style templates do:
+//   [prefix] [words of the messages up to the first assistant one] [suffix]
+//   [assistant words] [turn markers: turn_tokens ids] [next messages' words] [suffix] ...
+// The suffix (the generation prompt, exactly what ends a single-message prompt) follows the
+// messages before each assistant message and ends the prompt; the turn markers follow each
+// assistant message (Phi-3's "<|end|>\n<|user|>\n", ChatML's "<|im_end|>\n<|im_start|>user\n";
+// conformance/llamacpp recording 11 renders system + user + assistant + user that way). Messages
+// with no assistant message between them join as before (Phi-3 folds the system message into the
+// user turn, recording 11). So the prompt of turn t followed by the ids of the text the server
+// streamed for it is a prefix of the prompt of turn t + 1, whose history ends with that text as an
+// assistant message: a prefix cache holding turn t's prompt + output serves it.
 // The template is also text (RenderChatTemplate): marker words "<|capq_template_N|>" separated
 // from the message by whitespace, so tokenizing the rendered text gives back the same ids and a
 // client can measure the shared prefix from the server itself (/apply-template + /tokenize, or
@@ -44,6 +56,13 @@ struct ChatTemplate {
   int tokens = 0;         // chat_template_tokens
   int prefix_tokens = 0;  // template_prefix_tokens (BOS included)
   bool bos = false;       // marker 0 is the BOS token
+  int turn_tokens = 0;    // chat_turn_tokens: the markers after an assistant message
+};
+
+// One chat message: its role and its content (text parts concatenated).
+struct ChatMessage {
+  std::string role;
+  std::string content;
 };
 
 inline constexpr std::string_view kBosText = "<s>";
@@ -57,6 +76,11 @@ std::vector<uint32_t> ApplyChatTemplate(std::string_view message_text, int chat_
 // The template as text, without the BOS: TokenizeWords(RenderChatTemplate(m, t)) equals
 // ApplyChatTemplate(m, t) minus its leading BOS.
 std::string RenderChatTemplate(std::string_view message_text, const ChatTemplate& t);
+// The per-message template above. Without an assistant message it equals the forms above with
+// every message's content + "\n" joined as `message_text`.
+std::vector<uint32_t> ApplyChatTemplate(const std::vector<ChatMessage>& messages,
+                                        const ChatTemplate& t);
+std::string RenderChatTemplate(const std::vector<ChatMessage>& messages, const ChatTemplate& t);
 
 // A stable hash of a prompt's token ids: the key of its output text.
 uint64_t PromptHash(const std::vector<uint32_t>& prompt_ids);
