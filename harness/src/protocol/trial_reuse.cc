@@ -110,11 +110,11 @@ ArrivalFactory SessionArrivalFactory(const Row& row, const TrialPlan& plan, doub
     const MonoNs think_ns = static_cast<MonoNs>(r.think_s * 1e9 / time_scale);
     schedule.sessions.back().push_back({i, think_ns});
   }
-  // The body of a turn: turn 1's is the plan's; a later one resends its session's prompts so far
-  // with the text each earlier turn was streamed.
+  // The body of a turn: turn 1 sends the plan's (""); a later one resends its session's prompts so
+  // far with the text each earlier turn was streamed.
   TurnBodyFn body = [&row, &plan](size_t index, const std::vector<std::string>& earlier) {
     const PlanRequest& r = plan.measured[index];
-    if (r.turn <= 1) return r.body;
+    if (r.turn <= 1) return std::string();
     std::vector<std::string> prompts;
     for (size_t k = index + 1 - static_cast<size_t>(r.turn); k <= index; ++k) {
       prompts.push_back(plan.measured[k].prompt.text);
