@@ -149,7 +149,20 @@ TEST(Prefixes, SharesAreExactAndPrefixesTakeTurns) {
   EXPECT_EQ(n[1], 16);
   EXPECT_EQ(n[2], 16);
   EXPECT_EQ(GroupOfPrefix(p, 2).tokens, 256);
-  EXPECT_NE(AssignPrefixes(p, 64, 11), AssignPrefixes(p, 64, 12));
+  // Spread evenly: 16 uses of 64 come every 4 slots (a cyclic gap of at most 5).
+  for (int prefix = 0; prefix < 3; ++prefix) {
+    std::vector<int> at;
+    for (int i = 0; i < 64; ++i) {
+      if (slots[static_cast<size_t>(i)] == prefix) at.push_back(i);
+    }
+    for (size_t k = 0; k < at.size(); ++k) {
+      const int next = k + 1 < at.size() ? at[k + 1] : at[0] + 64;
+      EXPECT_LE(next - at[k], 5) << "prefix " << prefix << " at " << at[k];
+    }
+  }
+  std::set<std::vector<int>> seen;
+  for (uint64_t seed = 1; seed <= 8; ++seed) seen.insert(AssignPrefixes(p, 64, seed));
+  EXPECT_GT(seen.size(), 1u);  // the seed moves where the period starts
 }
 
 TEST(PrefixPlan, PrimesComeAfterTheWarmupsAndMeasuredPromptsStartWithTheirPrefix) {

@@ -385,7 +385,7 @@ void NoteHarnessCut(CorrectnessReport* rep, size_t cut, const std::string& why) 
 bool CorrectnessReport::passed() const {
   if (gates.empty()) return false;
   for (const GateResult& g : gates) {
-    if (g.enabled && !g.passed) return false;
+    if (g.enabled && !g.passed && !g.capacity) return false;
   }
   return true;
 }
@@ -454,7 +454,8 @@ nlohmann::json CorrectnessToJson(const CorrectnessReport& r) {
                      {"enabled", g.enabled},
                      {"passed", g.passed},
                      {"evidence", g.evidence},
-                     {"offending_ids", g.offending_ids}});
+                     {"offending_ids", g.offending_ids},
+                     {"capacity", g.capacity}});
   }
   const CorrectnessTotals& t = r.totals;
   return nlohmann::json{{"passed", r.passed()},

@@ -59,6 +59,7 @@ GateResult CacheReuse(const ValidationInput& in) {
                          "sessions); verify_cold judges its cold cache");
   }
   GateResult g = NewGate("cache_reuse");
+  g.capacity = true;
   ReuseTally t;
   std::vector<std::string> undeclared;
   for (const RequestResult& r : in.measured) {

@@ -149,18 +149,35 @@ std::vector<int> AssignPrefixes(const PrefixReuse& prefix, int n, uint64_t seed)
   std::stable_sort(rest.begin(), rest.end(), [](auto& a, auto& b) { return a.first > b.first; });
   const int grouped = std::min(n, static_cast<int>(std::llround(total_share * n)));
   for (size_t k = 0; placed < grouped && k < rest.size(); ++k, ++placed) ++count[rest[k].second];
-  std::vector<int> slots;
+  // One entry per prefix (its group's count shared out in turn) and one for the unshared prompts.
+  std::vector<int> entry, weight;
   int first = 0;
   for (size_t g = 0; g < g_n; ++g) {
-    for (int i = 0; i < count[g]; ++i) slots.push_back(first + i % prefix.groups[g].prefixes);
-    first += prefix.groups[g].prefixes;
+    const int k = prefix.groups[g].prefixes;
+    for (int j = 0; j < k; ++j) {
+      entry.push_back(first + j);
+      weight.push_back(count[g] / k + (j < count[g] % k ? 1 : 0));
+    }
+    first += k;
   }
-  slots.resize(static_cast<size_t>(n), -1);
-  // A seeded Fisher-Yates shuffle, so the grouped prompts spread over the trial.
-  uint64_t x = SplitMix64(seed ^ 0x707265666978ULL);  // "prefix"
-  for (int i = n - 1; i > 0; --i) {
-    x = SplitMix64(x);
-    std::swap(slots[static_cast<size_t>(i)], slots[x % static_cast<uint64_t>(i + 1)]);
+  entry.push_back(-1);
+  weight.push_back(n - placed);
+  // Smooth weighted round robin over one period of n: each entry exactly its weight, spread
+  // evenly, so no prefix goes unused for long (a long gap would let an LRU cache evict it, which
+  // is the load's doing, not the row's); the seed picks where the period starts.
+  std::vector<int> slots(static_cast<size_t>(n), -1), current(entry.size(), 0);
+  for (int i = 0; i < n; ++i) {
+    size_t best = 0;
+    for (size_t e = 0; e < entry.size(); ++e) {
+      current[e] += weight[e];
+      if (current[e] > current[best]) best = e;
+    }
+    current[best] -= n;
+    slots[static_cast<size_t>(i)] = entry[best];
+  }
+  if (n > 0) {
+    const auto shift = static_cast<std::ptrdiff_t>(SplitMix64(seed ^ 0x707265666978ULL) % n);
+    std::rotate(slots.begin(), slots.begin() + shift, slots.end());
   }
   return slots;
 }

@@ -125,7 +125,9 @@ TrialVerdict Decide(const Row& row, const TrialMetrics& m, const CorrectnessRepo
   v.correctness_pass = c.passed() && !stopped_at;
   if (c.gates.empty()) v.reasons.push_back("no correctness gate was evaluated");
   for (const GateResult& g : c.gates) {
-    if (g.enabled && !g.passed) v.reasons.push_back(g.name + ": " + g.evidence);
+    if (!g.enabled || g.passed) continue;
+    v.reasons.push_back(g.name + ": " + g.evidence);
+    if (g.capacity) v.latency_pass = false;  // served, but not the row as declared
   }
   if (!v.correctness_pass) {
     v.outcome = TrialOutcome::kCorrectnessFail;

@@ -29,6 +29,10 @@ struct GateResult {
   std::string
       evidence;  // "3 of 64 streams ended with finish_reason 'stop' (want 'length'): m17, ..."
   std::vector<std::string> offending_ids;
+  // A capacity gate (cache_reuse): its failure says the server could not serve the row as declared
+  // at this load (its cache ran out, or was off), not that a stream was broken. It fails the
+  // trial's latency side, like an SLO gate, and takes no part in CorrectnessReport::passed().
+  bool capacity = false;
 };
 
 struct CorrectnessTotals {

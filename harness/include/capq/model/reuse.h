@@ -34,8 +34,9 @@ std::vector<int> TurnCounts(const std::vector<std::vector<TurnShape>>& sessions)
 
 // A prefix row's measured prompts: for each of `n`, the prefix it starts with (an index into the
 // row's prefixes, group by group in declared order) or -1. Group g holds round(share * n)
-// prompts (largest remainders, so the counts sum exactly), placed by a seeded shuffle; inside a
-// group its prefixes take turns.
+// prompts (largest remainders, so the counts sum exactly), shared out among its prefixes; every
+// prefix and the unshared prompts are spread evenly over the n (a smooth weighted round robin
+// started at a seeded place).
 std::vector<int> AssignPrefixes(const PrefixReuse& prefix, int n, uint64_t seed);
 // The group of prefix `p` (an index as above).
 const PrefixGroup& GroupOfPrefix(const PrefixReuse& prefix, int p);

@@ -127,8 +127,9 @@ struct TrialSummary {
   double GatingMs() const;
 };
 
-// The stability gates of an open-loop trial (capq/measurement/stability.h), as the verdict's
-// reasons that name one begin: "queue_bounded: ", "stationary: ", "schedule_held: ".
+// The gates beside the SLO that fail a trial's latency side, as the verdict's reasons that name
+// one begin: an open-loop trial's stability gates (capq/measurement/stability.h) "queue_bounded: ",
+// "stationary: ", "schedule_held: ", and a reuse row's served reuse, "cache_reuse: ".
 bool IsStabilityFailure(const std::string& reason);
 // The reasons that are stability failures, in order.
 std::vector<std::string> StabilityFailuresOf(const std::vector<std::string>& reasons);
