@@ -186,5 +186,30 @@ TEST(DecidingGateTest, APassingRateSideIsStillDecidedByItsSloGate) {
   EXPECT_EQ(SideFigures(Side(ts)), "ttft p95 2.10/2.20 s");
 }
 
+// A session row's trial whose requests met the gate overall while its first turns missed it.
+TEST(DecidingGateTest, AClassThatMissedDecidesWhereAllRequestsMet) {
+  std::vector<TrialSummary> side;
+  for (double turn1 : {867.9, 866.1, 870.4}) {
+    TrialSummary t = Trial({Ttft(794.6, 800)});
+    t.outcome = "slo_fail";
+    ClassVerdict a, b;
+    a.name = "turn1";
+    a.gate_ms = {turn1};
+    a.gate_passed = {false};
+    b.name = "turn2";
+    b.gate_ms = {281.2};
+    b.gate_passed = {true};
+    t.classes = {a, b};
+    t.class_slo = ClassChecksOf(t);
+    side.push_back(t);
+  }
+  EXPECT_EQ(DecidingGateText(side[0]), "turn1 ttft p95 867.9 ms >= 800.0 ms");
+  EXPECT_EQ(SideFigures(Side(side)), "turn1 ttft p95 867.9/866.1/870.4 ms");
+  // Where every class met its gates, the global gate decides as before.
+  TrialSummary met = Trial({Ttft(500, 800)});
+  met.class_slo = ClassChecksOf(met);
+  EXPECT_EQ(DecidingGateText(met), "ttft p95 500.0 ms < 800.0 ms");
+}
+
 }  // namespace
 }  // namespace capq

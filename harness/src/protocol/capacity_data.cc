@@ -345,6 +345,7 @@ TrialSummary TrialFromJson(const json& j) {
   t.start_offset_s = Get<double>(j, "start_offset_s", 0);
   t.wall_s = Get<double>(j, "wall_s", 0);
   t.classes = ClassVerdictsFromJson(j.value("classes", json::array()));
+  t.class_slo = ClassChecksOf(t);
   if (j.contains("reuse") && j["reuse"].is_object()) t.reuse = ReuseFiguresFromJson(j["reuse"]);
   return t;
 }
@@ -481,6 +482,28 @@ Status TiersFromJson(const json& rj, RowQualification* q) {
 }
 
 }  // namespace
+
+std::vector<SloCheck> ClassChecksOf(const TrialSummary& t) {
+  std::vector<SloCheck> worst;
+  double worst_ratio = -1;
+  for (const ClassVerdict& c : t.classes) {
+    if (c.passed() || c.gate_ms.size() != t.slo.size()) continue;
+    std::vector<SloCheck> checks = t.slo;
+    double ratio = 0;
+    for (size_t i = 0; i < checks.size(); ++i) {
+      checks[i].metric = c.name + " " + checks[i].metric;
+      checks[i].measured_ms = c.gate_ms[i];
+      checks[i].passed = c.gate_passed[i];
+      const double r = std::isfinite(c.gate_ms[i]) ? c.gate_ms[i] / checks[i].below_ms : INFINITY;
+      ratio = std::max(ratio, r);
+    }
+    if (ratio > worst_ratio) {
+      worst_ratio = ratio;
+      worst = std::move(checks);
+    }
+  }
+  return worst;
+}
 
 bool IsStabilityFailure(const std::string& reason) {
   // The served reuse of a reuse row fails the latency side the same way (validator.h, capacity).
@@ -1058,6 +1081,7 @@ Result<TrialSummary> ReadTrialDir(const std::string& dir) {
     t.sha256sums = *c;
   }
   t.classes = ClassVerdictsFromJson(v.value("classes", json::array()));
+  t.class_slo = ClassChecksOf(t);
   return t;
 }
 

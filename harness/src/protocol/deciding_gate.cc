@@ -36,7 +36,13 @@ bool MissedAny(const std::vector<SloCheck>& slo) {
   return false;
 }
 
-bool MissedAny(const TrialSummary& t) { return MissedAny(t.slo); }
+// The checks a trial is decided by: its global gates, or where those held and a class missed, that
+// class's (TrialSummary::class_slo).
+const std::vector<SloCheck>& Deciding(const TrialSummary& t) {
+  return !t.class_slo.empty() && !MissedAny(t.slo) ? t.class_slo : t.slo;
+}
+
+bool MissedAny(const TrialSummary& t) { return MissedAny(Deciding(t)); }
 
 // A trial that missed: an SLO gate failed, or a stability gate did while every SLO gate held.
 bool Missed(const TrialSummary& t) {
@@ -136,7 +142,7 @@ std::string StabilityBrief(const std::string& failure, const std::vector<SloChec
 
 std::string DecidingGateText(const TrialSummary& t) {
   if (const std::string* f = DecidingStabilityFailure(t)) return *f;
-  return DecidingGateText(t.slo);
+  return DecidingGateText(Deciding(t));
 }
 
 std::string GateName(const SloCheck& g) {
@@ -215,6 +221,10 @@ std::string DecidingGateText(const TrialVerdict& v) {
   if (!MissedAny(checks)) {
     std::vector<std::string> unstable = StabilityFailuresOf(v.reasons);
     if (!unstable.empty()) return unstable.front();
+    // A class (a mixed row's traffic class, a session row's turn) missed where all requests met.
+    for (const std::string& r : v.reasons) {
+      if (r.rfind("class ", 0) == 0) return r;
+    }
   }
   return DecidingGateText(checks);
 }
@@ -241,9 +251,9 @@ SideGates DecideSide(const std::vector<const TrialSummary*>& trials) {
       }
       continue;
     }
-    int i = DecidingGate(t->slo);
+    int i = DecidingGate(Deciding(*t));
     if (i < 0) continue;
-    const SloCheck& g = t->slo[i];
+    const SloCheck& g = Deciding(*t)[i];
     if (!missed) {
       if (!shared || Rank(g) > Rank(*shared)) shared = &g;
     } else if (!shared && shared_stability.empty()) {
@@ -262,11 +272,11 @@ SideGates DecideSide(const std::vector<const TrialSummary*>& trials) {
   for (size_t k = 0; k < trials.size(); ++k) {
     const TrialSummary& t = *trials[k];
     if (s.uniform && shared) {
-      s.per_trial[k] = IndexOf(t.slo, *shared);
+      s.per_trial[k] = IndexOf(Deciding(t), *shared);
     } else if (const std::string* f = DecidingStabilityFailure(t)) {
       s.stability[k] = f;
     } else {
-      s.per_trial[k] = DecidingGate(t.slo);
+      s.per_trial[k] = DecidingGate(Deciding(t));
     }
   }
   // A trial without that gate (a row edited between trials) breaks the single-gate form.
@@ -284,7 +294,7 @@ std::string SideFigures(const std::vector<const TrialSummary*>& trials) {
   if (s.gate) {
     for (size_t k = 0; k < trials.size(); ++k) {
       if (!out.empty()) out += "/";
-      out += GateFigure(*s.gate, trials[k]->slo[s.per_trial[k]].measured_ms);
+      out += GateFigure(*s.gate, Deciding(*trials[k])[s.per_trial[k]].measured_ms);
     }
     return GateName(*s.gate) + " " + out + " " + GateUnitFor(s.gate->below_ms).name;
   }
@@ -299,7 +309,7 @@ std::string SideFigures(const std::vector<const TrialSummary*>& trials) {
     if (!out.empty()) out += " / ";
     int i = s.per_trial[k];
     if (i >= 0) {
-      out += GateValueText(trials[k]->slo[i]);
+      out += GateValueText(Deciding(*trials[k])[i]);
     } else if (s.stability[k]) {
       out += StabilityBrief(*s.stability[k], trials[k]->slo);
     } else {

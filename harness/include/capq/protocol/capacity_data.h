@@ -117,6 +117,10 @@ struct TrialSummary {
   double wall_s = 0;          // wall seconds the trial took (preparation included)
   // A mixed row: each class's requests, TTFT tail and gates (verdict.json "classes").
   std::vector<ClassVerdict> classes;
+  // The gates of the class that missed by most, as checks named "<class> <metric>" ("turn1 ttft"),
+  // or empty when every class met its gates: a trial whose global gates held but a class missed is
+  // decided by them (deciding_gate.h). Derived from `classes` and `slo` (ClassChecksOf).
+  std::vector<SloCheck> class_slo;
   std::optional<ReuseFigures> reuse;  // a reuse row's (metrics.json "reuse")
 
   bool passed() const { return outcome == "pass"; }
@@ -126,6 +130,9 @@ struct TrialSummary {
   // DecidingGate() / DecideSide() (capq/protocol/deciding_gate.h).
   double GatingMs() const;
 };
+
+// TrialSummary::class_slo from its classes and slo.
+std::vector<SloCheck> ClassChecksOf(const TrialSummary& t);
 
 // The gates beside the SLO that fail a trial's latency side, as the verdict's reasons that name
 // one begin: an open-loop trial's stability gates (capq/measurement/stability.h) "queue_bounded: ",
