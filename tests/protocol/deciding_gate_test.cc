@@ -205,10 +205,18 @@ TEST(DecidingGateTest, AClassThatMissedDecidesWhereAllRequestsMet) {
   }
   EXPECT_EQ(DecidingGateText(side[0]), "turn1 ttft p95 867.9 ms >= 800.0 ms");
   EXPECT_EQ(SideFigures(Side(side)), "turn1 ttft p95 867.9/866.1/870.4 ms");
-  // Where every class met its gates, the global gate decides as before.
-  TrialSummary met = Trial({Ttft(500, 800)});
+  // On a side that met every gate, the class nearest its bound is shown where it is nearer than
+  // all requests together; without classes, the global gate as before.
+  TrialSummary met = side[0];
+  met.outcome = "pass";
+  met.slo = {Ttft(667.6, 800)};
+  met.classes[0].gate_ms = {725.6};
+  met.classes[0].gate_passed = {true};
   met.class_slo = ClassChecksOf(met);
-  EXPECT_EQ(DecidingGateText(met), "ttft p95 500.0 ms < 800.0 ms");
+  EXPECT_EQ(DecidingGateText(met), "turn1 ttft p95 725.6 ms < 800.0 ms");
+  met.classes.clear();
+  met.class_slo = ClassChecksOf(met);
+  EXPECT_EQ(DecidingGateText(met), "ttft p95 667.6 ms < 800.0 ms");
 }
 
 }  // namespace

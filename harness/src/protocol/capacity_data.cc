@@ -487,7 +487,7 @@ std::vector<SloCheck> ClassChecksOf(const TrialSummary& t) {
   std::vector<SloCheck> worst;
   double worst_ratio = -1;
   for (const ClassVerdict& c : t.classes) {
-    if (c.passed() || c.gate_ms.size() != t.slo.size()) continue;
+    if (c.gate_ms.size() != t.slo.size()) continue;
     std::vector<SloCheck> checks = t.slo;
     double ratio = 0;
     for (size_t i = 0; i < checks.size(); ++i) {

@@ -36,10 +36,17 @@ bool MissedAny(const std::vector<SloCheck>& slo) {
   return false;
 }
 
-// The checks a trial is decided by: its global gates, or where those held and a class missed, that
-// class's (TrialSummary::class_slo).
+double MaxRatio(const std::vector<SloCheck>& checks) {
+  double r = 0;
+  for (const SloCheck& g : checks) r = std::max(r, GateRatio(g));
+  return r;
+}
+
+// The checks a trial is decided by: its global gates, or where those held, its nearest class's
+// (TrialSummary::class_slo) when that class came nearer its bounds or missed them.
 const std::vector<SloCheck>& Deciding(const TrialSummary& t) {
-  return !t.class_slo.empty() && !MissedAny(t.slo) ? t.class_slo : t.slo;
+  if (t.class_slo.empty() || MissedAny(t.slo)) return t.slo;
+  return MaxRatio(t.class_slo) > MaxRatio(t.slo) ? t.class_slo : t.slo;
 }
 
 bool MissedAny(const TrialSummary& t) { return MissedAny(Deciding(t)); }

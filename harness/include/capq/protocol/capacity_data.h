@@ -117,9 +117,10 @@ struct TrialSummary {
   double wall_s = 0;          // wall seconds the trial took (preparation included)
   // A mixed row: each class's requests, TTFT tail and gates (verdict.json "classes").
   std::vector<ClassVerdict> classes;
-  // The gates of the class that missed by most, as checks named "<class> <metric>" ("turn1 ttft"),
-  // or empty when every class met its gates: a trial whose global gates held but a class missed is
-  // decided by them (deciding_gate.h). Derived from `classes` and `slo` (ClassChecksOf).
+  // The gates of the class nearest its bounds (or furthest past them), as checks named "<class>
+  // <metric>" ("turn1 ttft"); empty without classes. A trial whose global gates held is shown by
+  // them when they are nearer their bounds (deciding_gate.h). Derived from `classes` and `slo`
+  // (ClassChecksOf).
   std::vector<SloCheck> class_slo;
   std::optional<ReuseFigures> reuse;  // a reuse row's (metrics.json "reuse")
 
