@@ -219,5 +219,21 @@ TEST(DecidingGateTest, AClassThatMissedDecidesWhereAllRequestsMet) {
   EXPECT_EQ(DecidingGateText(met), "ttft p95 667.6 ms < 800.0 ms");
 }
 
+TEST(DecidingGateTest, ASideThatRanOutOfCacheShowsTheReuseItWasServed) {
+  std::vector<TrialSummary> side;
+  for (const char* off : {"1 of 126", "2 of 126"}) {
+    TrialSummary t = Trial({Ttft(500, 800)});
+    t.outcome = "slo_fail";
+    t.stability_failures = {
+        "cache_reuse: hit ratio served 63.8%, declared 64.5% (within 2.0% "
+        "points: yes) over 126 measured requests, 1 of 2 prompt tokens "
+        "cached; " +
+        std::string(off) + " requests served outside [declared - 16, declared + 19]: m40"};
+    side.push_back(t);
+  }
+  EXPECT_EQ(SideFigures(Side(side)),
+            "cache_reuse 1/126 off (63.8% of 64.5%), 2/126 off (63.8% of 64.5%)");
+}
+
 }  // namespace
 }  // namespace capq

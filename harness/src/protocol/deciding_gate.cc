@@ -113,8 +113,27 @@ std::string StabilityKey(const std::string& failure) {
 
 // The figures of a failure: "14.2 > 5.9", "3.20 > 2.10 s" (a latency in its gate's unit),
 // "3.1 ms"; "n/a" when it has none.
+// cache_reuse's figures: the requests served outside their declared reuse and the trial's served
+// and declared hit ratios, "1/126 off (63.8% of 64.5%)".
+std::string ReuseFigures(const std::string& failure) {
+  const auto number_after = [&failure](const std::string& key) {
+    const size_t at = failure.find(key);
+    size_t used = 0;
+    return at == std::string::npos ? NAN : LeadingNumber(failure.substr(at + key.size()), &used);
+  };
+  const std::string ratios = "(" + Sig3(number_after("hit ratio served ")) + "% of " +
+                             Sig3(number_after(", declared ")) + "%)";
+  const size_t of = failure.find(" requests served outside");
+  if (of == std::string::npos) return "0 off " + ratios;
+  const size_t start = failure.rfind("; ", of) + 2;
+  std::string count = failure.substr(start, of - start);
+  if (const size_t k = count.find(" of "); k != std::string::npos) count.replace(k, 4, "/");
+  return count + " off " + ratios;
+}
+
 std::string StabilityFigures(const std::string& failure, const std::vector<SloCheck>& slo) {
   StabilityParts p = Parse(failure);
+  if (p.gate == "cache_reuse") return ReuseFigures(failure);
   if (!std::isfinite(p.last)) return "n/a";
   for (const auto& g : slo) {
     if (GateName(g) != p.subject) continue;
