@@ -11,6 +11,7 @@
 #include "capq/model/plan.h"
 #include "capq/model/row_loader.h"
 #include "capq/model/traffic.h"
+#include "row_text.h"
 
 namespace capq {
 namespace {
@@ -18,19 +19,8 @@ namespace {
 const std::string kRows = std::string(CAPQ_SOURCE_DIR) + "/rows";
 const std::string kMixedRow = kRows + "/sim/sim_small_mixed.yaml";
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string Replace(std::string text, const std::string& from, const std::string& to) {
-  const auto at = text.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  if (at != std::string::npos) text.replace(at, from.size(), to);
-  return text;
-}
+using testing::ReadAll;
+using testing::Replace;
 
 Mix ThreeClasses(int a, int b, int c) {
   Mix m;

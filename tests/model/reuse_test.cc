@@ -10,6 +10,7 @@
 
 #include "capq/model/plan.h"
 #include "capq/model/row_loader.h"
+#include "row_text.h"
 
 namespace capq {
 namespace {
@@ -18,19 +19,8 @@ const std::string kRows = std::string(CAPQ_SOURCE_DIR) + "/rows";
 const std::string kPrefixRow = kRows + "/sim/sim_small_prefix.yaml";
 const std::string kSessionRow = kRows + "/sim/sim_small_sessions.yaml";
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string Replace(std::string text, const std::string& from, const std::string& to) {
-  const auto at = text.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  if (at != std::string::npos) text.replace(at, from.size(), to);
-  return text;
-}
+using testing::ReadAll;
+using testing::Replace;
 
 // A row's text loaded as if it were the file at `path` (relative paths resolve beside it).
 Result<Row> LoadAs(const std::string& text, const std::string& path) {
@@ -116,6 +106,7 @@ TEST(Trajectory, ParsesSessionsInOrderAndNamesTheBadLine) {
 TEST(Sessions, EnoughSessionsForTheSampleAndAtLeastC) {
   Result<Row> s = LoadRow(kSessionRow);
   ASSERT_TRUE(s.ok());
+  s->sessions->think = "exponential";
   const auto at1 = SessionShapes(*s, 1, 7);
   EXPECT_EQ(at1.size(), 20u);  // 80 requests of 4 turns
   EXPECT_EQ(TurnCounts(at1), (std::vector<int>{20, 20, 20, 20}));

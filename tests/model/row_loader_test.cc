@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "capq/model/engine_limits.h"
+#include "row_text.h"
 
 namespace capq {
 namespace {
@@ -20,13 +21,7 @@ namespace fs = std::filesystem;
 const std::string kSource = CAPQ_SOURCE_DIR;
 const std::string kGood = kSource + "/tests/data/rows_good";
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
+using testing::ReadAll;
 void WriteFile(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());
   std::ofstream out(path, std::ios::binary);
