@@ -293,7 +293,10 @@ uint64_t ScheduleSeed(uint64_t seed, const std::string& phase, int level) {
   return SplitMix64(x ^ static_cast<uint64_t>(level));
 }
 
-Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in) {
+namespace {
+
+// Everything a plan says before its requests: the trial, its corpus, its arrival, its calibration.
+Result<TrialPlan> PlanHeader(const Row& row, const PlanInputs& in) {
   if (in.concurrency < 1) return Status::InvalidArgument("concurrency must be at least 1");
   Result<uint64_t> seed = TrialSeed(row, in.trial_index, in.seed);
   if (!seed.ok()) return seed.status();
@@ -328,7 +331,41 @@ Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in) {
         "the server has no tokenize endpoint: a word was taken as one token; the server's "
         "usage.prompt_tokens range in metrics.json is the authority on input length";
   }
+  return plan;
+}
 
+// Request `i` of the plan's warm-ups then measured list, with its own prompt (a prefixed one is
+// given its prefix in front).
+PlanRequest MakeRequest(const Row& row, const TrialPlan& plan, int i, int warm_n,
+                        const RequestShape& shape, Prompt own,
+                        const std::vector<Prompt>& prefixes) {
+  PlanRequest r;
+  r.warmup = i < warm_n;
+  r.index = r.warmup ? i : i - warm_n;
+  r.ramp = !r.warmup && r.index < plan.ramp_requests;
+  r.id = r.warmup ? "w" + std::to_string(r.index)
+         : r.ramp ? "r" + std::to_string(r.index)
+                  : "m" + std::to_string(r.index - plan.ramp_requests);
+  const Prompt* prefix = shape.prefix < 0 ? nullptr : &prefixes[static_cast<size_t>(shape.prefix)];
+  r.prompt = prefix ? Prefixed(*prefix, own, row.workload.input_tokens) : std::move(own);
+  r.max_tokens = shape.out;
+  r.traffic_class = shape.cls;
+  r.prefix = shape.prefix;
+  r.session = shape.session;
+  r.turn = shape.turn;
+  r.think_s = shape.think_s;
+  if (row.prefix && !r.warmup) r.declared_cached_tokens = prefix ? prefix->message_tokens : 0;
+  if (row.sessions && r.turn == 1) r.declared_cached_tokens = 0;
+  if (r.turn <= 1) r.body = ChatRequestBody(row, r.prompt.text, r.max_tokens, plan.seed);
+  return r;
+}
+
+}  // namespace
+
+Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in) {
+  Result<TrialPlan> header = PlanHeader(row, in);
+  if (!header.ok()) return header.status();
+  TrialPlan plan = std::move(*header);
   const int warm_n = std::max(0, row.warmup.requests);
   std::vector<RequestShape> shapes = DrawShapes(row, &plan, warm_n);
   const int meas_n = static_cast<int>(shapes.size()) - warm_n;  // ramp requests included
@@ -339,36 +376,16 @@ Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in) {
   std::vector<int64_t> in_len;
   for (const RequestShape& r : shapes) in_len.push_back(r.in);
   in_len.insert(in_len.end(), prefix_len.begin(), prefix_len.end());
-  const int total = static_cast<int>(in_len.size());
   PromptGenerator gen(plan.corpus_seed);
-  Result<std::vector<int>> indices = PickLeads(gen, total, in.first_token, &plan);
+  Result<std::vector<int>> indices =
+      PickLeads(gen, static_cast<int>(in_len.size()), in.first_token, &plan);
   if (!indices.ok()) return indices.status();
   Result<std::vector<Prompt>> prompts = MakePrompts(gen, *indices, in_len, in.counter);
   if (!prompts.ok()) return prompts.status();
   std::vector<Prompt> prefixes(prompts->begin() + warm_n + meas_n, prompts->end());
   for (int i = 0; i < warm_n + meas_n; ++i) {
-    PlanRequest r;
-    r.warmup = i < warm_n;
-    r.index = r.warmup ? i : i - warm_n;
-    r.ramp = !r.warmup && r.index < plan.ramp_requests;
-    r.id = r.warmup ? "w" + std::to_string(r.index)
-           : r.ramp ? "r" + std::to_string(r.index)
-                    : "m" + std::to_string(r.index - plan.ramp_requests);
-    const RequestShape& shape = shapes[static_cast<size_t>(i)];
-    r.prompt = shape.prefix < 0 ? std::move((*prompts)[i])
-                                : Prefixed(prefixes[static_cast<size_t>(shape.prefix)],
-                                           (*prompts)[i], row.workload.input_tokens);
-    r.max_tokens = shape.out;
-    r.traffic_class = shape.cls;
-    r.prefix = shape.prefix;
-    r.session = shape.session;
-    r.turn = shape.turn;
-    r.think_s = shape.think_s;
-    if (row.prefix && !r.warmup) {
-      r.declared_cached_tokens = shape.prefix < 0 ? 0 : prefixes[shape.prefix].message_tokens;
-    }
-    if (row.sessions && r.turn == 1) r.declared_cached_tokens = 0;
-    if (r.turn <= 1) r.body = ChatRequestBody(row, r.prompt.text, r.max_tokens, plan.seed);
+    PlanRequest r = MakeRequest(row, plan, i, warm_n, shapes[static_cast<size_t>(i)],
+                                std::move((*prompts)[i]), prefixes);
     (r.warmup ? plan.warmup : plan.measured).push_back(std::move(r));
   }
   AddPrimes(row, plan.seed, std::move(prefixes), &plan);
