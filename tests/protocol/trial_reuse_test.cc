@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "../../harness/src/protocol/trial_internal.h"
 #include "capq/measurement/decode.h"
 #include "capq/measurement/raw_evidence.h"
 #include "capq/model/plan.h"
@@ -175,6 +176,35 @@ TEST(TrialReuse, WithThePrefixCacheOffSessionsFailCacheReuse) {
   EXPECT_FALSE(Gate(rep.verdict, "cache_reuse")->passed);
   EXPECT_EQ(Gate(rep.verdict, "cache_reuse")->offending_ids.size(), 60u);
   EXPECT_TRUE(Gate(rep.verdict, "session_history")->passed);
+}
+
+// What the reuse gates are given for a later turn comes from the evidence of the turns before it;
+// a turn whose earlier turn has no record can pass neither gate.
+TEST(TrialReuse, ALaterTurnWithoutItsEarlierTurnsEvidenceCanPassNeitherGate) {
+  Row row = LoadFast("sim_small_sessions.yaml", 40);
+  PlanInputs in;
+  in.concurrency = 1;
+  Result<TrialPlan> plan = MakeTrialPlan(row, in);
+  ASSERT_TRUE(plan.ok());
+  std::vector<RequestResult> measured;
+  for (const char* id : {"m0", "m1", "m3"}) {  // m2 (session 0, turn 3) left no record
+    RequestResult r;
+    r.id = id;
+    r.prompt_tokens = 600;
+    r.completion_tokens = 64;
+    r.content_sha256 = std::string("text of ") + id;
+    measured.push_back(r);
+  }
+  ValidationInput vin;
+  internal::ExpectReuse(row, *plan, measured, &vin);
+  EXPECT_TRUE(vin.reuse_row && vin.session_row);
+  EXPECT_EQ(vin.declared_cached_tokens.at("m0"), 0);
+  EXPECT_EQ(vin.declared_cached_tokens.at("m1"), 664);
+  ASSERT_EQ(vin.expected_history.at("m1").size(), 3u);
+  EXPECT_EQ(vin.expected_history.at("m1")[1], "assistant:text of m0");
+  EXPECT_EQ(vin.expected_history.at("m3"),
+            std::vector<std::string>{"missing: turn 3 of session 0 has no record"});
+  EXPECT_EQ(vin.declared_cached_tokens.count("m3"), 0u);
 }
 
 }  // namespace

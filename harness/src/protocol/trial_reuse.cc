@@ -10,41 +10,58 @@
 namespace capq::internal {
 namespace {
 
+using TurnIndexMap = std::map<std::pair<int, int>, const PlanRequest*>;
+using ResultIndex = std::map<std::string, const RequestResult*>;
+
 // (session, turn) -> the plan's measured request.
-std::map<std::pair<int, int>, const PlanRequest*> TurnIndex(const TrialPlan& plan) {
-  std::map<std::pair<int, int>, const PlanRequest*> out;
+TurnIndexMap TurnIndex(const TrialPlan& plan) {
+  TurnIndexMap out;
   for (const PlanRequest& r : plan.measured) {
     if (r.session >= 0) out[{r.session, r.turn}] = &r;
   }
   return out;
 }
 
+// Turn `turn` of `session` as the evidence holds it; null when the plan or the evidence has none.
+const RequestResult* ResultOfTurn(const TurnIndexMap& turns, const ResultIndex& by_id, int session,
+                                  int turn, const PlanRequest** plan_request) {
+  auto p = turns.find({session, turn});
+  if (p == turns.end()) return nullptr;
+  *plan_request = p->second;
+  auto r = by_id.find(p->second->id);
+  return r == by_id.end() ? nullptr : r->second;
+}
+
 // The session row's later turns: declared reuse = the previous turn's whole context (its prompt and
 // completion tokens; the engine may keep one token fewer, inside the tolerance), and the messages
-// its body must carry.
+// its body must carry. A turn whose earlier turns the evidence lacks is expected to carry a
+// message no body can (so session_history fails it) and declares nothing (so cache_reuse does).
 void ExpectSessionTurns(const TrialPlan& plan, const std::vector<RequestResult>& measured,
                         ValidationInput* in) {
-  std::map<std::string, const RequestResult*> by_id;
+  ResultIndex by_id;
   for (const RequestResult& r : measured) by_id[r.id] = &r;
-  const auto turns = TurnIndex(plan);
+  const TurnIndexMap turns = TurnIndex(plan);
   for (const PlanRequest& r : plan.measured) {
-    if (r.turn <= 1) continue;
+    if (r.turn <= 1 || !by_id.count(r.id)) continue;
     std::vector<std::string> history;
-    bool complete = true;
+    const RequestResult* prev = nullptr;
     for (int t = 1; t < r.turn; ++t) {
-      const PlanRequest* p = turns.at({r.session, t});
-      auto it = by_id.find(p->id);
-      if (it == by_id.end()) {
-        complete = false;
+      const PlanRequest* p = nullptr;
+      prev = ResultOfTurn(turns, by_id, r.session, t, &p);
+      if (prev == nullptr) {
+        history = {"missing: turn " + std::to_string(t) + " of session " +
+                   std::to_string(r.session) + " has no record"};
         break;
       }
       history.push_back("user:" + p->prompt.sha256);
-      history.push_back("assistant:" + it->second->content_sha256);
+      history.push_back("assistant:" + prev->content_sha256);
     }
-    if (!complete) continue;
+    if (prev == nullptr) {
+      in->expected_history[r.id] = std::move(history);
+      continue;
+    }
     history.push_back("user:" + r.prompt.sha256);
     in->expected_history[r.id] = std::move(history);
-    const RequestResult* prev = by_id.at(turns.at({r.session, r.turn - 1})->id);
     if (prev->prompt_tokens && prev->completion_tokens) {
       in->declared_cached_tokens[r.id] = *prev->prompt_tokens + *prev->completion_tokens;
     }
@@ -68,7 +85,7 @@ void ExpectReuse(const Row& row, const TrialPlan& plan, const std::vector<Reques
 ReuseFigures MeasureReuse(const TrialPlan& plan, const ValidationInput& in, double time_scale) {
   ReuseFigures f;
   int64_t declared = 0, served = 0, prompt = 0;
-  std::map<std::string, const RequestResult*> by_id;
+  ResultIndex by_id;
   for (const RequestResult& r : in.measured) {
     by_id[r.id] = &r;
     auto it = in.declared_cached_tokens.find(r.id);
