@@ -159,6 +159,21 @@ TEST(RunLoadSessions, EachTurnSendsBackTheTextStreamedForTheTurnsBeforeIt) {
   EXPECT_EQ(res->records[3].intended_send_ns, res->records[0].intended_send_ns);
 }
 
+// The sessions of `plan`, writing to `ev`, whose request 1 (session 0's turn 2) sends a body the
+// server refuses.
+LoadSpec SpecWithARefusedTurn(const sim::SimServer& sim, const Sessions& plan, size_t turns,
+                              Evidence* ev) {
+  LoadSpec spec = SessionSpec(sim, plan, turns);
+  spec.evidence = ev->writer.get();
+  TurnBodyFn good = ChatBodies(sim.profile().served_model_name, turns);
+  spec.measured_arrivals = [schedule = plan.schedule, good] {
+    return SessionArrivals(schedule, [good](size_t index, const std::vector<std::string>& e) {
+      return index == 1 ? std::string("{\"messages\": 7}") : good(index, e);
+    });
+  };
+  return spec;
+}
+
 // A turn the server refuses ends its session: the rest is recorded as never sent, once, and the
 // next session takes the place.
 TEST(RunLoadSessions, AFailedTurnLeavesTheRestOfItsSessionUnsentAndTheNextSessionRuns) {
@@ -168,14 +183,7 @@ TEST(RunLoadSessions, AFailedTurnLeavesTheRestOfItsSessionUnsentAndTheNextSessio
   const Sessions plan = Plan(1, 2, kTurns);
   Evidence ev = OpenEvidence("sessions_failed.jsonl");
   ASSERT_NE(ev.writer, nullptr);
-  LoadSpec spec = SessionSpec(*sim, plan, kTurns);
-  spec.evidence = ev.writer.get();
-  TurnBodyFn good = ChatBodies(sim->profile().served_model_name, kTurns);
-  spec.measured_arrivals = [schedule = plan.schedule, good] {
-    return SessionArrivals(schedule, [good](size_t index, const std::vector<std::string>& e) {
-      return index == 1 ? std::string("{\"messages\": 7}") : good(index, e);
-    });
-  };
+  LoadSpec spec = SpecWithARefusedTurn(*sim, plan, kTurns, &ev);
   Result<LoadResult> res = RunLoad(spec);
   ASSERT_TRUE(res.ok()) << res.status().ToString();
   ASSERT_EQ(res->records.size(), 6u);
@@ -203,14 +211,7 @@ TEST(RunLoadSessions, AFailedTurnThatStopsTheRunIsRecordedOnce) {
   const Sessions plan = Plan(1, 2, kTurns);
   Evidence ev = OpenEvidence("sessions_failed_stopped.jsonl");
   ASSERT_NE(ev.writer, nullptr);
-  LoadSpec spec = SessionSpec(*sim, plan, kTurns);
-  spec.evidence = ev.writer.get();
-  TurnBodyFn good = ChatBodies(sim->profile().served_model_name, kTurns);
-  spec.measured_arrivals = [schedule = plan.schedule, good] {
-    return SessionArrivals(schedule, [good](size_t index, const std::vector<std::string>& e) {
-      return index == 1 ? std::string("{\"messages\": 7}") : good(index, e);
-    });
-  };
+  LoadSpec spec = SpecWithARefusedTurn(*sim, plan, kTurns, &ev);
   spec.on_complete_check = [](const RawRecord& r,
                               const RequestResult&) -> std::optional<std::string> {
     if (r.http_status != 200) return "refused";
