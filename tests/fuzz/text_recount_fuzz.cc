@@ -1,8 +1,8 @@
 // Fuzzes the text_recount gate: arbitrary usage counts, chunk counts, re-counts (or none), the
-// tolerance and the per-chunk bound must give a verdict without crashing or overflowing (UBSan),
+// and the tolerance must give a verdict without crashing or overflowing (UBSan),
 // and a failing verdict must name the streams it blames.
 // Input: 8-byte little-endian fields, read in order until the input runs out: the tolerance in
-// tenths of a percent, max_tokens_per_chunk, then per stream: completion_tokens, nonempty_chunks,
+// tenths of a percent, then per stream: completion_tokens, nonempty_chunks,
 // the re-count (its top bit set: not re-counted).
 #include <cstddef>
 #include <cstdint>
@@ -36,14 +36,12 @@ struct Reader {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Reader rd{data, size};
-  int64_t tol10 = 0, per_chunk = 0;
-  if (!rd.Next(&tol10) || !rd.Next(&per_chunk)) return 0;
+  int64_t tol10 = 0;
+  if (!rd.Next(&tol10)) return 0;
   static capq::Row row;  // built once: its defaults cost more than the gate
   row.correctness.text_recount_tolerance_pct = static_cast<double>((tol10 & 0x3ff) % 1000) / 10.0;
   capq::ValidationInput in;
   in.row = &row;
-  // The validator takes max_tokens_per_chunk from the engine profile: at least 1.
-  in.max_tokens_per_chunk = 1 + (per_chunk & 0xff);
   in.recount_method = "fuzz";
   if (tol10 < 0 && (tol10 & 1)) in.recount_unavailable = "no tokenizer";
   int64_t claimed = 0, chunks = 0, recount = 0;

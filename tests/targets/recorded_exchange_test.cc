@@ -185,7 +185,9 @@ TEST(RecordedSglangAdapter, FactsFromServerInfoAndModels) {
                            {"dp_size", "1"},
                            {"disable_radix_cache", "false"},
                            {"max_prefill_tokens", "16384"},
-                           {"schedule_policy", "fcfs"}}));
+                           {"schedule_policy", "fcfs"},
+                           {"enable_cache_report", "true"},
+                           {"enable_metrics", "true"}}));
   EXPECT_EQ(f->model_path, "/models/Qwen3-8B");  // /server_info; /v1/models root is the name
   EXPECT_EQ(f->version, "0.5.15.post1");
   EXPECT_EQ(f->served_models, std::vector<std::string>{"qwen3-8b"});

@@ -54,11 +54,9 @@ std::unique_ptr<Target> Make(Engine e, const ReplayServer& srv) {
 
 // Qwen3.8's /server_info as its author trimmed it: context_length 1000000 at the top level, and
 // internal_states[0] with context_length alone. No /v1/models was recorded with it.
-//
-// Not asserted: max_running_requests. The trimmed document has only the top-level 96, the value
-// the command line REQUESTED (sglang issue 38846), and no
-// internal_states[0].effective_max_running_requests_per_dp; the adapter reports that 96 as the
-// effective limit, which a row then pins. It should report no effective limit then (issue 24).
+// It has only the top-level max_running_requests 96, the value the command line REQUESTED (sglang
+// issue 38846), and no internal_states[0].effective_max_running_requests_per_dp: the adapter
+// reports no effective limit, so a row that pins one fails closed rather than pinning 96.
 TEST(RecordedSglangPeerAdapter, FactsFromTheRecordedServerInfo) {
   ReplayServer srv({RecordedAnswer("/server_info", kQwenServerInfo)});
   auto t = Make(Engine::kSglang, srv);
@@ -68,6 +66,8 @@ TEST(RecordedSglangPeerAdapter, FactsFromTheRecordedServerInfo) {
   EXPECT_EQ(f->values["max_total_num_tokens"], "6248064");
   EXPECT_EQ(f->values["chunked_prefill_size"], "16384");
   EXPECT_EQ(f->values["disable_radix_cache"], "false");
+  EXPECT_EQ(f->values.count("max_running_requests"), 0u);
+  EXPECT_EQ(f->values["enable_cache_report"], "true");
   EXPECT_EQ(f->model_path, "Qwen/Qwen3.8-Flash-Next-FP8");
   EXPECT_EQ(f->version, "0.5.21.dev889+gd8afe1af9");
   EXPECT_TRUE(f->served_models.empty());

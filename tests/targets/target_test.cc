@@ -126,7 +126,7 @@ TEST(MakeTarget, RefusesNonHttpUrls) {
 }
 
 // The simulator's digest is hashed from the row's own profile file, never taken from the server,
-// and comes with what the profile says of the model and its speculative steps.
+// and comes with the model name the profile serves.
 TEST(SimTarget, LocalIdentityIsTheDigestOfTheRowsOwnProfile) {
   Identity id;
   id.engine = Engine::kSim;
@@ -141,7 +141,6 @@ TEST(SimTarget, LocalIdentityIsTheDigestOfTheRowsOwnProfile) {
   ASSERT_TRUE(profile.ok()) << profile.status().ToString();
   EXPECT_EQ(in->sim_profile_digest, engine::ProfileDigest(*profile));
   EXPECT_EQ(in->sim_served_model_name, "Qwen3.8-27B");
-  EXPECT_EQ(in->sim_spec_draft_tokens, 7);
   EXPECT_TRUE(in->running_image.empty());
 
   id.sim_profile = "/nonexistent/profile.yaml";

@@ -333,6 +333,7 @@ GateResult VerifyCold(const ValidationInput& in) {
     g.passed = true;
     g.evidence = Of(n, n, noun) + " reported cached prompt tokens <= " + std::to_string(allowed) +
                  " (max " + std::to_string(max_cached) + ")";
+    if (!in.counter_note.empty()) g.evidence += "; " + in.counter_note;
     return g;
   }
   // Some or all requests carry no per-request counter: fall back to the server's own counters.
@@ -355,6 +356,7 @@ GateResult VerifyCold(const ValidationInput& in) {
                Of(no_counter.size(), n, noun) +
                (no_counter.empty() ? std::string() : " (" + Join(no_counter) + ")") +
                " and no /metrics cache counter was given; cold cache unproven (fail closed)";
+  if (!in.counter_hint.empty()) g.evidence += ": " + in.counter_hint;
   g.offending_ids = no_counter;
   return g;
 }

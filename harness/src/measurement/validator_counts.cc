@@ -11,6 +11,13 @@
 
 namespace capq::validator_internal {
 
+// No lower bound on a stream's chunks is assumed: every engine may put several tokens' text in
+// one chunk. SGLang and vLLM do with --stream-interval N and for a speculative step's accepted
+// tokens, vLLM's API server merges a request's pending outputs when it falls behind the engine
+// (RequestOutputCollector, vllm/v1/engine/output_processor.py), that is under load, and llama.cpp
+// holds back an incomplete UTF-8 sequence or a partial stop string (tools/server/
+// server-context.cpp). A stream whose usage claims more tokens than its text holds is caught by
+// the re-count alone; the chunks' token counts are shown as evidence.
 GateResult TextRecount(const ValidationInput& in) {
   GateResult g = NewGate("text_recount");
   if (!in.recount_unavailable.empty()) {
@@ -19,18 +26,15 @@ GateResult TextRecount(const ValidationInput& in) {
     return g;
   }
   const double tol = in.row->correctness.text_recount_tolerance_pct / 100.0;
-  std::vector<std::string> off, sparse;
+  std::vector<std::string> off;
   int64_t worst_pct10 = 0;  // largest deviation seen, in tenths of a percent
+  double most_per_chunk = 0;
   for (const RequestResult& r : in.measured) {
     if (!r.completion_tokens || *r.completion_tokens <= 0) continue;  // exact_completion_tokens
     const int64_t claimed = *r.completion_tokens;
-    // Non-empty chunks can be fewer than tokens only by what one step may emit at once.
-    const double min_chunks =
-        static_cast<double>(claimed) / static_cast<double>(in.max_tokens_per_chunk);
-    if (static_cast<double>(r.nonempty_chunks) < std::floor(min_chunks * (1 - tol))) {
-      g.offending_ids.push_back(r.id);
-      sparse.push_back(r.id + " (" + std::to_string(r.nonempty_chunks) + " chunks with text for " +
-                       std::to_string(claimed) + " tokens)");
+    if (r.nonempty_chunks > 0) {
+      most_per_chunk = std::max(
+          most_per_chunk, static_cast<double>(claimed) / static_cast<double>(r.nonempty_chunks));
     }
     auto it = in.recounted_tokens.find(r.id);
     if (it == in.recounted_tokens.end()) {
@@ -53,27 +57,20 @@ GateResult TextRecount(const ValidationInput& in) {
   std::snprintf(tol_words_buf, sizeof tol_words_buf, "%g",
                 in.row->correctness.text_recount_tolerance_pct);
   const std::string tol_words = tol_words_buf;
-  if (!off.empty() || !sparse.empty()) {
+  if (!off.empty()) {
     g.passed = false;
-    if (!off.empty()) {
-      g.evidence = Of(off.size(), in.measured.size(),
-                      "streams' text does not hold the tokens "
-                      "usage claims (tolerance ") +
-                   tol_words + " %): " + Join(off);
-    }
-    if (!sparse.empty()) {
-      if (!g.evidence.empty()) g.evidence += "; ";
-      g.evidence += Of(sparse.size(), in.measured.size(),
-                       "streams carry too few chunks with text "
-                       "for their tokens (at most ") +
-                    std::to_string(in.max_tokens_per_chunk) + " per chunk): " + Join(sparse);
-    }
+    g.evidence = Of(off.size(), in.measured.size(),
+                    "streams' text does not hold the tokens usage claims (tolerance ") +
+                 tol_words + " %): " + Join(off);
     return g;
   }
+  char per_chunk[32];
+  std::snprintf(per_chunk, sizeof per_chunk, "%.1f", most_per_chunk);
   g.passed = !in.measured.empty();
   g.evidence = "every stream's text re-counts to its usage.completion_tokens within " + tol_words +
                " % (worst " + std::to_string(worst_pct10 / 10) + "." +
-               std::to_string(worst_pct10 % 10) + " %), " + in.recount_method;
+               std::to_string(worst_pct10 % 10) + " %), " + in.recount_method + "; at most " +
+               per_chunk + " tokens per chunk with text";
   return g;
 }
 

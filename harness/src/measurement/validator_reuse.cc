@@ -90,6 +90,7 @@ GateResult CacheReuse(const ValidationInput& in) {
   }
   if (!t.no_counter.empty()) {
     g.evidence += "; no per-request cached or prompt tokens (fail closed): " + Join(t.no_counter);
+    if (!in.counter_hint.empty()) g.evidence += " (" + in.counter_hint + ")";
   }
   if (!undeclared.empty()) {
     g.evidence += "; no declared reuse could be derived (the previous turn gave no usage): " +

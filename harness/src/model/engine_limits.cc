@@ -23,6 +23,10 @@ const std::vector<LimitSpec> kSglang = {
      "/server_info speculative_eagle_topk"},
     {"speculative_num_draft_tokens", LimitType::kCountOrZero, false,
      "/server_info speculative_num_draft_tokens"},
+    {"stream_interval", LimitType::kCount, false, "/server_info stream_interval"},
+    {"enable_cache_report", LimitType::kFlag, false,
+     "/server_info enable_cache_report (--enable-cache-report: per-request cached_tokens)"},
+    {"enable_metrics", LimitType::kFlag, false, "/server_info enable_metrics (--enable-metrics)"},
 };
 
 const std::vector<LimitSpec> kVllm = {

@@ -303,19 +303,6 @@ void StartTrial(Trial& t, const Row& row, const TrialOptions& opt) {
   t.topts.insecure_tls = opt.insecure_tls;
 }
 
-// The most tokens one streamed chunk may carry: one, or every token a speculative step can
-// accept at once (SGLang's EAGLE: speculative_num_draft_tokens; the simulator's profile).
-int64_t MaxTokensPerChunk(const ServerFacts& facts, int sim_draft_tokens) {
-  int64_t most = 1 + std::max(0, sim_draft_tokens);
-  auto number = [&](const char* key) -> int64_t {
-    auto it = facts.values.find(key);
-    return it == facts.values.end() ? 0 : std::atoll(it->second.c_str());
-  };
-  most =
-      std::max({most, number("speculative_num_draft_tokens"), number("speculative_num_steps") + 1});
-  return most;
-}
-
 // Reachable and ready (a probe that generates nothing), then identity: pinned vs running.
 PhaseEnd PinIdentity(Trial& t) {
   const Row& row = *t.s.row;
@@ -354,9 +341,9 @@ PhaseEnd PinIdentity(Trial& t) {
   t.s.identity["check"] = check.ToJson();
   if (!check.ok()) return CouldNotRun(t.s, check.Summary());
   t.ev.served_model_name = t.effective.identity.served_model_name;
-  t.ev.max_tokens_per_chunk = MaxTokensPerChunk(*facts, id_in->sim_spec_draft_tokens);
+  t.ev.cache_counter = t.target->CacheCounter(*facts);
   t.s.identity["served_model_name"] = t.ev.served_model_name;
-  t.s.identity["max_tokens_per_chunk"] = t.ev.max_tokens_per_chunk;
+  t.s.identity["cache_counter"] = CacheCounterRuleToJson(t.ev.cache_counter);
   return std::nullopt;
 }
 
@@ -857,6 +844,7 @@ PhaseEnd ReadBackAndRecount(Trial& t) {
 void Judge(Trial& t) {
   TrialState& s = t.s;
   const Row& row = *s.row;
+  t.ev.counted_as_zero = internal::ApplyCacheCounterRule(t.ev.cache_counter, &t.s.warm, &t.s.meas);
   internal::ColdPrefix cold =
       internal::EstimateColdPrefix(*s.plan, t.s.warm, t.s.meas, t.ev.template_prefix_tokens);
   t.ev.server_cached_tokens_total = ServerCachedTokens(t, &t.ev.server_cached_window_requests);

@@ -7,6 +7,29 @@
 
 namespace capq::internal {
 
+size_t ApplyCacheCounterRule(const CacheCounterRule& rule, std::vector<RequestResult>* warmup,
+                             std::vector<RequestResult>* measured) {
+  if (!rule.absent_means_zero) return 0;
+  const auto lists = {warmup, measured};
+  if (rule.only_if_any_reported) {
+    bool any = false;
+    for (const auto* list : lists) {
+      for (const RequestResult& r : *list) any = any || r.cached_tokens.has_value();
+    }
+    if (!any) return 0;
+  }
+  size_t read_as_zero = 0;
+  for (auto* list : lists) {
+    for (RequestResult& r : *list) {
+      // Only a stream that finished with usage: a broken one has no counter to read.
+      if (r.cached_tokens || !r.prompt_tokens || r.http_status != 200) continue;
+      r.cached_tokens = 0;
+      ++read_as_zero;
+    }
+  }
+  return read_as_zero;
+}
+
 ColdPrefix EstimateColdPrefix(const TrialPlan& plan, const std::vector<RequestResult>& warmup,
                               const std::vector<RequestResult>& measured,
                               std::optional<int64_t> template_prefix) {
@@ -127,7 +150,12 @@ ValidationInput MakeValidationInput(const Row& row, const TrialPlan& plan,
   in.server_cached_tokens_total = ev.server_cached_tokens_total;
   in.server_cached_window_requests = ev.server_cached_window_requests;
   in.cold_hint = ev.cold_hint;
-  in.max_tokens_per_chunk = std::max<int64_t>(1, ev.max_tokens_per_chunk);
+  in.counter_hint = ev.cache_counter.launch_hint;
+  if (ev.counted_as_zero > 0) {
+    in.counter_note =
+        std::to_string(ev.counted_as_zero) +
+        " streams with usage but no cached-token count read as 0: " + ev.cache_counter.source;
+  }
   in.served_model_name = ev.served_model_name;
   const nlohmann::json& rc = ev.recount;
   in.recount_method = rc.value("method", "");
@@ -164,7 +192,8 @@ Evidence EvidenceFromJson(const nlohmann::json& identity, const nlohmann::json& 
   if (identity.contains("flush") && identity["flush"].is_object()) {
     e.cold_hint = identity["flush"].value("cold_hint", "");
   }
-  e.max_tokens_per_chunk = number(identity, "max_tokens_per_chunk").value_or(1);
+  if (identity.contains("cache_counter"))
+    e.cache_counter = CacheCounterRuleFromJson(identity["cache_counter"]);
   e.served_model_name = identity.value("served_model_name", "");
   if (recount.is_object()) e.recount = recount;
   return e;

@@ -15,6 +15,7 @@
 #include "capq/model/plan.h"
 #include "capq/model/row.h"
 #include "capq/protocol/capacity_data.h"
+#include "capq/targets/target.h"
 
 namespace capq {
 class Target;
@@ -51,11 +52,17 @@ struct Evidence {
   std::optional<int64_t> server_cached_tokens_total;
   int64_t server_cached_window_requests = 0;  // requests that counter covers (0: the measured)
   std::string cold_hint;
-  int64_t max_tokens_per_chunk = 1;
-  std::string served_model_name;  // as sent in every request
+  CacheCounterRule cache_counter;  // what a stream without a cached-token count means
+  size_t counted_as_zero = 0;      // streams ApplyCacheCounterRule read as 0 cached tokens
+  std::string served_model_name;   // as sent in every request
   // recount.json: {"method", "unavailable", "counts": {id: tokens}}.
   nlohmann::json recount = nlohmann::json::object();
 };
+// Reads the streams that finished with usage but no cached-token count as 0 cached tokens where
+// the engine's rule says silence means nothing was cached (Target::CacheCounter), in place, before
+// any gate or estimate reads them. Returns how many it read so.
+size_t ApplyCacheCounterRule(const CacheCounterRule& rule, std::vector<RequestResult>* warmup,
+                             std::vector<RequestResult>* measured);
 // identity.json (required) and recount.json (may be null: not re-counted).
 Evidence EvidenceFromJson(const nlohmann::json& identity, const nlohmann::json& recount);
 

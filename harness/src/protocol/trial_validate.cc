@@ -242,6 +242,7 @@ Result<ValidateReport> ValidateTrialDir(const std::string& dir) {
     recount = *rj;
   }
   internal::Evidence evidence = internal::EvidenceFromJson(identity, recount);
+  evidence.counted_as_zero = internal::ApplyCacheCounterRule(evidence.cache_counter, &warm, &meas);
   internal::ColdPrefix cold =
       internal::EstimateColdPrefix(*plan, warm, meas, evidence.template_prefix_tokens);
   ValidationInput vin = internal::MakeValidationInput(*row, *plan, warm, meas, cold, evidence);

@@ -129,7 +129,9 @@ class SglangTarget : public Target {
     f.documents[info_path] = *info;
     TakeLimits(Engine::kSglang, *info, &f);
     // server_args carries the REQUESTED max_running_requests; the allocator may cut it (the seed:
-    // 64 requested, 9 effective). The effective value is what a row pins.
+    // 64 requested, 9 effective). The effective value is what a row pins: without it the key is
+    // not reported, so a pinned row fails closed (recorded sugar-crush /server_info has none).
+    f.values.erase("max_running_requests");
     if (info->contains("internal_states") && (*info)["internal_states"].is_array() &&
         !(*info)["internal_states"].empty()) {
       const auto& st = (*info)["internal_states"][0];
@@ -226,6 +228,26 @@ class SglangTarget : public Target {
   std::string ColdHint() const override {
     return "SGLang's /flush_cache empties the radix cache of the server that answered it; behind "
            "a router it reaches one worker only, so point capq at the server itself";
+  }
+
+  // With --enable-cache-report SGLang writes {"cached_tokens": N} only for N > 0 and null
+  // otherwise (entrypoints/openai/usage_processor.py; recorded: Qwen3.8 cold stream,
+  // tests/data/conformance/recorded/sglang/); without it, null whatever was cached (recorded:
+  // Hunyuan). /server_info reports the flag as enable_cache_report.
+  CacheCounterRule CacheCounter(const ServerFacts& facts) const override {
+    CacheCounterRule rule;
+    auto it = facts.values.find("enable_cache_report");
+    if (it != facts.values.end() && it->second == "true") {
+      rule.absent_means_zero = true;
+      rule.source =
+          "SGLang with --enable-cache-report reports cached_tokens only when above zero "
+          "(usage_processor.py; recorded Qwen3.8 cold stream): null means nothing was cached";
+      return rule;
+    }
+    rule.launch_hint =
+        "start SGLang with --enable-cache-report (per-request cached_tokens) or --enable-metrics "
+        "(the server's cache counter)";
+    return rule;
   }
 
   ServerLoad ParseLoad(const std::string& text) const override {
@@ -348,6 +370,23 @@ class VllmTarget : public Target {
   Result<std::vector<int64_t>> TokenIds(const std::string& text) override {
     nlohmann::json req = {{"prompt", text}, {"add_special_tokens", false}};
     return IdsFrom(client().Post(base_url() + "/tokenize", req.dump()));
+  }
+
+  // vLLM writes prompt_tokens_details only with --enable-prompt-tokens-details and only when a
+  // prefix hit cached tokens (entrypoints/openai/serving_chat.py); the flag is reported nowhere,
+  // so a stream that reported a count shows it on, and then a silent stream hit nothing.
+  CacheCounterRule CacheCounter(const ServerFacts&) const override {
+    CacheCounterRule rule;
+    rule.absent_means_zero = true;
+    rule.only_if_any_reported = true;
+    rule.source =
+        "vLLM with --enable-prompt-tokens-details writes prompt_tokens_details only when tokens "
+        "were cached (serving_chat.py): once a stream of the trial reported one, a silent stream "
+        "hit nothing";
+    rule.launch_hint =
+        "start vLLM with --enable-prompt-tokens-details (per-request cached_tokens); its /metrics "
+        "prefix-cache counter stands in otherwise";
+    return rule;
   }
 
   ServerLoad ParseLoad(const std::string& text) const override {
@@ -524,7 +563,6 @@ class SimTarget : public Target {
     IdentityInputs in;
     in.sim_profile_digest = engine::ProfileDigest(*profile);
     in.sim_served_model_name = profile->served_model_name;
-    in.sim_spec_draft_tokens = profile->spec_draft_tokens;
     return in;
   }
 
@@ -558,6 +596,9 @@ class SimTarget : public Target {
   }
   std::string RenderMethod() const override { return dialect_->RenderMethod(); }
   std::string ColdHint() const override { return dialect_->ColdHint(); }
+  CacheCounterRule CacheCounter(const ServerFacts& facts) const override {
+    return dialect_->CacheCounter(facts);
+  }
   ServerLoad ParseLoad(const std::string& text) const override {
     ServerLoad l = dialect_->ParseLoad(text);
     auto m = ParsePrometheus(text);

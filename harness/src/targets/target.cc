@@ -436,4 +436,21 @@ Result<std::string> RunCapture(const std::vector<std::string>& argv, double time
   return out;
 }
 
+nlohmann::json CacheCounterRuleToJson(const CacheCounterRule& rule) {
+  return {{"absent_means_zero", rule.absent_means_zero},
+          {"only_if_any_reported", rule.only_if_any_reported},
+          {"source", rule.source},
+          {"launch_hint", rule.launch_hint}};
+}
+
+CacheCounterRule CacheCounterRuleFromJson(const nlohmann::json& j) {
+  CacheCounterRule rule;
+  if (!j.is_object()) return rule;
+  rule.absent_means_zero = j.value("absent_means_zero", false);
+  rule.only_if_any_reported = j.value("only_if_any_reported", false);
+  rule.source = j.value("source", "");
+  rule.launch_hint = j.value("launch_hint", "");
+  return rule;
+}
+
 }  // namespace capq

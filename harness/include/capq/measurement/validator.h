@@ -73,6 +73,10 @@ struct ValidationInput {
   // The engine adapter's advice when a flushed server still shows cached prompts (the server flag
   // that makes its flush complete); appended to a verify_cold failure. Empty: none.
   std::string cold_hint;
+  // How streams without a cached-token count were read, and the source (shown with verify_cold's
+  // evidence); the launch setting that makes the engine report a count (shown when none did).
+  std::string counter_note;
+  std::string counter_hint;
   // Completion tokens each measured request asked for, by id; when absent for an id the row's
   // workload.output_tokens is the expectation.
   std::map<std::string, int64_t> expected_completion_tokens;
@@ -82,8 +86,6 @@ struct ValidationInput {
   std::map<std::string, int64_t> recounted_tokens;
   std::string recount_method;
   std::string recount_unavailable;
-  // The most tokens one chunk may carry: 1, or 1 + the draft tokens a speculative step accepts.
-  int64_t max_tokens_per_chunk = 1;
 
   // prompt_tokens: what usage.prompt_tokens must be, by id (planned message tokens + the template
   // overhead measured on the server), and the tolerance in tokens; empty with

@@ -72,6 +72,20 @@ struct TemplatePrefix {
   std::string method;         // the endpoints used, in words
 };
 
+// What a completed stream whose usage carries no cached-token count means on one engine as
+// launched (Target::CacheCounter): engines that report the count only when it is above zero make
+// a cold request's silence a zero, and the rule says so with its source.
+struct CacheCounterRule {
+  bool absent_means_zero = false;  // a stream with usage and no count hit nothing
+  // ... only once some stream of the same trial reported a count: the setting that turns the count
+  // on is not reported anywhere else (vLLM).
+  bool only_if_any_reported = false;
+  std::string source;       // the server's code or recording that says so ("": nothing known)
+  std::string launch_hint;  // how to start the server so that it reports a count
+};
+nlohmann::json CacheCounterRuleToJson(const CacheCounterRule& rule);
+CacheCounterRule CacheCounterRuleFromJson(const nlohmann::json& j);
+
 struct ServerLoad {
   std::optional<double> running, waiting;  // nullopt: the server does not report it
 };
@@ -113,6 +127,11 @@ class Target {
   // One sentence for a verify_cold failure after this engine's flush: which server setting
   // leaves cached prompts behind and how to start the server so that its flush empties the cache.
   virtual std::string ColdHint() const { return ""; }
+  // What a stream without a cached-token count means on this engine, configured as `facts` say.
+  virtual CacheCounterRule CacheCounter(const ServerFacts& facts) const {
+    (void)facts;
+    return {};
+  }
   Result<std::string> Metrics();  // GET /metrics body; error unless 200
   // Running and queued requests from a /metrics text, under this engine's metric names.
   virtual ServerLoad ParseLoad(const std::string& metrics_text) const = 0;
@@ -186,10 +205,8 @@ struct IdentityInputs {
   std::string model_revision;
   // Simulator rows: the digest of the row's own profile, computed locally ("sha256:<hex>").
   std::string sim_profile_digest;
-  // Simulator rows: the profile's served model name (for a row that leaves it to the profile) and
-  // the draft tokens one speculative step may add to a chunk.
+  // Simulator rows: the profile's served model name (for a row that leaves it to the profile).
   std::string sim_served_model_name;
-  int sim_spec_draft_tokens = 0;
 };
 
 // Compares a row's identity and server_expect with what the server says. Numbers compare
