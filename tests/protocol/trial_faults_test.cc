@@ -76,17 +76,7 @@ std::vector<FaultCase> Cases() {
 
 class TrialFault : public ::testing::TestWithParam<FaultCase> {};
 
-TEST_P(TrialFault, TripsItsGate) {
-  const FaultCase& fc = GetParam();
-  SimRowSpec spec;
-  spec.request_timeout_s = 100;  // 1 wall second at x100: the stall must time out quickly
-  Row row = MakeSimRow(spec);
-  std::string dir = ScratchDir("fault-" + fc.name);
-  std::string faults = WriteText(dir + "/faults.yaml", "faults:\n  - " + fc.rule + "\n");
-  auto sim = StartSim(row, faults);
-  ASSERT_TRUE(sim);
-  TrialReport rep = RunTrial(row, Options(sim->url(), dir + "/trial"));
-  sim->Stop();
+void ExpectTripped(const FaultCase& fc, const TrialReport& rep, const std::string& trial_dir) {
   EXPECT_EQ(rep.verdict.outcome, TrialOutcome::kCorrectnessFail)
       << TrialOutcomeName(rep.verdict.outcome)
       << (rep.verdict.reasons.empty() ? "" : ": " + rep.verdict.reasons[0]);
@@ -104,10 +94,30 @@ TEST_P(TrialFault, TripsItsGate) {
                                            << other.name << ": " << other.evidence;
   }
   // The recorded evidence reproduces the same verdict.
-  auto v = ValidateTrialDir(dir + "/trial");
+  auto v = ValidateTrialDir(trial_dir);
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   EXPECT_TRUE(v->problems.empty()) << v->problems[0];
   EXPECT_EQ(v->verdict.outcome, TrialOutcome::kCorrectnessFail);
+}
+
+// Every fault trips its gate whatever the framing: the dialect's own, and every benign variation
+// real servers send (sim/variations.h, varied mode).
+TEST_P(TrialFault, TripsItsGate) {
+  const FaultCase& fc = GetParam();
+  for (const char* mode : {"dialect", "varied"}) {
+    SCOPED_TRACE(std::string("variations: ") + mode);
+    SimRowSpec spec;
+    spec.request_timeout_s = 100;  // 1 wall second at x100: the stall must time out quickly
+    spec.server_expect = std::string("  sim_variations: ") + mode + "\n";
+    Row row = MakeSimRow(spec);
+    std::string dir = ScratchDir("fault-" + fc.name + "-" + mode);
+    std::string faults = WriteText(dir + "/faults.yaml", "faults:\n  - " + fc.rule + "\n");
+    auto sim = StartSim(row, faults);
+    ASSERT_TRUE(sim);
+    TrialReport rep = RunTrial(row, Options(sim->url(), dir + "/trial"));
+    sim->Stop();
+    ExpectTripped(fc, rep, dir + "/trial");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Faults, TrialFault, ::testing::ValuesIn(Cases()),

@@ -7,13 +7,15 @@
 #include "capq/cli/args.h"
 #include "capq/cli/commands.h"
 #include "capq/sim/server.h"
+#include "capq/sim/variations.h"
 
 namespace capq::cli {
 namespace {
 
 constexpr const char* kSimUsage =
     "usage: capq sim --profile FILE [--port N] [--host H] [--time-scale K] [--truth-log FILE]\n"
-    "                [--faults FILE] [--dialect sglang|vllm|llamacpp]\n";
+    "                [--faults FILE] [--dialect sglang|vllm|llamacpp]\n"
+    "                [--variations dialect|varied] [--variation-seed N]\n";
 
 // An accept queue shorter than this is worth a warning: trials open this many streams at once.
 constexpr int kBurstClients = 1024;
@@ -21,7 +23,8 @@ constexpr int kBurstClients = 1024;
 }  // namespace
 
 int RunSim(const Args& args) {
-  ArgParser parser({"profile", "port", "host", "time-scale", "truth-log", "faults", "dialect"},
+  ArgParser parser({"profile", "port", "host", "time-scale", "truth-log", "faults", "dialect",
+                    "variations", "variation-seed"},
                    {"help"});
   Status st = parser.Parse(args);
   if (!st.ok()) {
@@ -62,6 +65,15 @@ int RunSim(const Args& args) {
     return 2;
   }
   opts.dialect = *dialect;
+  Result<sim::VariationMode> mode = sim::ParseVariationMode(parser.GetOr("variations", "dialect"));
+  Result<long long> vseed = parser.GetInt("variation-seed", 1);
+  if (!mode.ok() || !vseed.ok()) {
+    std::fprintf(stderr, "capq sim: %s\n",
+                 (!mode.ok() ? mode.status() : vseed.status()).message().c_str());
+    return 2;
+  }
+  opts.varied = *mode == sim::VariationMode::kVaried;
+  opts.variation_seed = static_cast<uint64_t>(*vseed);
 
   // Block the stop signals before the loop thread starts so it inherits the mask and only this
   // thread receives them, through sigwait.

@@ -100,6 +100,10 @@ const std::vector<std::pair<std::string_view, Setter>>& Fields() {
       {"host_prompt_cache", Field(&EngineProfile::host_prompt_cache)},
       {"slot_actions", Field(&EngineProfile::slot_actions)},
       {"idle_start_delay_s", Field(&EngineProfile::idle_start_delay_s)},
+      {"stream_interval", Field(&EngineProfile::stream_interval)},
+      {"cache_report", Field(&EngineProfile::cache_report)},
+      {"prompt_tokens_details", Field(&EngineProfile::prompt_tokens_details)},
+      {"metrics", Field(&EngineProfile::metrics)},
   };
   return *fields;
 }
@@ -151,6 +155,7 @@ Status ValidateProfile(const EngineProfile& p) {
     return bad("template_bos", "needs template_prefix_tokens >= 1 (the BOS is the first one)");
   }
   if (!(p.idle_start_delay_s >= 0)) return bad("idle_start_delay_s", "must be >= 0");
+  if (p.stream_interval < 1) return bad("stream_interval", "must be >= 1");
   if (!(p.slot_prompt_similarity >= 0 && p.slot_prompt_similarity <= 1)) {
     return bad("slot_prompt_similarity", "must be in [0, 1]");
   }
@@ -263,6 +268,12 @@ std::string CanonicalProfileJson(const EngineProfile& p) {
   if (p.host_prompt_cache != d.host_prompt_cache) j["host_prompt_cache"] = p.host_prompt_cache;
   if (p.slot_actions != d.slot_actions) j["slot_actions"] = p.slot_actions;
   if (p.idle_start_delay_s != d.idle_start_delay_s) j["idle_start_delay_s"] = p.idle_start_delay_s;
+  if (p.stream_interval != d.stream_interval) j["stream_interval"] = p.stream_interval;
+  if (p.cache_report != d.cache_report) j["cache_report"] = p.cache_report;
+  if (p.prompt_tokens_details != d.prompt_tokens_details) {
+    j["prompt_tokens_details"] = p.prompt_tokens_details;
+  }
+  if (p.metrics != d.metrics) j["metrics"] = p.metrics;
   return j.dump();
 }
 

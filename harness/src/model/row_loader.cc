@@ -575,7 +575,8 @@ bool RowParser::ParseIdentity(const Entry& entry, Identity* id) {
   MapView m;
   if (!OpenMap(entry, "identity", "the serving identity", &m)) return false;
   if (!CheckKeys(m, {"engine", "image", "model", "model_revision", "served_model_name", "hardware",
-                     "driver", "server_expect", "sim_profile", "time_scale", "sim_dialect"})) {
+                     "driver", "server_expect", "sim_profile", "time_scale", "sim_dialect",
+                     "sim_variations"})) {
     return false;
   }
   const Entry* e = nullptr;
@@ -631,8 +632,13 @@ bool RowParser::ParseIdentity(const Entry& entry, Identity* id) {
                         : dialect == "llamacpp" ? Engine::kLlamacpp
                                                 : Engine::kSglang;
     }
+    if ((e = m.Find("sim_variations"))) {
+      std::string mode;
+      if (!GetEnum(*e, "identity.sim_variations", {"dialect", "varied"}, &mode)) return false;
+      id->sim_varied = mode == "varied";
+    }
   } else {
-    for (const char* k : {"sim_profile", "time_scale", "sim_dialect"}) {
+    for (const char* k : {"sim_profile", "time_scale", "sim_dialect", "sim_variations"}) {
       if ((e = m.Find(k))) {
         return Fail(
             e->key_mark, std::string("identity.") + k,
@@ -2058,6 +2064,7 @@ std::string RowToYaml(const Row& r) {
     if (id.sim_dialect != Engine::kSglang) {
       o << "  sim_dialect: " << EngineName(id.sim_dialect) << "\n";
     }
+    if (id.sim_varied) o << "  sim_variations: varied\n";
   } else {
     o << "  image: " << Quoted(id.image) << "\n";
   }

@@ -78,7 +78,8 @@ constexpr DialectSpec kSpecs[] = {
         /*llamacpp_stream=*/false,
         /*usage_default_with_stream_options=*/false,
         /*usage_timings=*/false,
-        /*finish_extra=*/",\"matched_stop\":null",
+        /*stop_key=*/"matched_stop",
+        /*stop_key_every_chunk=*/true,
         /*invalid_json_status=*/400,
         /*cap_max_tokens_to_context=*/false,
         kNoHeaders,
@@ -118,7 +119,8 @@ constexpr DialectSpec kSpecs[] = {
         /*llamacpp_stream=*/false,
         /*usage_default_with_stream_options=*/true,
         /*usage_timings=*/false,
-        /*finish_extra=*/",\"stop_reason\":null",
+        /*stop_key=*/"stop_reason",
+        /*stop_key_every_chunk=*/false,
         /*invalid_json_status=*/400,
         /*cap_max_tokens_to_context=*/false,
         kNoHeaders,
@@ -159,7 +161,8 @@ constexpr DialectSpec kSpecs[] = {
         /*llamacpp_stream=*/true,
         /*usage_default_with_stream_options=*/false,
         /*usage_timings=*/true,
-        /*finish_extra=*/"",
+        /*stop_key=*/nullptr,
+        /*stop_key_every_chunk=*/false,
         /*invalid_json_status=*/500,
         /*cap_max_tokens_to_context=*/true,
         kLlamacppHeaders,
@@ -217,6 +220,8 @@ ServerOptions ServerOptionsForRow(const Row& row) {
     default:
       o.dialect = Dialect::kSglang;
   }
+  o.varied = row.identity.sim_varied;
+  o.variation_seed = row.trials.seeds.empty() ? 1 : row.trials.seeds.front();
   return o;
 }
 

@@ -297,6 +297,10 @@ void SimServer::Impl::Dispatch(const EngineEvent& e) {
       if (s->slot >= 0) OnSlotAdmitted(s);
       // llama.cpp sends the status and headers when a slot starts the task, before its prefill.
       if (s->streaming && spec->llamacpp_stream && !s->stalled) StartReply(s);
+      if (s->streaming && !s->stalled && s->first_token_v < 0) {
+        if (s->var.keepalive_while_queued && s->headers_sent) SendComment(s);
+        if (s->var.role_at_admission) SendRole(s, e.t);
+      }
       break;
     case EngineEvent::Kind::kTokens:
       OnTokens(s, e);
@@ -319,7 +323,10 @@ void SimServer::Impl::SubmitStream(Stream* s) {
   Pump(now);
   s->arrival_v = last_v;
   s->in_engine = true;
-  if (s->streaming && !spec->llamacpp_stream) StartReply(s);
+  if (s->streaming && !spec->llamacpp_stream) {
+    StartReply(s);
+    if (s->var.keepalive_while_queued) SendComment(s);
+  }
   engine->Submit(std::move(s->pending), last_v);
   // A rejection (or an admission into the step being formed) is reported at once: collect it.
   Pump(last_v);
@@ -327,22 +334,6 @@ void SimServer::Impl::SubmitStream(Stream* s) {
 
 // ---------------------------------------------------------------------------------------------
 // Streams
-
-std::string SimServer::Impl::ChoiceTail(const char* finish_reason) const {
-  std::string t;
-  if (spec->logprobs_key) t += ",\"logprobs\":null";
-  t += ",\"finish_reason\":";
-  if (finish_reason) {
-    t += '"';
-    t += finish_reason;
-    t += '"';
-  } else {
-    t += "null";
-  }
-  t += spec->finish_extra;
-  t += '}';
-  return t;
-}
 
 std::string SimServer::Impl::UsageJson(const Stream* s) const {
   const int64_t completion = s->emitted + s->faults.usage_off_by;
@@ -611,58 +602,108 @@ bool SimServer::Impl::SendAndApplyFaults(Stream* s, int64_t count, VirtNs v) {
   return true;
 }
 
+void SimServer::Impl::CountFirstToken(Stream* s, VirtNs t) {
+  if (s->first_token_v >= 0) return;
+  s->first_token_v = t;
+  const double ttft_s = static_cast<double>(t - s->arrival_v) / 1e9;
+  size_t b = 0;
+  while (b < kTtftBuckets && ttft_s > kTtftBucketsS[b]) ++b;
+  ++ttft_counts[b];
+  ttft_sum_s += ttft_s;
+  ++ttft_count;
+}
+
 void SimServer::Impl::OnTokens(Stream* s, const EngineEvent& e) {
   const int64_t first = s->emitted;
   const int64_t n = e.tokens;
   s->emitted = first + n;
-  if (s->first_token_v < 0) {
-    s->first_token_v = e.t;
-    const double ttft_s = static_cast<double>(e.t - s->arrival_v) / 1e9;
-    size_t b = 0;
-    while (b < kTtftBuckets && ttft_s > kTtftBucketsS[b]) ++b;
-    ++ttft_counts[b];
-    ttft_sum_s += ttft_s;
-    ++ttft_count;
-  }
+  CountFirstToken(s, e.t);
   if (s->stalled || !s->req) return;
+  if (!s->streaming) {
+    // llama.cpp writes no text for a sampled EOS (conformance 60, 61).
+    const bool eos_here = s->eos_is_token && s->eos_at > first && s->eos_at <= first + n;
+    if (!s->faults.empty_deltas) {
+      AppendOutputWords(s->out_hash, s->out_seed, first, eos_here ? n - 1 : n, &s->content);
+    }
+    return;
+  }
+  if (s->held == 0) s->held_first = first;
+  s->held += n;
+  if (!HoldBack(s)) SendHeld(s, e.t, FinishKind::kNone);
+}
+
+// Whether the tokens produced so far wait for a later chunk (variations.h): the first token always
+// goes out at once; then a stream interval waits for its count, a slow reader's stream merges
+// what is pending while its socket still holds unsent bytes, and the last text waits for the
+// finish chunk.
+bool SimServer::Impl::HoldBack(const Stream* s) const {
+  const StreamVariation& v = s->var;
+  if (v.last_text_on_finish &&
+      (s->emitted >= s->max_tokens || (s->eos_at > 0 && s->emitted >= s->eos_at))) {
+    return true;
+  }
+  if (s->held_first == 0) return false;
+  if (s->held < v.tokens_per_chunk) return true;
+  return v.merge_when_slow && s->bev && evbuffer_get_length(bufferevent_get_output(s->bev)) > 0;
+}
+
+void SimServer::Impl::SendRole(Stream* s, VirtNs v) {
+  if (s->role_sent || !s->req) return;
+  if (!s->headers_sent) StartReply(s);
+  s->role_sent = true;
+  BeginFrame().append(s->head).append(s->parts->role_choice).append(s->tail);
+  AppendChunkClose(s, &frame);
+  SendFrame(s, v);
+}
+
+// An SSE comment is no event: it goes to the socket as its own HTTP chunk, outside the truth log.
+void SimServer::Impl::SendComment(Stream* s) {
+  if (!s->req || !s->bev || s->gzip) return;
+  FlushStaged();
+  static constexpr char kPing[] = ": ping\n\n";
+  const std::string body = s->chunked ? "8\r\n" + std::string(kPing) + "\r\n" : kPing;
+  bufferevent_write(s->bev, body.data(), body.size());
+  WriteNow(s->bev);
+}
+
+bool SimServer::Impl::SendHeld(Stream* s, VirtNs v, FinishKind finish) {
+  const int64_t first = s->held_first;
+  const int64_t n = s->held;
+  s->held_first += n;
+  s->held = 0;
   // llama.cpp counts a sampled EOS as a completion token but writes no text for it, so a natural
   // stop has one content delta fewer than completion_tokens (conformance 60, 61).
   const bool eos_here = s->eos_is_token && s->eos_at > first && s->eos_at <= first + n;
   const int64_t words = eos_here ? n - 1 : n;
-  if (!s->streaming) {
-    if (!s->faults.empty_deltas) {
-      AppendOutputWords(s->out_hash, s->out_seed, first, words, &s->content);
-    }
-    return;
-  }
   if (!s->headers_sent) StartReply(s);
   bool role_pending = false;
   if (!s->role_sent) {
     s->role_sent = true;
-    BeginFrame().append(s->head).append(role_choice).append(s->tail).append(chunk_close);
+    BeginFrame().append(s->head).append(s->parts->role_choice).append(s->tail);
+    AppendChunkClose(s, &frame);
     // llama.cpp writes the role chunk with the first content delta (ts/server-task.cpp:1160-1166).
     // A fault with after_tokens 0 acts right after the role chunk, before any content.
     role_pending = spec->llamacpp_stream && words > 0 && !FaultDue(s->faults, first);
-    if (!role_pending && !SendAndApplyFaults(s, first, e.t)) return;
+    if (!role_pending && !SendAndApplyFaults(s, first, v)) return false;
   }
   const int64_t text_words = HollowWords(s->faults, first, words);
-  if (text_words == 0) {
-    if (role_pending) SendAndApplyFaults(s, first, e.t);
-    return;
+  if (text_words == 0 && finish == FinishKind::kNone) {
+    if (role_pending) return SendAndApplyFaults(s, first, v);
+    return true;
   }
   std::string& f = role_pending ? NextFrame() : BeginFrame();
-  f.append(s->head).append(ContentOpen(s, first, words));
+  f.append(s->head).append(ContentOpen(s, first, words, finish));
   if (!s->faults.empty_deltas) AppendOutputWords(s->out_hash, s->out_seed, first, text_words, &f);
   const bool split = AppendSplitUtf8(s, first, words, &f);
-  f.append(content_close);
+  f.append(s->parts->content_close[static_cast<int>(finish)]);
   AppendFaultChoices(s, first, words, &f);
   f.append(s->tail);
   AppendChunkClose(s, &f);
   if (split) {
-    SendSplitFrame(s, e.t);
-    return;
+    SendSplitFrame(s, v);
+    return true;
   }
-  SendAndApplyFaults(s, s->emitted, e.t);
+  return SendAndApplyFaults(s, first + n, v);
 }
 
 std::string SimServer::Impl::NonStreamBody(const Stream* s, const char* finish_reason,
@@ -722,27 +763,39 @@ void SimServer::Impl::OnFinished(Stream* s, const EngineEvent& e) {
     return;
   }
   if (!s->headers_sent) StartReply(s);
-  std::string& fin = BeginFrame();
-  fin.append(s->head)
-      .append(std::strcmp(reason, "stop") == 0 ? finish_stop_choice : finish_length_choice)
-      .append(s->tail);
-  // Without a usage chunk llama.cpp puts the timings on the finish chunk (recording 16).
-  if (spec->usage_timings && !s->include_usage)
-    fin.append(",\"timings\":").append(TimingsJson(s, e.t));
-  fin.append(chunk_close);
-  if (s->include_usage) {
-    // llama.cpp writes the finish and usage chunks together (recording 14).
-    if (!spec->llamacpp_stream) {
+  const FinishKind kind =
+      std::strcmp(reason, "stop") == 0 ? FinishKind::kStop : FinishKind::kLength;
+  if (s->var.last_text_on_finish) {
+    // The held text rides on the finish chunk (vLLM), then the usage chunk on its own.
+    if (!SendHeld(s, e.t, kind)) return;
+    if (s->include_usage) {
+      BeginFrame().append(s->head).append(s->tail).append(",\"usage\":").append(UsageJson(s));
+      if (spec->usage_timings) frame.append(",\"timings\":").append(TimingsJson(s, e.t));
+      frame.append("}");
       SendFrame(s, e.t);
-      BeginFrame();
-    } else {
-      NextFrame();
     }
-    frame.append(s->head).append(s->tail).append(",\"usage\":").append(UsageJson(s));
-    if (spec->usage_timings) frame.append(",\"timings\":").append(TimingsJson(s, e.t));
-    frame.append("}");
+  } else {
+    if (s->held > 0 && !SendHeld(s, e.t, FinishKind::kNone)) return;
+    std::string& fin = BeginFrame();
+    fin.append(s->head).append(s->parts->finish_choice[static_cast<int>(kind)]).append(s->tail);
+    // Without a usage chunk llama.cpp puts the timings on the finish chunk (recording 16).
+    if (spec->usage_timings && !s->include_usage)
+      fin.append(",\"timings\":").append(TimingsJson(s, e.t));
+    AppendChunkClose(s, &fin);
+    if (s->include_usage) {
+      // llama.cpp writes the finish and usage chunks together (recording 14).
+      if (!spec->llamacpp_stream) {
+        SendFrame(s, e.t);
+        BeginFrame();
+      } else {
+        NextFrame();
+      }
+      frame.append(s->head).append(s->tail).append(",\"usage\":").append(UsageJson(s));
+      if (spec->usage_timings) frame.append(",\"timings\":").append(TimingsJson(s, e.t));
+      frame.append("}");
+    }
+    SendFrame(s, e.t);
   }
-  SendFrame(s, e.t);
   if (!f.missing_done) WriteFrame(s, "[DONE]", e.t);
   SendAfterDone(s, e.t);
   // Ending a reply (terminating chunk, connection bookkeeping) waits until every stream's frames
@@ -886,44 +939,46 @@ void SimServer::Impl::Handle(evhttp_request* req) {
   Snapshot();
 }
 
-void SimServer::Impl::BuildChunkParts() {
-  chunk_close = spec->null_keys ? ",\"usage\":null}" : "}";
-  if (spec->llamacpp_stream) {
-    // ts/server-task.cpp:1160-1166 and :393-400: the choice starts with finish_reason.
-    role_choice =
-        "{\"finish_reason\":null,\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null}}";
-    content_open = "{\"finish_reason\":null,\"index\":0,\"delta\":{\"content\":\"";
-    content_close = "\"}}";
-    finish_length_choice = "{\"finish_reason\":\"length\",\"index\":0,\"delta\":{}}";
-    finish_stop_choice = "{\"finish_reason\":\"stop\",\"index\":0,\"delta\":{}}";
-    BuildFaultChunkParts();
-    return;
+// The dialect's own framing, and what its usage says of cached tokens when the engine was launched
+// without reporting them: SGLang null (recorded Hunyuan, cache report off), vLLM no key.
+void SimServer::Impl::ChooseFraming() {
+  dialect_var = DialectVariation(spec->dialect, profile);
+  parts = BuildChunkParts(*spec, dialect_var);
+  switch (spec->dialect) {
+    case Dialect::kSglang:
+      counts_reported = profile.cache_report;
+      unreported_form = CachedZero::kNull;
+      break;
+    case Dialect::kVllm:
+      counts_reported = profile.prompt_tokens_details;
+      unreported_form = CachedZero::kAbsent;
+      break;
+    case Dialect::kLlamacpp:
+      counts_reported = true;
+      break;
   }
-  const std::string null_deltas =
-      spec->null_keys ? ",\"reasoning_content\":null,\"tool_calls\":null" : "";
-  role_choice = "{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":";
-  role_choice += spec->role_content_null ? "null" : "\"\"";
-  role_choice += null_deltas + "}" + ChoiceTail(nullptr);
-  content_open = "{\"index\":0,\"delta\":{";
-  if (spec->null_keys) content_open += "\"role\":null,";
-  content_open += "\"content\":\"";
-  content_close = "\"" + null_deltas + "}" + ChoiceTail(nullptr);
-  finish_length_choice = "{\"index\":0,\"delta\":{}" + ChoiceTail("length");
-  finish_stop_choice = "{\"index\":0,\"delta\":{}" + ChoiceTail("stop");
-  BuildFaultChunkParts();
+}
+
+void SimServer::Impl::ChooseVariation(Stream* s) {
+  s->var = opts.varied ? DrawVariation(opts.variation_seed, s->index) : dialect_var;
+  s->parts = &parts;
+  if (s->var == dialect_var) return;
+  s->own_parts = std::make_unique<ChunkParts>(BuildChunkParts(*spec, s->var));
+  s->parts = s->own_parts.get();
 }
 
 void SimServer::Impl::SetChunkHeadAndTail(Stream* s) const {
+  const std::string shown_id = s->var.empty_id ? "" : s->id;
   std::string created;
   AppendInt(&created, start_unix_ns / 1000000000 + VirtNow() / 1000000000);
   if (spec->llamacpp_stream) {
     s->head = "{\"choices\":[";
-    s->tail = "],\"created\":" + created + ",\"id\":\"" + s->id +
+    s->tail = "],\"created\":" + created + ",\"id\":\"" + shown_id +
               "\",\"model\":" + std::string(ChunkModelJson(s)) + ",\"system_fingerprint\":\"" +
               kSimFingerprint + "\",\"object\":\"chat.completion.chunk\"";
     return;
   }
-  s->head = "{\"id\":\"" + s->id +
+  s->head = "{\"id\":\"" + shown_id +
             "\",\"object\":\"chat.completion.chunk\",\"created\":" + created +
             ",\"model\":" + std::string(ChunkModelJson(s)) + ",\"choices\":[";
   s->tail = "]";
@@ -974,8 +1029,13 @@ void SimServer::Impl::HandleServerInfo(evhttp_request* req) {
       {"served_model_name", profile.served_model_name},
       {"max_total_num_tokens", profile.max_total_tokens},
       {"max_running_requests", profile.max_running_requests},
-      {"context_length", profile.context_length},
+      // server_args.context_length is null unless --context-length was given: the context in
+      // force is /v1/models max_model_len (recorded: sugar-crush Qwen3.8 /server_info).
+      {"context_length", nullptr},
       {"max_req_input_len", profile.context_length - 1},
+      {"stream_interval", profile.stream_interval},
+      {"enable_cache_report", profile.cache_report},
+      {"enable_metrics", profile.metrics},
       {"chunked_prefill_size", profile.chunked_prefill_size},
       {"max_prefill_tokens", profile.chunked_prefill_size},
       {"page_size", profile.page_size},
@@ -1132,6 +1192,11 @@ void SimServer::Impl::HandleTokenize(evhttp_request* req) {
 }
 
 void SimServer::Impl::HandleMetrics(evhttp_request* req) {
+  if (!profile.metrics) {
+    // Launched without metrics (SGLang without --enable-metrics): no route.
+    ReplyError(req, 404, "Not Found: /metrics");
+    return;
+  }
   if (spec->dialect == Dialect::kLlamacpp) {
     HandleLlamacppMetrics(req);
     return;
@@ -1408,6 +1473,7 @@ void SimServer::Impl::HandleChat(evhttp_request* req) {
   };
   s->eos_at = eos_at;
   s->eos_is_token = spec->llamacpp_stream;
+  ChooseVariation(s.get());
   SetChunkHeadAndTail(s.get());
 
   Stream* sp = s.get();
@@ -1460,10 +1526,10 @@ Result<std::unique_ptr<SimServer>> SimServer::Start(const ServerOptions& options
   impl->opts = options;
   impl->scale = options.time_scale;
   impl->spec = &SpecFor(options.dialect);
-  impl->BuildChunkParts();
   Result<EngineProfile> profile = engine::LoadProfile(options.profile_path);
   if (!profile.ok()) return profile.status();
   impl->profile = profile.value();
+  impl->ChooseFraming();
   impl->digest = engine::ProfileDigest(impl->profile);
   impl->tmpl =
       ChatTemplate{impl->profile.chat_template_tokens, impl->profile.template_prefix_tokens,

@@ -36,18 +36,16 @@ int64_t HollowWords(const RequestFaults& f, int64_t first, int64_t words) {
   return EvensBelow(first + words) - EvensBelow(first);
 }
 
-void SimServer::Impl::BuildFaultChunkParts() {
-  content_open_index1 = content_open;
-  const size_t at = content_open_index1.find("\"index\":0");
-  if (at != std::string::npos) content_open_index1[at + std::strlen("\"index\":")] = '1';
-}
-
 std::string_view SimServer::Impl::ChunkModelJson(const Stream* s) const {
   return s->faults.wrong_model ? std::string_view(kOtherModelJson) : std::string_view(model_json);
 }
 
-std::string_view SimServer::Impl::ContentOpen(const Stream* s, int64_t first, int64_t words) const {
-  return Holds(s->faults.wrong_index_at, first, words) ? content_open_index1 : content_open;
+std::string_view SimServer::Impl::ContentOpen(const Stream* s, int64_t first, int64_t words,
+                                              FinishKind finish) const {
+  if (finish == FinishKind::kNone && Holds(s->faults.wrong_index_at, first, words)) {
+    return s->parts->content_open_index1;
+  }
+  return s->parts->content_open[static_cast<int>(finish)];
 }
 
 void SimServer::Impl::AppendFaultChoices(const Stream* s, int64_t first, int64_t words,
@@ -57,7 +55,7 @@ void SimServer::Impl::AppendFaultChoices(const Stream* s, int64_t first, int64_t
 
 void SimServer::Impl::AppendChunkClose(const Stream* s, std::string* f) const {
   if (!s->faults.usage_every_chunk) {
-    f->append(chunk_close);
+    f->append(s->parts->chunk_close[s->frame_index & 1]);
     return;
   }
   f->append(",\"usage\":").append(UsageJson(s)).append("}");
@@ -65,13 +63,25 @@ void SimServer::Impl::AppendChunkClose(const Stream* s, std::string* f) const {
 
 void AppendPromptDetails(const Stream* s, std::string* u) {
   if (s->faults.no_prompt_details) return;
+  CachedZero form = CachedZero::kObject;
   if (s->faults.null_prompt_details) {
-    u->append(",\"prompt_tokens_details\":null");
-    return;
+    form = CachedZero::kNull;
+  } else if (!s->impl->counts_reported) {
+    form = s->impl->unreported_form;
+  } else if (s->cached_tokens == 0) {
+    form = s->var.cached_zero;
   }
-  u->append(",\"prompt_tokens_details\":{\"cached_tokens\":");
-  AppendInt(u, s->cached_tokens);
-  u->push_back('}');
+  switch (form) {
+    case CachedZero::kAbsent:
+      return;
+    case CachedZero::kNull:
+      u->append(",\"prompt_tokens_details\":null");
+      return;
+    case CachedZero::kObject:
+      u->append(",\"prompt_tokens_details\":{\"cached_tokens\":");
+      AppendInt(u, s->cached_tokens);
+      u->push_back('}');
+  }
 }
 
 void SimServer::Impl::DecorateEvent(const Stream* s) {
@@ -88,7 +98,7 @@ void SimServer::Impl::DecorateEvent(const Stream* s) {
 
 void SimServer::Impl::SendAfterDone(Stream* s, VirtNs v) {
   if (s->faults.second_done) WriteFrame(s, "[DONE]", v);
-  if (s->faults.data_after_done) WriteFrame(s, s->head + s->tail + chunk_close, v);
+  if (s->faults.data_after_done) WriteFrame(s, s->head + s->tail + s->parts->chunk_close[0], v);
 }
 
 bool SimServer::Impl::AppendSplitUtf8(const Stream* s, int64_t first, int64_t words,

@@ -27,6 +27,7 @@
 #include "capq/sim/server.h"
 #include "capq/sim/tokenizer.h"
 #include "capq/sim/truth_log.h"
+#include "capq/sim/variations.h"
 #include "gzip_stream.h"
 
 namespace capq::sim {
@@ -50,6 +51,19 @@ inline constexpr size_t kTtftBuckets = sizeof(kTtftBucketsS) / sizeof(kTtftBucke
 
 // llama.cpp's build_info and system_fingerprint slot: the sim's own name, never a real build.
 inline constexpr const char* kSimFingerprint = "capq-sim";
+
+enum class FinishKind { kNone = 0, kLength = 1, kStop = 2 };
+
+// The constant pieces of a stream's chunks (chunk_parts.cc); arrays are indexed by FinishKind.
+struct ChunkParts {
+  std::string role_choice;          // the role chunk's choice object
+  std::string content_open[3];      // a content choice up to its text's opening quote
+  std::string content_close[3];     // from the text's closing quote to the choice's end
+  std::string content_open_index1;  // content_open[0] naming choice index 1 (wrong_index fault)
+  std::string finish_choice[3];     // the finish chunk's choice ([0] unused)
+  std::string chunk_close[2];       // after a stream's tail: by frame parity (usage_key mixed)
+};
+ChunkParts BuildChunkParts(const DialectSpec& spec, const StreamVariation& v);
 
 std::string BodyOf(evhttp_request* req);
 // Whether a mid-stream fault acts once `count` output tokens are out.
@@ -93,6 +107,9 @@ struct Stream {
   uint64_t out_hash = 0;      // output text key: prompt hash (or the duplicated prompt's)
   uint64_t out_seed = 0;
   RequestFaults faults;
+  StreamVariation var;                // how this stream is framed (variations.h)
+  const ChunkParts* parts = nullptr;  // the server's, or own_parts when var differs from its
+  std::unique_ptr<ChunkParts> own_parts;
   EngineRequest pending;  // the engine request, until submitted
   // Progress.
   bool in_engine = false;  // submitted and not finished/rejected/cancelled
@@ -116,6 +133,10 @@ struct Stream {
   std::unique_ptr<internal::GzipStream> gzip;  // gzip fault: the body's coder, once headers are out
   int64_t cached_tokens = 0;
   int64_t emitted = 0;  // output tokens the engine produced so far
+  // Output tokens produced but not sent yet (a stream interval, a slow reader, the last text held
+  // for the finish chunk): tokens [held_first, held_first + held).
+  int64_t held_first = 0;
+  int64_t held = 0;
   int64_t frame_index = 0;
   VirtNs arrival_v = 0;
   VirtNs admitted_v = -1;
@@ -188,14 +209,14 @@ struct SimServer::Impl {
   std::atomic<int64_t> requests_received{0};
 
   std::string frame;  // reused frame buffer
-  // Constant parts of every chunk for this dialect (after the per-stream head).
-  std::string role_choice;           // the role chunk's choice object
-  std::string content_open;          // a content choice up to the content string's opening quote
-  std::string content_close;         // from the content string's closing quote to the choice's end
-  std::string finish_length_choice;  // the finish chunk's choice object
-  std::string finish_stop_choice;
-  std::string chunk_close;          // after a stream's tail: ,"usage":null} (SGLang) or }
-  std::string content_open_index1;  // content_open naming choice index 1 (wrong_index)
+  // How streams are framed: the dialect's own variation and its chunk parts; in varied mode each
+  // stream draws its own (variations.h).
+  StreamVariation dialect_var;
+  ChunkParts parts;
+  // Whether usage reports cached tokens at all (SGLang --enable-cache-report, vLLM
+  // --enable-prompt-tokens-details), and the form it takes when it does not.
+  bool counts_reported = true;
+  CachedZero unreported_form = CachedZero::kNull;
 
   ~Impl();
 
@@ -214,6 +235,15 @@ struct SimServer::Impl {
 
   // Streams.
   void OnTokens(Stream* s, const EngineEvent& e);
+  void CountFirstToken(Stream* s, VirtNs t);
+  bool HoldBack(const Stream* s) const;
+  // Sends the held tokens as one content chunk, with `finish` on it (the role chunk first if it is
+  // still due). False if the stream is gone or silent.
+  bool SendHeld(Stream* s, VirtNs v, FinishKind finish);
+  void SendRole(Stream* s, VirtNs v);
+  void SendComment(Stream* s);  // an SSE comment (": ping") outside the truth log's frames
+  void ChooseVariation(Stream* s);
+  void ChooseFraming();
   void OnFinished(Stream* s, const EngineEvent& e);
   void OnRejected(Stream* s, const EngineEvent& e);
   void StartReply(Stream* s);
@@ -251,9 +281,9 @@ struct SimServer::Impl {
   void SendErrorFrameAndEnd(Stream* s, int status, const std::string& message, VirtNs v);
   bool SendAndApplyFaults(Stream* s, int64_t count, VirtNs v);
   // Stream-shape faults (server_faults.cc).
-  void BuildFaultChunkParts();
   std::string_view ChunkModelJson(const Stream* s) const;
-  std::string_view ContentOpen(const Stream* s, int64_t first, int64_t words) const;
+  std::string_view ContentOpen(const Stream* s, int64_t first, int64_t words,
+                               FinishKind finish) const;
   void AppendFaultChoices(const Stream* s, int64_t first, int64_t words, std::string* f) const;
   void AppendChunkClose(const Stream* s, std::string* f) const;
   void DecorateEvent(const Stream* s);  // on the frame in `frame`, before it is sent
@@ -270,7 +300,6 @@ struct SimServer::Impl {
   bool ReplyJsonError200(evhttp_request* req, const RequestFaults& f);
   void Forget(Stream* s);
   void ClientGone(Stream* s);
-  std::string ChoiceTail(const char* finish_reason) const;
   std::string UsageJson(const Stream* s) const;
   std::string TimingsJson(const Stream* s, VirtNs finish_v) const;
   // Several frames can share one HTTP chunk (llama.cpp): NextFrame starts another in `frame`.
@@ -322,7 +351,6 @@ struct SimServer::Impl {
   // Parses a JSON object body, or answers the error and returns false.
   bool ParseBody(evhttp_request* req, json* body);
   json CapqSimInfo() const;
-  void BuildChunkParts();
   void SetChunkHeadAndTail(Stream* s) const;
   bool DoFlush();
 };

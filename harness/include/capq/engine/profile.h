@@ -87,6 +87,19 @@ struct EngineProfile {
   // prefill batch (conformance 70/71). 0: the step starts at the arrival.
   double idle_start_delay_s = 0;
 
+  // The serving frontend's launch settings (the sim's dialect reports them as its engine does):
+  //  - stream_interval: a content delta carries up to this many tokens, the first token alone
+  //    (SGLang and vLLM --stream-interval; sim/variations.h);
+  //  - cache_report: SGLang --enable-cache-report. Off, every usage says
+  //    "prompt_tokens_details": null, whatever was cached (recorded: Hunyuan, cache report off);
+  //  - prompt_tokens_details: vLLM --enable-prompt-tokens-details. Off, usage has no details;
+  //  - metrics: /metrics is served (SGLang --enable-metrics; vLLM and llama.cpp --metrics). Off,
+  //    it answers 404 and the server's cache counters are unknown to a client.
+  int stream_interval = 1;
+  bool cache_report = true;
+  bool prompt_tokens_details = true;
+  bool metrics = true;
+
   // Not a profile key: the serving dialect sets it. > 0: the radix cache holds and serves whole
   // blocks of this many tokens only, as vLLM's block-hash prefix cache does: a hit is
   // floor(min(match, prompt - 1) / block) blocks (vllm/v1/core/kv_cache_manager.py,

@@ -64,17 +64,23 @@ struct DialectSpec {
   FlushStyle flush;
   ErrorStyle errors;
   // Chunk shapes.
-  bool null_keys;             // SGLang writes unset fields as null; vLLM/llama.cpp leave them out
-  bool logprobs_key;          // choices[] carry "logprobs":null (SGLang, vLLM; not llama.cpp)
-  const char* reasoning_key;  // delta key for reasoning text written as null (nullptr: none)
-  bool role_content_null;     // first chunk delta {"role":"assistant","content":null} (llama.cpp)
+  bool null_keys;     // SGLang writes unset fields as null; vLLM/llama.cpp leave them out
+  bool logprobs_key;  // choices[] carry "logprobs":null (SGLang, vLLM; not llama.cpp)
+  // The delta key for reasoning text, written as null first in every delta (SGLang's msgspec
+  // chunks since 2026-04, recorded Qwen3.8 stream); nullptr: none.
+  const char* reasoning_key;
+  bool role_content_null;  // first chunk delta {"role":"assistant","content":null} (llama.cpp)
   // llama.cpp: status and headers go out when a slot starts the request (before prefill), the role
   // chunk shares an HTTP chunk with the first content delta, and the finish chunk with the usage
   // chunk; chunks put "choices" first and a choice "finish_reason" first; "system_fingerprint".
   bool llamacpp_stream;
   bool usage_default_with_stream_options;  // vLLM: include_usage defaults true with stream_options
   bool usage_timings;                      // llama.cpp: "timings" beside "usage" in the usage chunk
-  const char* finish_extra;  // extra keys in every chunk's choice, e.g. ,"matched_stop":null
+  // The choice key naming what stopped the output: SGLang's matched_stop on every chunk, vLLM's
+  // stop_reason on the finish chunk only (serialised with exclude_unset; recorded llama-stack
+  // stream); nullptr: none (llama.cpp).
+  const char* stop_key;
+  bool stop_key_every_chunk;
   // Requests.
   int invalid_json_status;         // llama.cpp answers a body that is not JSON with 500, others 400
   bool cap_max_tokens_to_context;  // llama.cpp silently caps max_tokens; others answer 400

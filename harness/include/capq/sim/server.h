@@ -54,6 +54,10 @@ struct ServerOptions {
   std::string truth_log_path;  // empty = none
   std::string faults_path;     // empty = none
   Dialect dialect = Dialect::kSglang;
+  // Varied: every chat request draws its framing among every known benign variation of real
+  // servers (variations.h), from this seed and its index; otherwise the dialect's own.
+  bool varied = false;
+  uint64_t variation_seed = 1;
 };
 
 // The simulator a sim row names: its profile, time scale and dialect (identity.sim_dialect).

@@ -1,0 +1,113 @@
+#include "capq/sim/variations.h"
+
+#include "capq/sim/tokenizer.h"
+
+namespace capq::sim {
+namespace {
+
+// One independent draw per (seed, request, variation), in [0, n).
+uint64_t Draw(uint64_t seed, int64_t index, uint64_t which, uint64_t n) {
+  return Mix64(Mix64(seed, static_cast<uint64_t>(index)), which) % n;
+}
+
+const char* CachedZeroName(CachedZero c) {
+  switch (c) {
+    case CachedZero::kObject:
+      return "object";
+    case CachedZero::kNull:
+      return "null";
+    case CachedZero::kAbsent:
+      return "absent";
+  }
+  return "?";
+}
+
+const char* UsageKeyName(UsageKey u) {
+  switch (u) {
+    case UsageKey::kAbsent:
+      return "absent";
+    case UsageKey::kNull:
+      return "null";
+    case UsageKey::kMixed:
+      return "mixed";
+  }
+  return "?";
+}
+
+}  // namespace
+
+Result<VariationMode> ParseVariationMode(const std::string& name) {
+  if (name == "dialect") return VariationMode::kDialect;
+  if (name == "varied") return VariationMode::kVaried;
+  return Status::InvalidArgument("unknown variation mode '" + name +
+                                 "' (expected dialect or varied)");
+}
+
+const char* VariationModeName(VariationMode mode) {
+  return mode == VariationMode::kVaried ? "varied" : "dialect";
+}
+
+std::string StreamVariation::Describe() const {
+  std::string d = "tokens_per_chunk=" + std::to_string(tokens_per_chunk);
+  d += std::string(" cached_zero=") + CachedZeroName(cached_zero);
+  d += std::string(" usage_key=") + UsageKeyName(usage_key);
+  const std::pair<bool, const char*> flags[] = {
+      {merge_when_slow, "merge_when_slow"},
+      {last_text_on_finish, "last_text_on_finish"},
+      {empty_finish_reason, "empty_finish_reason"},
+      {empty_id, "empty_id"},
+      {role_every_delta, "role_every_delta"},
+      {integer_stop, "integer_stop"},
+      {keepalive_while_queued, "keepalive_while_queued"},
+      {role_at_admission, "role_at_admission"},
+  };
+  for (const auto& [on, name] : flags) {
+    if (on) d += std::string(" ") + name;
+  }
+  return d;
+}
+
+StreamVariation DialectVariation(Dialect dialect, const engine::EngineProfile& profile) {
+  StreamVariation v;
+  v.tokens_per_chunk = profile.stream_interval;
+  switch (dialect) {
+    case Dialect::kSglang:
+      // Every choice carries "matched_stop", no chunk but the last "usage" (recorded Qwen3.8);
+      // a cold request's details are null, or always null without the cache report.
+      v.merge_when_slow = true;
+      v.cached_zero = CachedZero::kNull;
+      v.integer_stop = true;
+      break;
+    case Dialect::kVllm:
+      // The details only with --enable-prompt-tokens-details and only when something was cached.
+      v.merge_when_slow = true;
+      v.cached_zero = CachedZero::kAbsent;
+      v.last_text_on_finish = true;
+      v.integer_stop = true;
+      break;
+    case Dialect::kLlamacpp:
+      // llama.cpp b9749 sends {"cached_tokens":0} (conformance/llamacpp/14) and one token per
+      // chunk for ASCII text; its headers go out at slot start (dialect.h, llamacpp_stream).
+      v.cached_zero = CachedZero::kObject;
+      break;
+  }
+  return v;
+}
+
+StreamVariation DrawVariation(uint64_t seed, int64_t index) {
+  StreamVariation v;
+  v.tokens_per_chunk = 1 + static_cast<int>(Draw(seed, index, 1, 4));
+  v.merge_when_slow = Draw(seed, index, 2, 2) == 1;
+  v.cached_zero = static_cast<CachedZero>(Draw(seed, index, 3, 3));
+  v.last_text_on_finish = Draw(seed, index, 4, 2) == 1;
+  v.empty_finish_reason = Draw(seed, index, 5, 2) == 1;
+  v.empty_id = Draw(seed, index, 6, 4) == 0;
+  v.role_every_delta = Draw(seed, index, 7, 2) == 1;
+  v.usage_key = static_cast<UsageKey>(Draw(seed, index, 8, 3));
+  v.integer_stop = Draw(seed, index, 9, 2) == 1;
+  v.keepalive_while_queued = Draw(seed, index, 10, 2) == 1;
+  v.role_at_admission = Draw(seed, index, 11, 2) == 1;
+  return v;
+}
+
+}  // namespace capq::sim
