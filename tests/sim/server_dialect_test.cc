@@ -13,9 +13,7 @@ std::string Chat(const std::string& url, const std::string& body) {
   return Post(url + "/v1/chat/completions", body).body;
 }
 
-int64_t Cached(const Decoded& d) {
-  return d.usage["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
-}
+int64_t Cached(const Decoded& d) { return CachedTokens(d.usage); }
 
 TEST(DialectTest, NamesParse) {
   EXPECT_EQ(*ParseDialect("vllm"), Dialect::kVllm);

@@ -279,9 +279,7 @@ TEST_F(ServerFaultsTest, StallKeepsTheConnectionOpenAndSilent) {
 TEST_F(ServerFaultsTest, LyingFlushKeepsTheCache) {
   Start("lying_flush.yaml");
   auto cached = [&](const std::string& p) {
-    return Decode(Chat(ChatBody(p, 2, true)).body)
-        .usage["prompt_tokens_details"]["cached_tokens"]
-        .get<int64_t>();
+    return CachedTokens(Decode(Chat(ChatBody(p, 2, true)).body).usage);
   };
   EXPECT_EQ(cached("remember this prompt"), 0);
   HttpResult f = Get(url_ + "/flush_cache");

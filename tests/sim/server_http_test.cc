@@ -66,11 +66,15 @@ TEST_F(ServerHttpTest, StreamHasSglangShapeAndExactUsage) {
   EXPECT_EQ(d.usage["prompt_tokens"], 15);
   EXPECT_EQ(d.usage["completion_tokens"], 7);
   EXPECT_EQ(d.usage["total_tokens"], 22);
-  EXPECT_EQ(d.usage["prompt_tokens_details"]["cached_tokens"], 0);
-  // The final chunk (finish_reason) comes right before the usage chunk with an empty delta.
+  // A cold request: SGLang with the cache report writes null, not {"cached_tokens": 0}
+  // (usage_processor.py; recorded Qwen3.8 cold stream).
+  EXPECT_TRUE(d.usage.contains("prompt_tokens_details"));
+  EXPECT_TRUE(d.usage["prompt_tokens_details"].is_null());
+  // The final chunk (finish_reason) comes right before the usage chunk, its delta holding only
+  // the null reasoning_content (msgspec, recorded Qwen3.8).
   const json& fin = d.chunks[d.chunks.size() - 2];
   EXPECT_EQ(fin["choices"][0]["finish_reason"], "length");
-  EXPECT_TRUE(fin["choices"][0]["delta"].empty());
+  EXPECT_EQ(fin["choices"][0]["delta"], json::parse(R"({"reasoning_content":null})"));
 }
 
 TEST_F(ServerHttpTest, NoUsageChunkWithoutIncludeUsage) {
@@ -138,7 +142,7 @@ TEST_F(ServerHttpTest, WithoutIgnoreEosSomeStreamsStopEarlyAtSeededLengths) {
 TEST_F(ServerHttpTest, CacheHitThenFlushThenMiss) {
   auto cached = [&](const std::string& p) {
     Decoded d = Decode(Chat(ChatBody(p, 2, true)).body);
-    return d.usage["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+    return CachedTokens(d.usage);
   };
   const std::string a = "the first prompt with several words in it";
   const std::string b = "a completely different second prompt";
@@ -187,7 +191,11 @@ TEST_F(ServerHttpTest, ServerInfoCarriesProfileAndDigest) {
   json info = json::parse(Get(url_ + "/server_info").body);
   EXPECT_EQ(info["max_total_num_tokens"], 65536);
   EXPECT_EQ(info["max_running_requests"], 4);
-  EXPECT_EQ(info["context_length"], 4096);
+  // null without --context-length, as SGLang reports it; the context is /v1/models max_model_len.
+  EXPECT_TRUE(info["context_length"].is_null());
+  EXPECT_EQ(json::parse(Get(url_ + "/v1/models").body)["data"][0]["max_model_len"], 4096);
+  EXPECT_EQ(info["enable_cache_report"], true);
+  EXPECT_EQ(info["enable_metrics"], true);
   EXPECT_EQ(info["chunked_prefill_size"], 512);
   EXPECT_EQ(info["page_size"], 16);
   EXPECT_TRUE(info["speculative_algorithm"].is_null());

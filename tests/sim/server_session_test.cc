@@ -38,7 +38,7 @@ Turn Send(const std::string& url, const json& messages, int max_tokens) {
   if (!d.usage.is_object()) return t;
   t.prompt_tokens = d.usage["prompt_tokens"].get<int64_t>();
   t.completion_tokens = d.usage["completion_tokens"].get<int64_t>();
-  t.cached_tokens = d.usage["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+  t.cached_tokens = CachedTokens(d.usage);
   t.text = d.text;
   return t;
 }

@@ -154,6 +154,14 @@ inline Decoded Decode(const std::string& body) {
   return d;
 }
 
+// The cached tokens a usage object reports: usage.prompt_tokens_details.cached_tokens, and 0 where
+// the dialect writes the details as null or leaves them out for a request that hit nothing
+// (sim/variations.h, cached_zero).
+inline int64_t CachedTokens(const json& usage) {
+  const json& d = usage.value("prompt_tokens_details", json());
+  return d.is_object() ? d.value("cached_tokens", int64_t{0}) : 0;
+}
+
 inline int64_t Words(const std::string& s) {
   int64_t n = 0;
   bool in = false;
