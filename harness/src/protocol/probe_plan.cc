@@ -1,0 +1,176 @@
+// What capq probe asks a server, per engine (probe_internal.h): the requests its adapter makes
+// (targets/adapters.cc: info documents, tokenize, template rendering, flush, metrics), each with
+// the body the adapter sends, and the streamed chats a trial sends.
+#include <cstdio>
+
+#include "probe_internal.h"
+
+namespace capq::probe {
+namespace {
+
+std::string ChatBody(const std::string& model, const std::string& content, int max_tokens) {
+  ojson body = ojson::object();
+  body["model"] = model;
+  body["messages"] = ojson::array({{{"role", "user"}, {"content", content}}});
+  body["stream"] = true;
+  body["max_tokens"] = max_tokens;
+  body["temperature"] = 0;
+  body["ignore_eos"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  return body.dump();
+}
+
+const char kStory[] =
+    "The old lighthouse stood at the edge of the northern cliffs, where the wind never rested and "
+    "the sea kept its own slow rhythm against the stones. Describe in a few sentences how its "
+    "keeper spends one winter evening.";
+
+const char* const kTags[] = {"Amber",  "Birch",  "Cedar",   "Delta",   "Ember",  "Fjord", "Garnet",
+                             "Harbor", "Indigo", "Juniper", "Kestrel", "Lagoon", "Maple", "Nectar",
+                             "Onyx",   "Pebble", "Quartz",  "Raven",   "Saffron"};
+
+}  // namespace
+
+std::string ProbePrompt(int i) {
+  constexpr int kCount = static_cast<int>(sizeof(kTags) / sizeof(kTags[0]));
+  std::string tag = kTags[i % kCount];
+  if (i >= kCount) tag += std::to_string(i / kCount);
+  return tag + ": " + kStory;
+}
+
+std::vector<PlannedExchange> InfoExchanges(const ProbeEngine& e) {
+  std::vector<PlannedExchange> out = {
+      {"01-health", "health", Get("/health"), "GET /health"},
+      {"02-v1-models", "models", Get("/v1/models"), "GET /v1/models"},
+  };
+  switch (e.dialect) {
+    case Engine::kSglang:
+      out.push_back({"03-server-info", "info", Get("/server_info"), "GET /server_info"});
+      break;
+    case Engine::kVllm:
+      out.push_back({"03-version", "info", Get("/version"), "GET /version"});
+      break;
+    default:
+      out.push_back({"03-props", "info", Get("/props"), "GET /props"});
+      out.push_back({"04-slots", "info", Get("/slots"), "GET /slots"});
+  }
+  if (e.sim) {
+    out.push_back({"05-capq-sim", "info", Get("/capq/sim"), "the simulator's identity"});
+  }
+  out.push_back({"06-metrics", "metrics", Get("/metrics"), "GET /metrics, idle"});
+  return out;
+}
+
+// The adapter's CountTokens() body, and its RenderedTokenIds() request.
+std::vector<PlannedExchange> TokenizeExchanges(const ProbeEngine& e) {
+  const std::string text = "Hello world! The quick brown fox.";
+  const ojson user = ojson::array({{{"role", "user"}, {"content", "hello world"}}});
+  if (e.dialect == Engine::kLlamacpp) {
+    const ojson tok = {{"content", text}, {"add_special", false}};
+    const ojson tmpl = {{"messages", user}};
+    return {{"07-tokenize", "tokenize", Post("/tokenize", tok.dump()), "POST /tokenize"},
+            {"08-apply-template", "template", Post("/apply-template", tmpl.dump()),
+             "POST /apply-template (the chat template rendered)"}};
+  }
+  const ojson tok = {{"prompt", text}, {"add_special_tokens", false}};
+  const ojson chat = {{"messages", user}, {"add_generation_prompt", true}};
+  const std::string chat_path = e.dialect == Engine::kSglang ? "/v1/tokenize" : "/tokenize";
+  return {{"07-tokenize", "tokenize", Post("/tokenize", tok.dump()), "POST /tokenize"},
+          {"08-tokenize-messages", "template", Post(chat_path, chat.dump()),
+           "POST " + chat_path + " with messages (the chat template applied)"}};
+}
+
+// llama.cpp tokenizes the rendered template with its special tokens (the adapter's second step).
+PlannedExchange RenderedTokenizeExchange(const std::string& rendered) {
+  const ojson tok = {{"content", rendered}, {"add_special", true}};
+  return {"09-tokenize-rendered", "template", Post("/tokenize", tok.dump()),
+          "POST /tokenize of the rendered template, add_special"};
+}
+
+std::vector<PlannedExchange> FlushExchanges(const ProbeEngine& e, int slots) {
+  switch (e.dialect) {
+    case Engine::kSglang:
+      return {
+          {"10-flush", "flush", Post("/flush_cache", "", "text/plain"), "POST /flush_cache, idle"}};
+    case Engine::kVllm:
+      return {{"10-flush", "flush", Post("/reset_prefix_cache", "", "text/plain"),
+               "POST /reset_prefix_cache, idle"}};
+    default:
+      break;
+  }
+  std::vector<PlannedExchange> out;
+  for (int i = 0; i < slots; ++i) {
+    const std::string path = "/slots/" + std::to_string(i) + "?action=erase";
+    out.push_back({"10-flush-slot" + std::to_string(i), "flush", Post(path, "{}"), "POST " + path});
+  }
+  return out;
+}
+
+PlannedExchange ChatExchange(const std::string& name, const std::string& kind,
+                             const std::string& model, int prompt_index, int max_tokens,
+                             const std::string& what) {
+  return {name, kind,
+          Post("/v1/chat/completions", ChatBody(model, ProbePrompt(prompt_index), max_tokens)),
+          what};
+}
+
+std::string PseudoWords(int64_t n) {
+  std::string out;
+  out.reserve(static_cast<size_t>(n) * 7);
+  for (int64_t i = 0; i < n; ++i) out += (i ? " w" : "w") + std::to_string(i);
+  return out;
+}
+
+// Pseudo-words: every word is at least one token in any tokenizer, so more words than the context
+// make a prompt longer than it.
+PlannedExchange OverContextExchange(const std::string& model, int64_t words, int max_tokens) {
+  return {"40-over-context", "over_context",
+          Post("/v1/chat/completions", ChatBody(model, PseudoWords(words), max_tokens)),
+          "streamed chat whose prompt (" + std::to_string(words) +
+              " pseudo-words) is longer than the context"};
+}
+
+std::string WithContent(const std::string& body, const std::string* content,
+                        const std::string& model) {
+  ojson j = ojson::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return body;
+  if (!model.empty() && j.contains("model")) j["model"] = model;
+  if (content && j.contains("messages") && j["messages"].is_array() && !j["messages"].empty()) {
+    j["messages"].back()["content"] = *content;
+  }
+  return j.dump();
+}
+
+std::string TwoDigits(int i) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%02d", i);
+  return buf;
+}
+
+}  // namespace capq::probe
+
+namespace capq {
+
+Result<ProbeEngine> ParseProbeEngine(const std::string& name) {
+  ProbeEngine e;
+  std::string dialect = name;
+  if (name == "sim" || name.rfind("sim:", 0) == 0) {
+    e.sim = true;
+    dialect = name == "sim" ? "sglang" : name.substr(4);  // the simulator's default dialect
+  }
+  for (Engine d : {Engine::kSglang, Engine::kVllm, Engine::kLlamacpp}) {
+    if (dialect == EngineName(d)) {
+      e.dialect = d;
+      return e;
+    }
+  }
+  return Status::InvalidArgument("unknown engine '" + name +
+                                 "' (expected sglang, vllm, llamacpp, or sim:sglang, sim:vllm, "
+                                 "sim:llamacpp)");
+}
+
+std::string ProbeEngineName(const ProbeEngine& e) {
+  return (e.sim ? "sim:" : "") + std::string(EngineName(e.dialect));
+}
+
+}  // namespace capq
