@@ -25,6 +25,8 @@ commands:
   report DIR...        rebuild report.html from capacity data
   predict ROW          the engine model's Cmax for a row and its capacity surface
   traffic EXPORT...    completed-request exports as a traffic file of paired samples
+  probe URL --engine E --out DIR
+                       record a server's conformance corpus; probe --check DIR compares one
 
 environment: CAPQ_URL, CAPQ_API_KEY, CAPQ_CONTAINER, CAPQ_IMAGE_DIGEST, CAPQ_LOG_LEVEL
 )";
@@ -48,6 +50,7 @@ int main(int argc, char** argv) {
   if (cmd == "report") return capq::cli::RunReport(args);
   if (cmd == "predict") return capq::cli::RunPredict(args);
   if (cmd == "traffic") return capq::cli::RunTraffic(args);
+  if (cmd == "probe") return capq::cli::RunProbe(args);
   std::fprintf(stderr, "capq: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return 2;
 }
