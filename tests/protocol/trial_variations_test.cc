@@ -82,7 +82,7 @@ TEST(TrialVariations, HalfTheClaimedTextFailsTheRecount) {
 // SGLang's source says, and says so.
 TEST(TrialVariations, SeedLikeSglangLaunchQualifiesCold) {
   const std::string dir = ScratchDir("var-seed-sglang");
-  Row row = RowWithProfile(dir, "metrics: false\npage_size: 64\n");
+  Row row = RowWithProfile(dir, "metrics: false\n");
   TrialReport rep = RunOn(row, dir);
   EXPECT_EQ(rep.verdict.outcome, TrialOutcome::kPass)
       << (rep.verdict.reasons.empty() ? "" : rep.verdict.reasons[0]);
