@@ -64,6 +64,7 @@ const std::vector<LimitSpec>& ReportableLimits(Engine e) {
     case Engine::kLlamacpp:
       return kLlamacpp;
     case Engine::kSim:
+    case Engine::kOpenai:  // reports nothing beyond /v1/models
       break;
   }
   return kNone;

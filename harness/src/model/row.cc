@@ -17,6 +17,8 @@ const char* EngineName(Engine e) {
       return "llamacpp";
     case Engine::kSim:
       return "sim";
+    case Engine::kOpenai:
+      return "openai";
   }
   return "unknown";
 }

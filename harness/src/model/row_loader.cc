@@ -454,6 +454,15 @@ bool RowParser::Parse(const std::string& text, Row* row) {
     if (!ParseWorkload(*e, &row->workload, &ignore_eos_at)) return false;
     if (!Required(top, "cache", "prefix_cache, flush_before_trial", &e)) return false;
     if (!ParseCache(*e, &row->cache)) return false;
+    if (row->identity.engine == Engine::kOpenai && row->cache.flush_before_trial) {
+      const Entry* flush = nullptr;
+      MapView cache;
+      if (OpenMap(*e, "cache", "the cache policy", &cache))
+        flush = cache.Find("flush_before_trial");
+      return Fail(flush ? ValueMark(*flush) : e->key_mark, "cache.flush_before_trial",
+                  "engine openai has no flush endpoint: set flush_before_trial: false (cold then "
+                  "rests on prompts no earlier request sent)");
+    }
     if (!Required(top, "warmup", "requests, concurrency", &e)) return false;
     if (!ParseWarmup(*e, &row->warmup)) return false;
     SampleAt sample_at;
@@ -580,12 +589,15 @@ bool RowParser::ParseIdentity(const Entry& entry, Identity* id) {
     return false;
   }
   const Entry* e = nullptr;
-  if (!Required(m, "engine", "sglang, vllm, llamacpp or sim", &e)) return false;
+  if (!Required(m, "engine", "sglang, vllm, llamacpp, openai or sim", &e)) return false;
   std::string engine;
-  if (!GetEnum(*e, "identity.engine", {"sglang", "vllm", "llamacpp", "sim"}, &engine)) return false;
+  if (!GetEnum(*e, "identity.engine", {"sglang", "vllm", "llamacpp", "openai", "sim"}, &engine)) {
+    return false;
+  }
   id->engine = engine == "sglang"     ? Engine::kSglang
                : engine == "vllm"     ? Engine::kVllm
                : engine == "llamacpp" ? Engine::kLlamacpp
+               : engine == "openai"   ? Engine::kOpenai
                                       : Engine::kSim;
   if (id->engine == Engine::kSim) {
     // Optional pin of the profile's identity digest (sim::ProfileDigest), so that a changed
@@ -661,7 +673,11 @@ bool RowParser::ParseIdentity(const Entry& entry, Identity* id) {
     if (!Required(m, "served_model_name", "the name the server answers to", &e)) return false;
     if (!Required(m, "hardware", "e.g. 4 x Intel Arc Pro B70", &e)) return false;
     if (!Required(m, "driver", "the GPU driver version", &e)) return false;
-    if (!Required(m, "server_expect", "the server's reported limits", &e)) return false;
+    // An OpenAI-compatible server reports no limits: nothing to pin.
+    if (id->engine != Engine::kOpenai &&
+        !Required(m, "server_expect", "the server's reported limits", &e)) {
+      return false;
+    }
   }
   if ((e = m.Find("model")) && !GetString(*e, "identity.model", &id->model)) return false;
   if ((e = m.Find("model_revision"))) {

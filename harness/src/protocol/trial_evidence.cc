@@ -151,6 +151,8 @@ ValidationInput MakeValidationInput(const Row& row, const TrialPlan& plan,
   in.server_cached_window_requests = ev.server_cached_window_requests;
   in.cold_hint = ev.cold_hint;
   in.counter_hint = ev.cache_counter.launch_hint;
+  in.cold_by_unique_prompts = ev.cache_counter.cold_by_unique_prompts;
+  if (in.cold_by_unique_prompts) in.counter_note = ev.cache_counter.source;
   if (ev.counted_as_zero > 0) {
     in.counter_note =
         std::to_string(ev.counted_as_zero) +

@@ -9,6 +9,7 @@
 #include "capq/model/engine_limits.h"
 #include "capq/targets/http.h"
 #include "capq/targets/target.h"
+#include "openai_target.h"
 
 namespace capq {
 namespace {
@@ -628,6 +629,8 @@ Result<std::unique_ptr<Target>> MakeEngineTarget(Engine engine, const TargetOpti
       return std::unique_ptr<Target>(new VllmTarget(options));
     case Engine::kLlamacpp:
       return std::unique_ptr<Target>(new LlamacppTarget(options));
+    case Engine::kOpenai:
+      return internal::MakeOpenAiTarget(options);
     case Engine::kSim:
       break;
   }

@@ -77,6 +77,9 @@ struct ValidationInput {
   // evidence); the launch setting that makes the engine report a count (shown when none did).
   std::string counter_note;
   std::string counter_hint;
+  // The engine reports no counter and has no flush (engine openai): with no counter anywhere,
+  // verify_cold passes on prompt uniqueness and says that is all it rests on.
+  bool cold_by_unique_prompts = false;
   // Completion tokens each measured request asked for, by id; when absent for an id the row's
   // workload.output_tokens is the expectation.
   std::map<std::string, int64_t> expected_completion_tokens;

@@ -13,8 +13,11 @@
 
 namespace capq {
 
-enum class Engine { kSglang, kVllm, kLlamacpp, kSim };
-const char* EngineName(Engine e);  // "sglang", "vllm", "llamacpp", "sim"
+// kOpenai: any OpenAI-compatible server (TGI, trtllm-serve, Ollama, a gateway), known only by
+// /v1/models: no flush, no limits, maybe no tokenizer (targets/adapters.cc says what each gate can
+// prove there).
+enum class Engine { kSglang, kVllm, kLlamacpp, kSim, kOpenai };
+const char* EngineName(Engine e);  // "sglang", "vllm", "llamacpp", "sim", "openai"
 
 enum class PercentileMethod { kLinear, kNearestRank };
 const char* PercentileMethodName(PercentileMethod m);  // "linear", "nearest_rank"

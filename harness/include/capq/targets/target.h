@@ -80,6 +80,9 @@ struct CacheCounterRule {
   // ... only once some stream of the same trial reported a count: the setting that turns the count
   // on is not reported anywhere else (vLLM).
   bool only_if_any_reported = false;
+  // No flush and no counter at all (engine openai): the cache is cold by construction only, every
+  // prompt being one no earlier request sent; verify_cold says so rather than failing.
+  bool cold_by_unique_prompts = false;
   std::string source;       // the server's code or recording that says so ("": nothing known)
   std::string launch_hint;  // how to start the server so that it reports a count
 };
