@@ -15,16 +15,16 @@ namespace {
 const std::string kDigest = "sha256:" + std::string(64, 'a');
 const std::string kRevision(40, '0');
 
-Row OpenAiRow(const std::string& correctness = "") {
-  const std::string yaml = R"(schema: capq/row/v1
+std::string OpenAiRowYaml(const std::string& cache, const std::string& correctness) {
+  return R"(schema: capq/row/v1
 id: openai_test_row
 identity:
   engine: openai
   image: example/gateway@)" +
-                           kDigest + R"(
+         kDigest + R"(
   model: example/model
-  model_revision: )" + kRevision +
-                           R"(
+  model_revision: )" +
+         kRevision + R"(
   served_model_name: sim-small
   hardware: loopback
   driver: none
@@ -33,7 +33,8 @@ workload:
   output_tokens: 16
   sampling: {temperature: 0, ignore_eos: true}
   arrival: {kind: closed_loop}
-cache: {prefix_cache: enabled, flush_before_trial: false, verify_cold: true}
+cache: )" +
+         cache + R"(
 warmup: {requests: 2, concurrency: 1}
 measured: {min_requests: 20, per_concurrency: 1}
 slo:
@@ -41,7 +42,13 @@ slo:
 trials: {count: 3, quiet_period_s: 0, seeds: [11, 22, 33]}
 request_timeout_s: 60
 )" + correctness;
-  Result<Row> row = LoadRowFromString(yaml, std::string(CAPQ_SOURCE_DIR) + "/rows/openai.yaml");
+}
+
+Row OpenAiRow(const std::string& correctness = "") {
+  Result<Row> row = LoadRowFromString(
+      OpenAiRowYaml("{prefix_cache: enabled, flush_before_trial: false, verify_cold: true}",
+                    correctness),
+      std::string(CAPQ_SOURCE_DIR) + "/rows/openai.yaml");
   EXPECT_TRUE(row.ok()) << row.status().ToString();
   return row.ok() ? *row : Row{};
 }
@@ -132,31 +139,8 @@ TEST_F(TrialOpenAi, NoTokenizerFailsTheRecountClosedUnlessTheRowTurnsItOff) {
 }
 
 TEST(OpenAiRow, AFlushIsRefusedAtLoadNamingTheKey) {
-  const std::string yaml = R"(schema: capq/row/v1
-id: openai_flush
-identity:
-  engine: openai
-  image: example/gateway@)" +
-                           kDigest + R"(
-  model: example/model
-  model_revision: )" + kRevision +
-                           R"(
-  served_model_name: m
-  hardware: h
-  driver: d
-workload:
-  input_tokens: 64
-  output_tokens: 16
-  sampling: {temperature: 0, ignore_eos: true}
-  arrival: {kind: closed_loop}
-cache: {prefix_cache: enabled, flush_before_trial: true}
-warmup: {requests: 2, concurrency: 1}
-measured: {min_requests: 20, per_concurrency: 1}
-slo:
-  - {metric: ttft, percentile: 95, below_ms: 1000}
-trials: {count: 3}
-)";
-  Result<Row> row = LoadRowFromString(yaml, "openai_flush.yaml");
+  Result<Row> row = LoadRowFromString(
+      OpenAiRowYaml("{prefix_cache: enabled, flush_before_trial: true}", ""), "openai_flush.yaml");
   ASSERT_FALSE(row.ok());
   EXPECT_NE(row.status().message().find("cache.flush_before_trial"), std::string::npos)
       << row.status().message();
