@@ -20,6 +20,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -112,7 +113,9 @@ inline std::string ReadFile(const std::string& path) {
 // Sends `request` (complete HTTP/1.1 bytes) on a new connection and reads until the framing is
 // complete, the server closes (the end of a body with neither length nor chunks), or `timeout_ms`
 // passes.
-inline RawResponse RawExchange(int port, const std::string& request, int timeout_ms = 30000) {
+// `read_after_ms`: the client sends the request, then reads nothing for that long (a slow reader).
+inline RawResponse RawExchange(int port, const std::string& request, int timeout_ms = 30000,
+                               int read_after_ms = 0) {
   RawResponse r;
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -134,6 +137,7 @@ inline RawResponse RawExchange(int port, const std::string& request, int timeout
     if (n <= 0) break;
     sent += static_cast<size_t>(n);
   }
+  if (read_after_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(read_after_ms));
   std::string bytes;
   double t_headers = -1;
   std::vector<double> chunk_t;

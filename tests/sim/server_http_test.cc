@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "capq/engine/profile.h"
+#include "conformance_util.h"
 #include "server_test_util.h"
 
 namespace capq::sim {
@@ -30,6 +31,25 @@ class ServerHttpTest : public ::testing::Test {
   std::unique_ptr<SimServer> server_;
   std::string url_;
 };
+
+// A client that reads slowly must still get every byte: a stream whose last token was generated
+// long ago may have megabytes queued behind a full socket, and the server writes them for as long
+// as the client reads, as real servers do. The reader here sleeps past the 5 s keep-alive timeout
+// before it reads anything of a reply of about 8 MB, more than the kernel buffers hold.
+TEST(ServerSlowReader, GetsEveryByteOfALongStreamItReadsLate) {
+  auto server = StartServer(TinyProfileWith("context_length", "65536"), 1000.0);
+  ASSERT_NE(server, nullptr);
+  const std::string body = ChatBody("a slow reader", 60000, true);
+  const RawResponse r =
+      RawExchange(server->port(), JsonRequest("POST", "/v1/chat/completions", body, server->port()),
+                  /*timeout_ms=*/60000, /*read_after_ms=*/6500);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(r.complete) << "the reply was cut after " << r.body.size() << " bytes";
+  EXPECT_GT(r.body.size(), 6u << 20);  // more than the kernel buffers hold (4 MiB each way)
+  Decoded d = Decode(r.body);
+  EXPECT_TRUE(d.done_last);
+  EXPECT_EQ(d.usage.value("completion_tokens", 0), 60000);
+}
 
 TEST_F(ServerHttpTest, UrlIsLoopbackWithEphemeralPort) {
   EXPECT_GT(server_->port(), 0);

@@ -549,8 +549,29 @@ void SimServer::Impl::EndReply(Stream* s) {
     evhttp_send_reply_chunk(req, scratch);
     evbuffer_drain(scratch, evbuffer_get_length(scratch));
   }
-  if (conn) evhttp_connection_set_timeout(conn, kIdleTimeoutS);
+  if (conn) RestoreIdleTimeoutOnceWritten(conn);
   if (req) evhttp_send_reply_end(req);
+}
+
+// The keep-alive timeout is for an idle connection. Armed while a reader that lags still has bytes
+// of the reply queued, it would also time the pending write out and cut the stream after 5 s with
+// all its tokens generated (a real server writes on for as long as the client reads): so it waits
+// until the reply is written.
+void SimServer::Impl::RestoreIdleTimeoutOnceWritten(evhttp_connection* conn) {
+  bufferevent* bev = evhttp_connection_get_bufferevent(conn);
+  evbuffer* out = bev ? bufferevent_get_output(bev) : nullptr;
+  if (!out || evbuffer_get_length(out) == 0) {
+    evhttp_connection_set_timeout(conn, kIdleTimeoutS);
+    return;
+  }
+  evbuffer_add_cb(out, &Impl::OnReplyWritten, conn);
+}
+
+// Runs on each change to a finished reply's output; freed with the connection if it goes first.
+void SimServer::Impl::OnReplyWritten(evbuffer* out, const evbuffer_cb_info*, void* arg) {
+  if (evbuffer_get_length(out) > 0) return;
+  evbuffer_remove_cb(out, &Impl::OnReplyWritten, arg);
+  evhttp_connection_set_timeout(static_cast<evhttp_connection*>(arg), kIdleTimeoutS);
 }
 
 // Closes the connection now, with nothing more written (no terminating chunk, no answer).

@@ -274,6 +274,8 @@ struct SimServer::Impl {
   std::string staged;
   std::vector<StagedTruth> staged_truth;
   void EndReply(Stream* s);
+  void RestoreIdleTimeoutOnceWritten(evhttp_connection* conn);
+  static void OnReplyWritten(evbuffer* out, const evbuffer_cb_info* info, void* arg);
   // Streams whose last frame went out in this Pump; their replies end after the step's writes.
   // No I/O callback runs inside Pump, so nothing else can forget them in between.
   std::vector<Stream*> finished;
