@@ -71,7 +71,10 @@ fault_missed() { failures=$((failures + 1)); note "$1" "MISSED: $2"; }
 # start_sim NAME TIME_SCALE [FAULTS]: a `capq sim` in the background; sets sim_pid and sim_url.
 start_sim() {
   local name="$1" scale="$2" faults="${3:-}" i
-  local -a args=(sim --profile "$profile" --time-scale "$scale")
+  # Varied framing: every request drawn among the benign variations real servers send, so each
+  # fault must trip its gate, and each valid quirk pass, whatever else the stream varies.
+  local -a args=(sim --profile "$profile" --time-scale "$scale" --variations varied
+    --variation-seed 7)
   if [[ -n "$faults" ]]; then args+=(--faults "$faults"); fi
   : >"$work/$name.sim.out"
   "$capq" "${args[@]}" >>"$work/$name.sim.out" 2>&1 &
