@@ -668,12 +668,16 @@ bool SimServer::Impl::HoldBack(const Stream* s) const {
   return v.merge_when_slow && s->bev && evbuffer_get_length(bufferevent_get_output(s->bev)) > 0;
 }
 
-void SimServer::Impl::SendRole(Stream* s, VirtNs v) {
-  if (s->role_sent || !s->req) return;
-  if (!s->headers_sent) StartReply(s);
+void SimServer::Impl::BeginRoleFrame(Stream* s) {
   s->role_sent = true;
   BeginFrame().append(s->head).append(s->parts->role_choice).append(s->tail);
   AppendChunkClose(s, &frame);
+}
+
+void SimServer::Impl::SendRole(Stream* s, VirtNs v) {
+  if (s->role_sent || !s->req) return;
+  if (!s->headers_sent) StartReply(s);
+  BeginRoleFrame(s);
   SendFrame(s, v);
 }
 
@@ -699,9 +703,7 @@ bool SimServer::Impl::SendHeld(Stream* s, VirtNs v, FinishKind finish) {
   if (!s->headers_sent) StartReply(s);
   bool role_pending = false;
   if (!s->role_sent) {
-    s->role_sent = true;
-    BeginFrame().append(s->head).append(s->parts->role_choice).append(s->tail);
-    AppendChunkClose(s, &frame);
+    BeginRoleFrame(s);
     // llama.cpp writes the role chunk with the first content delta (ts/server-task.cpp:1160-1166).
     // A fault with after_tokens 0 acts right after the role chunk, before any content.
     role_pending = spec->llamacpp_stream && words > 0 && !FaultDue(s->faults, first);

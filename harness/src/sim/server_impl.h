@@ -240,6 +240,7 @@ struct SimServer::Impl {
   // Sends the held tokens as one content chunk, with `finish` on it (the role chunk first if it is
   // still due). False if the stream is gone or silent.
   bool SendHeld(Stream* s, VirtNs v, FinishKind finish);
+  void BeginRoleFrame(Stream* s);  // the role chunk, in `frame`
   void SendRole(Stream* s, VirtNs v);
   void SendComment(Stream* s);  // an SSE comment (": ping") outside the truth log's frames
   void ChooseVariation(Stream* s);
