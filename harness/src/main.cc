@@ -27,6 +27,7 @@ commands:
   traffic EXPORT...    completed-request exports as a traffic file of paired samples
   probe URL --engine E --out DIR
                        record a server's conformance corpus; probe --check DIR compares one
+  doctor --url URL     whether a server as launched can be qualified, checked without generating
 
 environment: CAPQ_URL, CAPQ_API_KEY, CAPQ_CONTAINER, CAPQ_IMAGE_DIGEST, CAPQ_LOG_LEVEL
 )";
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
   if (cmd == "predict") return capq::cli::RunPredict(args);
   if (cmd == "traffic") return capq::cli::RunTraffic(args);
   if (cmd == "probe") return capq::cli::RunProbe(args);
+  if (cmd == "doctor") return capq::cli::RunDoctor(args);
   std::fprintf(stderr, "capq: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return 2;
 }

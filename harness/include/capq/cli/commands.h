@@ -17,5 +17,6 @@ int RunReport(const Args& args);    // capq report DIR...
 int RunPredict(const Args& args);   // capq predict ROW ...
 int RunTraffic(const Args& args);   // capq traffic EXPORT... [--class NAME] [--out FILE]
 int RunProbe(const Args& args);     // capq probe URL --engine E --out DIR | capq probe --check DIR
+int RunDoctor(const Args& args);    // capq doctor --url URL [--engine E] [--row FILE]
 
 }  // namespace capq::cli
