@@ -107,6 +107,20 @@ TEST(TrialVariations, SilentServerFailsClosedNamingTheFlag) {
       << g->evidence;
 }
 
+// Without the cache report but with --enable-metrics the server's own counter
+// (sglang:cached_tokens_total) proves the cache cold, as the launch hint says it would.
+TEST(TrialVariations, MetricsAloneProveTheCacheColdWithoutTheCacheReport) {
+  const std::string dir = ScratchDir("var-metrics-only");
+  Row row = RowWithProfile(dir, "cache_report: false\n");
+  TrialReport rep = RunOn(row, dir);
+  EXPECT_EQ(rep.verdict.outcome, TrialOutcome::kPass)
+      << (rep.verdict.reasons.empty() ? "" : rep.verdict.reasons[0]);
+  const GateResult* g = Gate(rep.verdict, "verify_cold");
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(g->passed) << g->evidence;
+  EXPECT_NE(g->evidence.find("server cache-hit counter"), std::string::npos) << g->evidence;
+}
+
 // Varied mode on each OpenAI-style dialect: every request draws its own framing, and the trial
 // passes; `capq validate` re-derives the same verdict from the evidence.
 TEST(TrialVariations, VariedFramingPassesInEveryDialect) {

@@ -106,7 +106,7 @@ DoctorCheck CounterCheck(const Target& target, const CacheCounterRule& rule,
                    (metrics.ok() ? std::string() : " (" + metrics.status().message() + ")");
   const DoctorLevel otherwise = server ? DoctorLevel::kOk : DoctorLevel::kWarn;
   const DoctorCheckId id = DoctorCheckId::kCacheCounter;
-  if (rule.absent_means_zero && !rule.only_if_any_reported) {
+  if ((rule.absent_means_zero && !rule.only_if_any_reported) || rule.reported_always) {
     return Make(id, DoctorLevel::kOk, "per request: " + rule.source + "; " + server_text);
   }
   if (rule.cold_by_unique_prompts) {

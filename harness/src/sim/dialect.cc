@@ -94,7 +94,9 @@ constexpr DialectSpec kSpecs[] = {
         "sglang:num_queue_reqs",
         "sglang:token_usage",
         "sglang:cache_hit_rate",
-        nullptr,
+        // Cached prompt tokens, a counter (SGLang's production metrics docs; labelled by
+        // cache_source there): what verify_cold reads when no stream reports a count.
+        "sglang:cached_tokens_total",
         nullptr,
         "sglang:time_to_first_token_seconds",
         "sglang:prompt_tokens_total",

@@ -536,6 +536,17 @@ class LlamacppTarget : public Target {
     return IdsFrom(client().Post(base_url() + "/tokenize", req.dump()));
   }
 
+  // Every finished stream's usage carries prompt_tokens_details {"cached_tokens": N}, 0 included,
+  // and its timings cache_n (recorded b9749: conformance/llamacpp/14, a cold request).
+  CacheCounterRule CacheCounter(const ServerFacts&) const override {
+    CacheCounterRule rule;
+    rule.reported_always = true;
+    rule.source =
+        "llama.cpp writes cached_tokens (and timings.cache_n) on every stream, 0 included "
+        "(recorded b9749, conformance/llamacpp/14)";
+    return rule;
+  }
+
   ServerLoad ParseLoad(const std::string& text) const override {
     auto m = ParsePrometheus(text);
     return {Metric(m, "llamacpp:requests_processing"), Metric(m, "llamacpp:requests_deferred")};

@@ -440,6 +440,7 @@ nlohmann::json CacheCounterRuleToJson(const CacheCounterRule& rule) {
   return {{"absent_means_zero", rule.absent_means_zero},
           {"only_if_any_reported", rule.only_if_any_reported},
           {"cold_by_unique_prompts", rule.cold_by_unique_prompts},
+          {"reported_always", rule.reported_always},
           {"source", rule.source},
           {"launch_hint", rule.launch_hint}};
 }
@@ -450,6 +451,7 @@ CacheCounterRule CacheCounterRuleFromJson(const nlohmann::json& j) {
   rule.absent_means_zero = j.value("absent_means_zero", false);
   rule.only_if_any_reported = j.value("only_if_any_reported", false);
   rule.cold_by_unique_prompts = j.value("cold_by_unique_prompts", false);
+  rule.reported_always = j.value("reported_always", false);
   rule.source = j.value("source", "");
   rule.launch_hint = j.value("launch_hint", "");
   return rule;

@@ -83,6 +83,8 @@ struct CacheCounterRule {
   // No flush and no counter at all (engine openai): the cache is cold by construction only, every
   // prompt being one no earlier request sent; verify_cold says so rather than failing.
   bool cold_by_unique_prompts = false;
+  // Every stream that finishes carries its count, zero included (llama.cpp): nothing to infer.
+  bool reported_always = false;
   std::string source;       // the server's code or recording that says so ("": nothing known)
   std::string launch_hint;  // how to start the server so that it reports a count
 };
