@@ -761,69 +761,87 @@ void SimServer::Impl::OnFinished(Stream* s, const EngineEvent& e) {
     Forget(s);
     return;
   }
-  const RequestFaults& f = s->faults;
   if (!s->streaming) {
-    if (f.cut_after) {
-      CutNow(s);
-      return;
-    }
-    if (f.stall_after) {
-      s->stalled = true;
-      return;
-    }
-    evhttp_request* req = s->req;
-    if (f.error_frame_after) {
-      Forget(s);
-      Reply(req, 500, ErrorBody(spec->errors, 500, "simulated error (capq sim fault error_frame)"),
-            "application/json");
-      return;
-    }
-    std::string body = NonStreamBody(s, reason, e.t);
-    if (f.malformed_after) body.resize(body.size() / 2);
-    if (truth.is_open()) truth.Append(s->id, s->frame_index, e.t, NowNs(), DueMono(e.t));
-    Forget(s);
-    Reply(req, 200, body, "application/json");
+    AnswerWhole(s, reason, e.t);
     return;
   }
+  if (!SendFinishAndUsage(s, reason, e.t)) return;
+  if (!s->faults.missing_done) WriteFrame(s, "[DONE]", e.t);
+  SendAfterDone(s, e.t);
+  // Ending a reply (terminating chunk, connection bookkeeping) waits until every stream's frames
+  // of this step are handed over: it is not on any client's schedule, their chunks are.
+  finished.push_back(s);
+}
+
+// A non-streamed request's one answer, as its faults shape it.
+void SimServer::Impl::AnswerWhole(Stream* s, const char* reason, VirtNs t) {
+  const RequestFaults& f = s->faults;
+  if (f.cut_after) {
+    CutNow(s);
+    return;
+  }
+  if (f.stall_after) {
+    s->stalled = true;
+    return;
+  }
+  evhttp_request* req = s->req;
+  if (f.error_frame_after) {
+    Forget(s);
+    Reply(req, 500, ErrorBody(spec->errors, 500, "simulated error (capq sim fault error_frame)"),
+          "application/json");
+    return;
+  }
+  std::string body = NonStreamBody(s, reason, t);
+  if (f.malformed_after) body.resize(body.size() / 2);
+  if (truth.is_open()) truth.Append(s->id, s->frame_index, t, NowNs(), DueMono(t));
+  Forget(s);
+  Reply(req, 200, body, "application/json");
+}
+
+// The usage chunk in `frame`, after whatever it holds: choices [] and the usage (llama.cpp: and
+// the timings).
+void SimServer::Impl::AppendUsageChunk(Stream* s, VirtNs t) {
+  frame.append(s->head).append(s->tail).append(",\"usage\":").append(UsageJson(s));
+  if (spec->usage_timings) frame.append(",\"timings\":").append(TimingsJson(s, t));
+  frame.append("}");
+}
+
+// The held text and the finish chunk, then the usage chunk when it was asked for. False if a
+// fault ended the stream on the held text.
+bool SimServer::Impl::SendFinishAndUsage(Stream* s, const char* reason, VirtNs t) {
   if (!s->headers_sent) StartReply(s);
   const FinishKind kind =
       std::strcmp(reason, "stop") == 0 ? FinishKind::kStop : FinishKind::kLength;
   if (s->var.last_text_on_finish) {
     // The held text rides on the finish chunk (vLLM), then the usage chunk on its own.
-    if (!SendHeld(s, e.t, kind)) return;
+    if (!SendHeld(s, t, kind)) return false;
     if (s->include_usage) {
-      BeginFrame().append(s->head).append(s->tail).append(",\"usage\":").append(UsageJson(s));
-      if (spec->usage_timings) frame.append(",\"timings\":").append(TimingsJson(s, e.t));
-      frame.append("}");
-      SendFrame(s, e.t);
+      BeginFrame();
+      AppendUsageChunk(s, t);
+      SendFrame(s, t);
     }
-  } else {
-    if (s->held > 0 && !SendHeld(s, e.t, FinishKind::kNone)) return;
-    std::string& fin = BeginFrame();
-    fin.append(s->head).append(s->parts->finish_choice[static_cast<int>(kind)]).append(s->tail);
-    // Without a usage chunk llama.cpp puts the timings on the finish chunk (recording 16).
-    if (spec->usage_timings && !s->include_usage)
-      fin.append(",\"timings\":").append(TimingsJson(s, e.t));
-    AppendChunkClose(s, &fin);
-    if (s->include_usage) {
-      // llama.cpp writes the finish and usage chunks together (recording 14).
-      if (!spec->llamacpp_stream) {
-        SendFrame(s, e.t);
-        BeginFrame();
-      } else {
-        NextFrame();
-      }
-      frame.append(s->head).append(s->tail).append(",\"usage\":").append(UsageJson(s));
-      if (spec->usage_timings) frame.append(",\"timings\":").append(TimingsJson(s, e.t));
-      frame.append("}");
-    }
-    SendFrame(s, e.t);
+    return true;
   }
-  if (!f.missing_done) WriteFrame(s, "[DONE]", e.t);
-  SendAfterDone(s, e.t);
-  // Ending a reply (terminating chunk, connection bookkeeping) waits until every stream's frames
-  // of this step are handed over: it is not on any client's schedule, their chunks are.
-  finished.push_back(s);
+  if (s->held > 0 && !SendHeld(s, t, FinishKind::kNone)) return false;
+  std::string& fin = BeginFrame();
+  fin.append(s->head).append(s->parts->finish_choice[static_cast<int>(kind)]).append(s->tail);
+  // Without a usage chunk llama.cpp puts the timings on the finish chunk (recording 16).
+  if (spec->usage_timings && !s->include_usage) {
+    fin.append(",\"timings\":").append(TimingsJson(s, t));
+  }
+  AppendChunkClose(s, &fin);
+  if (s->include_usage) {
+    // llama.cpp writes the finish and usage chunks together (recording 14).
+    if (!spec->llamacpp_stream) {
+      SendFrame(s, t);
+      BeginFrame();
+    } else {
+      NextFrame();
+    }
+    AppendUsageChunk(s, t);
+  }
+  SendFrame(s, t);
+  return true;
 }
 
 void SimServer::Impl::OnRejected(Stream* s, const EngineEvent& e) {

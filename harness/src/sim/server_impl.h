@@ -246,6 +246,9 @@ struct SimServer::Impl {
   void ChooseVariation(Stream* s);
   void ChooseFraming();
   void OnFinished(Stream* s, const EngineEvent& e);
+  void AnswerWhole(Stream* s, const char* reason, VirtNs t);
+  bool SendFinishAndUsage(Stream* s, const char* reason, VirtNs t);
+  void AppendUsageChunk(Stream* s, VirtNs t);
   void OnRejected(Stream* s, const EngineEvent& e);
   void StartReply(Stream* s);
   void WriteFrame(Stream* s, std::string_view payload, VirtNs v,
