@@ -10,30 +10,6 @@ uint64_t Draw(uint64_t seed, int64_t index, uint64_t which, uint64_t n) {
   return Mix64(Mix64(seed, static_cast<uint64_t>(index)), which) % n;
 }
 
-const char* CachedZeroName(CachedZero c) {
-  switch (c) {
-    case CachedZero::kObject:
-      return "object";
-    case CachedZero::kNull:
-      return "null";
-    case CachedZero::kAbsent:
-      return "absent";
-  }
-  return "?";
-}
-
-const char* UsageKeyName(UsageKey u) {
-  switch (u) {
-    case UsageKey::kAbsent:
-      return "absent";
-    case UsageKey::kNull:
-      return "null";
-    case UsageKey::kMixed:
-      return "mixed";
-  }
-  return "?";
-}
-
 }  // namespace
 
 Result<VariationMode> ParseVariationMode(const std::string& name) {
@@ -41,30 +17,6 @@ Result<VariationMode> ParseVariationMode(const std::string& name) {
   if (name == "varied") return VariationMode::kVaried;
   return Status::InvalidArgument("unknown variation mode '" + name +
                                  "' (expected dialect or varied)");
-}
-
-const char* VariationModeName(VariationMode mode) {
-  return mode == VariationMode::kVaried ? "varied" : "dialect";
-}
-
-std::string StreamVariation::Describe() const {
-  std::string d = "tokens_per_chunk=" + std::to_string(tokens_per_chunk);
-  d += std::string(" cached_zero=") + CachedZeroName(cached_zero);
-  d += std::string(" usage_key=") + UsageKeyName(usage_key);
-  const std::pair<bool, const char*> flags[] = {
-      {merge_when_slow, "merge_when_slow"},
-      {last_text_on_finish, "last_text_on_finish"},
-      {empty_finish_reason, "empty_finish_reason"},
-      {empty_id, "empty_id"},
-      {role_every_delta, "role_every_delta"},
-      {integer_stop, "integer_stop"},
-      {keepalive_while_queued, "keepalive_while_queued"},
-      {role_at_admission, "role_at_admission"},
-  };
-  for (const auto& [on, name] : flags) {
-    if (on) d += std::string(" ") + name;
-  }
-  return d;
 }
 
 StreamVariation DialectVariation(Dialect dialect, const engine::EngineProfile& profile) {

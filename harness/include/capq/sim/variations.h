@@ -63,7 +63,6 @@ enum class VariationMode {
 
 // "dialect" | "varied"
 Result<VariationMode> ParseVariationMode(const std::string& name);
-const char* VariationModeName(VariationMode mode);
 
 enum class CachedZero { kObject, kNull, kAbsent };
 enum class UsageKey { kAbsent, kNull, kMixed };  // on chunks other than the usage chunk
@@ -82,7 +81,6 @@ struct StreamVariation {
   bool role_at_admission = false;
 
   bool operator==(const StreamVariation&) const = default;
-  std::string Describe() const;  // "tokens_per_chunk=3 merge_when_slow cached_zero=null ..."
 };
 
 // What the dialect's own engine sends, configured as the profile says (stream_interval,
