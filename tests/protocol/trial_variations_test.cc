@@ -46,6 +46,15 @@ std::vector<nlohmann::json> Measured(const std::string& trial_dir) {
   return out;
 }
 
+// The gate `name` of a trial's verdict passed (or not) and its evidence says `words`.
+void ExpectGate(const TrialReport& rep, const std::string& name, bool passed,
+                const std::string& words) {
+  const GateResult* g = Gate(rep.verdict, name);
+  ASSERT_NE(g, nullptr) << name;
+  EXPECT_EQ(g->passed, passed) << g->evidence;
+  EXPECT_NE(g->evidence.find(words), std::string::npos) << g->evidence;
+}
+
 // --stream-interval 3 and no speculative settings: 16 tokens in 6 chunks with text (the first
 // alone, then three at a time), and every gate passes on the re-count.
 TEST(TrialVariations, ThreeTokensPerChunkPass) {
@@ -70,11 +79,7 @@ TEST(TrialVariations, HalfTheClaimedTextFailsTheRecount) {
       WriteText(dir + "/faults.yaml", "faults:\n  - {kind: hollow_usage, requests: [4]}\n");
   TrialReport rep = RunOn(row, dir, faults);
   EXPECT_EQ(rep.verdict.outcome, TrialOutcome::kCorrectnessFail);
-  const GateResult* g = Gate(rep.verdict, "text_recount");
-  ASSERT_NE(g, nullptr);
-  EXPECT_FALSE(g->passed);
-  EXPECT_NE(g->evidence.find("m2 (usage says 16, the text re-counts to 8)"), std::string::npos)
-      << g->evidence;
+  ExpectGate(rep, "text_recount", false, "m2 (usage says 16, the text re-counts to 8)");
 }
 
 // SGLang as the seed launches it: --enable-cache-report, no --enable-metrics. A cold request's
@@ -86,11 +91,7 @@ TEST(TrialVariations, SeedLikeSglangLaunchQualifiesCold) {
   TrialReport rep = RunOn(row, dir);
   EXPECT_EQ(rep.verdict.outcome, TrialOutcome::kPass)
       << (rep.verdict.reasons.empty() ? "" : rep.verdict.reasons[0]);
-  const GateResult* g = Gate(rep.verdict, "verify_cold");
-  ASSERT_NE(g, nullptr);
-  EXPECT_TRUE(g->passed) << g->evidence;
-  EXPECT_NE(g->evidence.find("read as 0: SGLang with --enable-cache-report"), std::string::npos)
-      << g->evidence;
+  ExpectGate(rep, "verify_cold", true, "read as 0: SGLang with --enable-cache-report");
 }
 
 // Without the cache report and without metrics nothing proves the cache cold: verify_cold fails
@@ -100,11 +101,7 @@ TEST(TrialVariations, SilentServerFailsClosedNamingTheFlag) {
   Row row = RowWithProfile(dir, "metrics: false\ncache_report: false\n");
   TrialReport rep = RunOn(row, dir);
   EXPECT_EQ(rep.verdict.outcome, TrialOutcome::kCorrectnessFail);
-  const GateResult* g = Gate(rep.verdict, "verify_cold");
-  ASSERT_NE(g, nullptr);
-  EXPECT_FALSE(g->passed);
-  EXPECT_NE(g->evidence.find("start SGLang with --enable-cache-report"), std::string::npos)
-      << g->evidence;
+  ExpectGate(rep, "verify_cold", false, "start SGLang with --enable-cache-report");
 }
 
 // Without the cache report but with --enable-metrics the server's own counter
@@ -115,10 +112,7 @@ TEST(TrialVariations, MetricsAloneProveTheCacheColdWithoutTheCacheReport) {
   TrialReport rep = RunOn(row, dir);
   EXPECT_EQ(rep.verdict.outcome, TrialOutcome::kPass)
       << (rep.verdict.reasons.empty() ? "" : rep.verdict.reasons[0]);
-  const GateResult* g = Gate(rep.verdict, "verify_cold");
-  ASSERT_NE(g, nullptr);
-  EXPECT_TRUE(g->passed) << g->evidence;
-  EXPECT_NE(g->evidence.find("server cache-hit counter"), std::string::npos) << g->evidence;
+  ExpectGate(rep, "verify_cold", true, "server cache-hit counter");
 }
 
 // Varied mode on each OpenAI-style dialect: every request draws its own framing, and the trial
