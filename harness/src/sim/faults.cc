@@ -70,6 +70,92 @@ Status ReadScalar(const YAML::Node& node, const std::string& where, const std::s
   return Status::Ok();
 }
 
+// A rule's "kind": one of the names in kKindNames.
+Status ReadKind(const YAML::Node& v, const std::string& where, FaultRule* rule) {
+  std::string name;
+  CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, "kind", &name));
+  bool found = false;
+  for (const auto& kn : kKindNames) {
+    if (name == kn.name) {
+      rule->kind = kn.kind;
+      found = true;
+    }
+  }
+  if (!found) return Status::InvalidArgument(where + ": unknown fault kind '" + name + "'");
+  return Status::Ok();
+}
+
+// A rule's "requests": one request index or a list of them.
+Status ReadRequests(const YAML::Node& v, const std::string& where, FaultRule* rule) {
+  const std::string key = "requests";
+  if (v.IsSequence()) {
+    for (const auto& item : v) {
+      int64_t i = 0;
+      CAPQ_RETURN_IF_ERROR(ReadScalar(item, where, key, &i));
+      if (i < 0) return Status::InvalidArgument(where + ": key 'requests': negative index");
+      rule->requests.push_back(i);
+    }
+  } else {
+    int64_t i = 0;
+    CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &i));
+    if (i < 0) return Status::InvalidArgument(where + ": key 'requests': negative index");
+    rule->requests.push_back(i);
+  }
+  return Status::Ok();
+}
+
+// The keys that choose which requests a rule hits: prompt_contains, probability, from_request.
+Status ReadSelector(const std::string& key, const YAML::Node& v, const std::string& where,
+                    FaultRule* rule) {
+  if (key == "prompt_contains") {
+    CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &rule->prompt_contains));
+    if (rule->prompt_contains.empty()) {
+      return Status::InvalidArgument(where + ": key 'prompt_contains' must not be empty");
+    }
+  } else if (key == "probability") {
+    double p = 0;
+    CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &p));
+    if (!(p >= 0 && p <= 1)) {
+      return Status::InvalidArgument(where + ": key 'probability' must be in [0, 1]");
+    }
+    rule->probability = p;
+  } else if (key == "from_request") {
+    CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &rule->from_request));
+  }
+  return Status::Ok();
+}
+
+// The keys that shape what a rule does: status, after_tokens, n, same_as, delay_ms, seconds.
+Status ReadParameter(const std::string& key, const YAML::Node& v, const std::string& where,
+                     FaultRule* rule) {
+  if (key == "status") {
+    CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &rule->status));
+    if (rule->status != 500 && rule->status != 429 && rule->status != 503) {
+      return Status::InvalidArgument(where + ": key 'status' must be 500, 429 or 503");
+    }
+  } else if (key == "after_tokens") {
+    CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &rule->after_tokens));
+    if (rule->after_tokens < 0) {
+      return Status::InvalidArgument(where + ": key 'after_tokens' must be >= 0");
+    }
+  } else if (key == "n") {
+    CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &rule->n));
+  } else if (key == "same_as") {
+    std::string s;
+    CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &s));
+    rule->same_as = s;
+  } else if (key == "delay_ms") {
+    CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &rule->delay_ms));
+    if (!(rule->delay_ms >= 0))
+      return Status::InvalidArgument(where + ": key 'delay_ms' must be >= 0");
+  } else if (key == "seconds") {
+    CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &rule->seconds));
+    if (!(rule->seconds >= 0))
+      return Status::InvalidArgument(where + ": key 'seconds' must be >= 0");
+  }
+  return Status::Ok();
+}
+
 Status ParseRule(const YAML::Node& node, const std::string& source, size_t index, FaultRule* rule) {
   const std::string rule_where = Where(source, node) + ": faults[" + std::to_string(index) + "]";
   if (!node.IsMap()) return Status::InvalidArgument(rule_where + ": a rule must be a mapping");
@@ -83,69 +169,13 @@ Status ParseRule(const YAML::Node& node, const std::string& source, size_t index
     if (!kKeys.count(key)) return Status::InvalidArgument(where + ": unknown key '" + key + "'");
     const YAML::Node& v = kv.second;
     if (key == "kind") {
-      std::string name;
-      CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &name));
-      bool found = false;
-      for (const auto& kn : kKindNames) {
-        if (name == kn.name) {
-          rule->kind = kn.kind;
-          found = true;
-        }
-      }
-      if (!found) return Status::InvalidArgument(where + ": unknown fault kind '" + name + "'");
+      CAPQ_RETURN_IF_ERROR(ReadKind(v, where, rule));
       has_kind = true;
     } else if (key == "requests") {
-      if (v.IsSequence()) {
-        for (const auto& item : v) {
-          int64_t i = 0;
-          CAPQ_RETURN_IF_ERROR(ReadScalar(item, where, key, &i));
-          if (i < 0) return Status::InvalidArgument(where + ": key 'requests': negative index");
-          rule->requests.push_back(i);
-        }
-      } else {
-        int64_t i = 0;
-        CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &i));
-        if (i < 0) return Status::InvalidArgument(where + ": key 'requests': negative index");
-        rule->requests.push_back(i);
-      }
-    } else if (key == "prompt_contains") {
-      CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &rule->prompt_contains));
-      if (rule->prompt_contains.empty()) {
-        return Status::InvalidArgument(where + ": key 'prompt_contains' must not be empty");
-      }
-    } else if (key == "probability") {
-      double p = 0;
-      CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &p));
-      if (!(p >= 0 && p <= 1)) {
-        return Status::InvalidArgument(where + ": key 'probability' must be in [0, 1]");
-      }
-      rule->probability = p;
-    } else if (key == "from_request") {
-      CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &rule->from_request));
-    } else if (key == "status") {
-      CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &rule->status));
-      if (rule->status != 500 && rule->status != 429 && rule->status != 503) {
-        return Status::InvalidArgument(where + ": key 'status' must be 500, 429 or 503");
-      }
-    } else if (key == "after_tokens") {
-      CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &rule->after_tokens));
-      if (rule->after_tokens < 0) {
-        return Status::InvalidArgument(where + ": key 'after_tokens' must be >= 0");
-      }
-    } else if (key == "n") {
-      CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &rule->n));
-    } else if (key == "same_as") {
-      std::string s;
-      CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &s));
-      rule->same_as = s;
-    } else if (key == "delay_ms") {
-      CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &rule->delay_ms));
-      if (!(rule->delay_ms >= 0))
-        return Status::InvalidArgument(where + ": key 'delay_ms' must be >= 0");
-    } else if (key == "seconds") {
-      CAPQ_RETURN_IF_ERROR(ReadScalar(v, where, key, &rule->seconds));
-      if (!(rule->seconds >= 0))
-        return Status::InvalidArgument(where + ": key 'seconds' must be >= 0");
+      CAPQ_RETURN_IF_ERROR(ReadRequests(v, where, rule));
+    } else {
+      CAPQ_RETURN_IF_ERROR(ReadSelector(key, v, where, rule));
+      CAPQ_RETURN_IF_ERROR(ReadParameter(key, v, where, rule));
     }
   }
   if (!has_kind) return Status::InvalidArgument(rule_where + ": missing key 'kind'");
