@@ -108,87 +108,135 @@ nlohmann::json RawRecordToJson(const RawRecord& r) {
   return j;
 }
 
-Result<RawRecord> RawRecordFromJson(const nlohmann::json& j) {
-  if (!j.is_object()) return Status::InvalidArgument("raw record: not a JSON object");
-  RawRecord r;
-  CAPQ_RETURN_IF_ERROR(Get(j, "id", &r.id));
+namespace {
+
+// A failure reading record `r`'s bytes, named by its id.
+Status InRecord(const RawRecord& r, const Status& s) { return s.WithContext("raw record " + r.id); }
+
+// The id and the phase.
+Status ReadName(const nlohmann::json& j, RawRecord* r) {
+  CAPQ_RETURN_IF_ERROR(Get(j, "id", &r->id));
   std::string phase;
   CAPQ_RETURN_IF_ERROR(Get(j, "phase", &phase));
   if (phase == "warmup") {
-    r.phase = Phase::kWarmup;
+    r->phase = Phase::kWarmup;
   } else if (phase == "measured") {
-    r.phase = Phase::kMeasured;
+    r->phase = Phase::kMeasured;
   } else {
-    return Status::InvalidArgument("raw record " + r.id + ": phase '" + phase +
+    return Status::InvalidArgument("raw record " + r->id + ": phase '" + phase +
                                    "' is not warmup or measured");
   }
-  CAPQ_RETURN_IF_ERROR(Get(j, "index", &r.index));
-  CAPQ_RETURN_IF_ERROR(Get(j, "intended_send_ns", &r.intended_send_ns));
-  CAPQ_RETURN_IF_ERROR(Get(j, "actual_send_ns", &r.actual_send_ns));
-  CAPQ_RETURN_IF_ERROR(Get(j, "first_byte_ns", &r.first_byte_ns));
-  CAPQ_RETURN_IF_ERROR(Get(j, "first_body_ns", &r.first_body_ns));
-  CAPQ_RETURN_IF_ERROR(Get(j, "end_ns", &r.end_ns));
-  CAPQ_RETURN_IF_ERROR(Get(j, "http_status", &r.http_status));
-  const auto ctx = [&r](const Status& s) { return s.WithContext("raw record " + r.id); };
+  return Status::Ok();
+}
+
+// The index in its phase, the send times, the stamps and the HTTP status.
+Status ReadTimes(const nlohmann::json& j, RawRecord* r) {
+  CAPQ_RETURN_IF_ERROR(Get(j, "index", &r->index));
+  CAPQ_RETURN_IF_ERROR(Get(j, "intended_send_ns", &r->intended_send_ns));
+  CAPQ_RETURN_IF_ERROR(Get(j, "actual_send_ns", &r->actual_send_ns));
+  CAPQ_RETURN_IF_ERROR(Get(j, "first_byte_ns", &r->first_byte_ns));
+  CAPQ_RETURN_IF_ERROR(Get(j, "first_body_ns", &r->first_body_ns));
+  CAPQ_RETURN_IF_ERROR(Get(j, "end_ns", &r->end_ns));
+  CAPQ_RETURN_IF_ERROR(Get(j, "http_status", &r->http_status));
+  return Status::Ok();
+}
+
+// The content type and the final response's header lines.
+Status ReadHeaders(const nlohmann::json& j, RawRecord* r) {
   if (!j.contains("content_type"))
     return Status::InvalidArgument("raw record: missing key 'content_type'");
-  if (Status s = BytesFrom(j["content_type"], "content_type", &r.content_type); !s.ok())
-    return ctx(s);
+  if (Status s = BytesFrom(j["content_type"], "content_type", &r->content_type); !s.ok())
+    return InRecord(*r, s);
   if (!j.contains("response_headers") || !j["response_headers"].is_array()) {
-    return Status::InvalidArgument("raw record " + r.id + ": 'response_headers' must be an array");
+    return Status::InvalidArgument("raw record " + r->id + ": 'response_headers' must be an array");
   }
   for (const auto& h : j["response_headers"]) {
     std::string line;
-    if (Status s = BytesFrom(h, "response_headers", &line); !s.ok()) return ctx(s);
-    r.response_headers.push_back(std::move(line));
+    if (Status s = BytesFrom(h, "response_headers", &line); !s.ok()) return InRecord(*r, s);
+    r->response_headers.push_back(std::move(line));
   }
+  return Status::Ok();
+}
+
+// The events, where the record carries them.
+Status ReadEvents(const nlohmann::json& j, RawRecord* r) {
   // capq/raw/v2 keeps the events on lines of their own (raw_evidence.h).
   if (j.contains("events") && !j["events"].is_array()) {
-    return Status::InvalidArgument("raw record " + r.id + ": 'events' must be an array");
+    return Status::InvalidArgument("raw record " + r->id + ": 'events' must be an array");
   }
   const nlohmann::json no_events = nlohmann::json::array();
   const nlohmann::json& events = j.contains("events") ? j["events"] : no_events;
-  r.events.reserve(events.size());
+  r->events.reserve(events.size());
   for (const auto& ev : events) {
     if (!ev.is_array() || ev.size() < 2 || !ev[0].is_number_integer()) {
-      return Status::InvalidArgument("raw record " + r.id +
+      return Status::InvalidArgument("raw record " + r->id +
                                      ": each event must be [arrival_ns, data(, truncated)]");
     }
     SseEvent e;
     e.arrival_ns = ev[0].get<int64_t>();
-    if (Status s = BytesFrom(ev[1], "events", &e.data); !s.ok()) return ctx(s);
+    if (Status s = BytesFrom(ev[1], "events", &e.data); !s.ok()) return InRecord(*r, s);
     e.truncated = ev.size() > 2 && ev[2].is_boolean() && ev[2].get<bool>();
-    r.events.push_back(std::move(e));
+    r->events.push_back(std::move(e));
   }
+  return Status::Ok();
+}
+
+// The body kept of a response that was no stream, and the transport's error.
+Status ReadBody(const nlohmann::json& j, RawRecord* r) {
   if (!j.contains("body"))
-    return Status::InvalidArgument("raw record " + r.id + ": missing key 'body'");
-  if (Status s = BytesFrom(j["body"], "body", &r.body); !s.ok()) return ctx(s);
+    return Status::InvalidArgument("raw record " + r->id + ": missing key 'body'");
+  if (Status s = BytesFrom(j["body"], "body", &r->body); !s.ok()) return InRecord(*r, s);
   if (!j.contains("transport_error")) {
-    return Status::InvalidArgument("raw record " + r.id + ": missing key 'transport_error'");
+    return Status::InvalidArgument("raw record " + r->id + ": missing key 'transport_error'");
   }
-  if (Status s = BytesFrom(j["transport_error"], "transport_error", &r.transport_error); !s.ok()) {
-    return ctx(s);
+  if (Status s = BytesFrom(j["transport_error"], "transport_error", &r->transport_error); !s.ok()) {
+    return InRecord(*r, s);
   }
-  CAPQ_RETURN_IF_ERROR(Get(j, "body_truncated", &r.body_truncated));
-  CAPQ_RETURN_IF_ERROR(Get(j, "body_bytes", &r.body_bytes));
-  CAPQ_RETURN_IF_ERROR(Get(j, "timed_out", &r.timed_out));
-  CAPQ_RETURN_IF_ERROR(Get(j, "cancelled", &r.cancelled));
-  CAPQ_RETURN_IF_ERROR(Get(j, "sse_comments", &r.sse_comments));
-  CAPQ_RETURN_IF_ERROR(Get(j, "sse_overflow", &r.sse_overflow));
-  CAPQ_RETURN_IF_ERROR(Get(j, "sse_unterminated", &r.sse_unterminated));
-  CAPQ_RETURN_IF_ERROR(Get(j, "reused_connection", &r.reused_connection));
+  return Status::Ok();
+}
+
+// How the transfer went: the body's size, its end, the framer's counts and the connection.
+Status ReadOutcome(const nlohmann::json& j, RawRecord* r) {
+  CAPQ_RETURN_IF_ERROR(Get(j, "body_truncated", &r->body_truncated));
+  CAPQ_RETURN_IF_ERROR(Get(j, "body_bytes", &r->body_bytes));
+  CAPQ_RETURN_IF_ERROR(Get(j, "timed_out", &r->timed_out));
+  CAPQ_RETURN_IF_ERROR(Get(j, "cancelled", &r->cancelled));
+  CAPQ_RETURN_IF_ERROR(Get(j, "sse_comments", &r->sse_comments));
+  CAPQ_RETURN_IF_ERROR(Get(j, "sse_overflow", &r->sse_overflow));
+  CAPQ_RETURN_IF_ERROR(Get(j, "sse_unterminated", &r->sse_unterminated));
+  CAPQ_RETURN_IF_ERROR(Get(j, "reused_connection", &r->reused_connection));
+  return Status::Ok();
+}
+
+// The keys a record may lack: fail fast's, and the body built at release.
+Status ReadOptional(const nlohmann::json& j, RawRecord* r) {
   // Fail fast's keys; records written before it have none (nothing was stalled or cut by it).
-  if (j.contains("last_byte_ns")) CAPQ_RETURN_IF_ERROR(Get(j, "last_byte_ns", &r.last_byte_ns));
-  if (j.contains("stalled")) CAPQ_RETURN_IF_ERROR(Get(j, "stalled", &r.stalled));
+  if (j.contains("last_byte_ns")) CAPQ_RETURN_IF_ERROR(Get(j, "last_byte_ns", &r->last_byte_ns));
+  if (j.contains("stalled")) CAPQ_RETURN_IF_ERROR(Get(j, "stalled", &r->stalled));
   if (j.contains("cancelled_by_harness")) {
-    CAPQ_RETURN_IF_ERROR(Get(j, "cancelled_by_harness", &r.cancelled_by_harness));
+    CAPQ_RETURN_IF_ERROR(Get(j, "cancelled_by_harness", &r->cancelled_by_harness));
   }
   // Only a body built at release is written; the planned ones are in plan.json.
   if (j.contains("request_body")) {
-    if (Status s = BytesFrom(j["request_body"], "request_body", &r.request_body); !s.ok()) {
-      return ctx(s);
+    if (Status s = BytesFrom(j["request_body"], "request_body", &r->request_body); !s.ok()) {
+      return InRecord(*r, s);
     }
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<RawRecord> RawRecordFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return Status::InvalidArgument("raw record: not a JSON object");
+  RawRecord r;
+  CAPQ_RETURN_IF_ERROR(ReadName(j, &r));
+  CAPQ_RETURN_IF_ERROR(ReadTimes(j, &r));
+  CAPQ_RETURN_IF_ERROR(ReadHeaders(j, &r));
+  CAPQ_RETURN_IF_ERROR(ReadEvents(j, &r));
+  CAPQ_RETURN_IF_ERROR(ReadBody(j, &r));
+  CAPQ_RETURN_IF_ERROR(ReadOutcome(j, &r));
+  CAPQ_RETURN_IF_ERROR(ReadOptional(j, &r));
   return r;
 }
 
