@@ -87,86 +87,120 @@ TrialMetrics ComputeMetrics(const std::vector<RequestResult>& measured, int conc
   return ComputeMetricsOf(all, concurrency, time_scale, m);
 }
 
-TrialMetrics ComputeMetricsOf(const std::vector<const RequestResult*>& measured, int concurrency,
-                              double time_scale, PercentileMethod m) {
-  TrialMetrics t;
-  t.time_scale = time_scale;
-  t.method = m;
-  t.requests = measured.size();
+namespace {
+
+// Send order; never-sent requests (start 0) go last, in their index order.
+std::vector<const RequestResult*> SendOrder(const std::vector<const RequestResult*>& measured) {
   std::vector<const RequestResult*> order = measured;
-  // Send order; never-sent requests (start 0) go last, in their index order.
   std::stable_sort(order.begin(), order.end(), [](const RequestResult* a, const RequestResult* b) {
     const bool sa = a->start_ns != 0, sb = b->start_ns != 0;
     if (sa != sb) return sa;
     if (a->start_ns != b->start_ns) return a->start_ns < b->start_ns;
     return a->index < b->index;
   });
-  const double k = time_scale;
-  auto ms = [k](int64_t ns) { return static_cast<double>(ns) / 1e6 * k; };
+  return order;
+}
 
+// What the requests pool before it is summarized, beside the values TrialMetrics keeps itself.
+struct Pooled {
   std::vector<double> ttfb, first_event, lag;
   // Millions at thousands of long streams: pooled as the floats they are, sized once.
   std::vector<float> gaps;
-  size_t gap_count = 0;
-  for (const RequestResult* r : order) gap_count += r->text_gaps_ms.size();
-  gaps.reserve(gap_count);
   int64_t chunks_total = 0, tokens_for_chunks = 0;
   MonoNs first_start = 0, last_end = 0;
   size_t completed = 0;
   bool have_prompt = false;
-  for (const RequestResult* r : order) {
-    t.ttft_ms_by_arrival.push_back(r->ttft_ns ? ms(*r->ttft_ns) : kNaN);
-    if (r->start_ns == 0) continue;
-    if (first_start == 0 || r->start_ns < first_start) first_start = r->start_ns;
-    if (r->end_ns > last_end) last_end = r->end_ns;
-    lag.push_back(ms(r->scheduling_lag_ns));
-    if (r->ttft_ns) t.ttft_values_ms.push_back(ms(*r->ttft_ns));
-    if (r->ttfb_ns) ttfb.push_back(ms(*r->ttfb_ns));
-    if (r->first_event_ns) first_event.push_back(ms(*r->first_event_ns));
-    const bool complete = !r->cancelled && r->http_status == 200;
-    if (complete) ++completed;
-    if (complete && r->e2e_ns) t.e2e_values_ms.push_back(ms(*r->e2e_ns));
-    if (complete && r->e2e_ns && r->ttft_ns && r->completion_tokens && *r->completion_tokens > 1) {
-      t.itl_values_ms.push_back(ms(*r->e2e_ns - *r->ttft_ns) /
-                                static_cast<double>(*r->completion_tokens - 1));
-    }
-    gaps.insert(gaps.end(), r->text_gaps_ms.begin(), r->text_gaps_ms.end());
-    if (r->completion_tokens) {
-      t.completion_tokens_total += *r->completion_tokens;
-      if (r->nonempty_chunks > 0) {
-        tokens_for_chunks += *r->completion_tokens;
-        chunks_total += r->nonempty_chunks;
-      }
-    }
-    if (r->prompt_tokens) {
-      if (!have_prompt || *r->prompt_tokens < t.prompt_tokens_min)
-        t.prompt_tokens_min = *r->prompt_tokens;
-      if (!have_prompt || *r->prompt_tokens > t.prompt_tokens_max)
-        t.prompt_tokens_max = *r->prompt_tokens;
-      have_prompt = true;
+};
+
+// Nanoseconds of the run as milliseconds of the server it stands for (time_scale `k`).
+double Ms(int64_t ns, double k) { return static_cast<double>(ns) / 1e6 * k; }
+
+// One request's token counts: the totals, the tokens per chunk and the prompt sizes.
+void PoolTokens(const RequestResult& r, TrialMetrics* t, Pooled* p) {
+  if (r.completion_tokens) {
+    t->completion_tokens_total += *r.completion_tokens;
+    if (r.nonempty_chunks > 0) {
+      p->tokens_for_chunks += *r.completion_tokens;
+      p->chunks_total += r.nonempty_chunks;
     }
   }
-  t.ttft_ms = Summarize(t.ttft_values_ms, m);
-  t.ttfb_ms = Summarize(ttfb, m);
-  t.first_event_ms = Summarize(first_event, m);
-  t.itl_ms = Summarize(t.itl_values_ms, m);
-  t.chunk_gap_ms = SummarizeScaled(&gaps, k, m);
-  t.e2e_ms = Summarize(t.e2e_values_ms, m);
-  t.scheduling_lag_ms = Summarize(lag, m);
-  t.tokens_per_chunk_mean =
-      chunks_total > 0 ? static_cast<double>(tokens_for_chunks) / static_cast<double>(chunks_total)
-                       : kNaN;
-  t.duration_s = last_end > first_start ? ms(last_end - first_start) / 1e3 : 0;
-  t.output_tok_s =
-      t.duration_s > 0 ? static_cast<double>(t.completion_tokens_total) / t.duration_s : kNaN;
-  t.request_per_s = t.duration_s > 0 ? static_cast<double>(completed) / t.duration_s : kNaN;
+  if (r.prompt_tokens) {
+    if (!p->have_prompt || *r.prompt_tokens < t->prompt_tokens_min)
+      t->prompt_tokens_min = *r.prompt_tokens;
+    if (!p->have_prompt || *r.prompt_tokens > t->prompt_tokens_max)
+      t->prompt_tokens_max = *r.prompt_tokens;
+    p->have_prompt = true;
+  }
+}
 
+// One sent request's times, gaps and tokens.
+void PoolSent(const RequestResult& r, double k, TrialMetrics* t, Pooled* p) {
+  if (p->first_start == 0 || r.start_ns < p->first_start) p->first_start = r.start_ns;
+  if (r.end_ns > p->last_end) p->last_end = r.end_ns;
+  p->lag.push_back(Ms(r.scheduling_lag_ns, k));
+  if (r.ttft_ns) t->ttft_values_ms.push_back(Ms(*r.ttft_ns, k));
+  if (r.ttfb_ns) p->ttfb.push_back(Ms(*r.ttfb_ns, k));
+  if (r.first_event_ns) p->first_event.push_back(Ms(*r.first_event_ns, k));
+  const bool complete = !r.cancelled && r.http_status == 200;
+  if (complete) ++p->completed;
+  if (complete && r.e2e_ns) t->e2e_values_ms.push_back(Ms(*r.e2e_ns, k));
+  if (complete && r.e2e_ns && r.ttft_ns && r.completion_tokens && *r.completion_tokens > 1) {
+    t->itl_values_ms.push_back(Ms(*r.e2e_ns - *r.ttft_ns, k) /
+                               static_cast<double>(*r.completion_tokens - 1));
+  }
+  p->gaps.insert(p->gaps.end(), r.text_gaps_ms.begin(), r.text_gaps_ms.end());
+  PoolTokens(r, t, p);
+}
+
+// The distributions, rates and duration of what was pooled.
+void SummarizePooled(Pooled* p, double k, PercentileMethod m, TrialMetrics* t) {
+  t->ttft_ms = Summarize(t->ttft_values_ms, m);
+  t->ttfb_ms = Summarize(p->ttfb, m);
+  t->first_event_ms = Summarize(p->first_event, m);
+  t->itl_ms = Summarize(t->itl_values_ms, m);
+  t->chunk_gap_ms = SummarizeScaled(&p->gaps, k, m);
+  t->e2e_ms = Summarize(t->e2e_values_ms, m);
+  t->scheduling_lag_ms = Summarize(p->lag, m);
+  t->tokens_per_chunk_mean = p->chunks_total > 0 ? static_cast<double>(p->tokens_for_chunks) /
+                                                       static_cast<double>(p->chunks_total)
+                                                 : kNaN;
+  t->duration_s = p->last_end > p->first_start ? Ms(p->last_end - p->first_start, k) / 1e3 : 0;
+  t->output_tok_s =
+      t->duration_s > 0 ? static_cast<double>(t->completion_tokens_total) / t->duration_s : kNaN;
+  t->request_per_s = t->duration_s > 0 ? static_cast<double>(p->completed) / t->duration_s : kNaN;
+}
+
+// The TTFT p95 past the first `concurrency` requests in send order: the steady state.
+double SteadyTtftP95(const TrialMetrics& t, int concurrency, PercentileMethod m) {
   std::vector<double> steady;
   for (size_t i = static_cast<size_t>(std::max(concurrency, 0)); i < t.ttft_ms_by_arrival.size();
        ++i) {
     steady.push_back(t.ttft_ms_by_arrival[i]);
   }
-  t.ttft_p95_steady_ms = Percentile(steady, 95, m);
+  return Percentile(steady, 95, m);
+}
+
+}  // namespace
+
+TrialMetrics ComputeMetricsOf(const std::vector<const RequestResult*>& measured, int concurrency,
+                              double time_scale, PercentileMethod m) {
+  TrialMetrics t;
+  t.time_scale = time_scale;
+  t.method = m;
+  t.requests = measured.size();
+  const std::vector<const RequestResult*> order = SendOrder(measured);
+  const double k = time_scale;
+  Pooled p;
+  size_t gap_count = 0;
+  for (const RequestResult* r : order) gap_count += r->text_gaps_ms.size();
+  p.gaps.reserve(gap_count);
+  for (const RequestResult* r : order) {
+    t.ttft_ms_by_arrival.push_back(r->ttft_ns ? Ms(*r->ttft_ns, k) : kNaN);
+    if (r->start_ns == 0) continue;
+    PoolSent(*r, k, &t, &p);
+  }
+  SummarizePooled(&p, k, m, &t);
+  t.ttft_p95_steady_ms = SteadyTtftP95(t, concurrency, m);
   return t;
 }
 
