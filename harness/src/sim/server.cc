@@ -914,6 +914,18 @@ void SimServer::Impl::ReplyJsonError(evhttp_request* req, int status, json error
   Reply(req, status, json{{"error", std::move(error)}}.dump(), "application/json");
 }
 
+// The dialect's route for `path`: an exact path, or a slot action's prefix with more after it.
+const Route* SimServer::Impl::FindRoute(const std::string& path) const {
+  for (int i = 0; i < spec->route_count; ++i) {
+    const Route& r = spec->routes[i];
+    const bool prefix = r.endpoint == Endpoint::kSlotAction;
+    if (prefix ? path.rfind(r.path, 0) == 0 && path.size() > std::strlen(r.path) : path == r.path) {
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
 void SimServer::Impl::Handle(evhttp_request* req) {
   const char* uri_s = evhttp_request_get_uri(req);
   evhttp_uri* uri = evhttp_uri_parse(uri_s ? uri_s : "/");
@@ -922,62 +934,60 @@ void SimServer::Impl::Handle(evhttp_request* req) {
   const evhttp_cmd_type method = evhttp_request_get_command(req);
   const bool get = method == EVHTTP_REQ_GET || method == EVHTTP_REQ_HEAD;
   const bool post = method == EVHTTP_REQ_POST;
-  const Route* route = nullptr;
-  for (int i = 0; i < spec->route_count && !route; ++i) {
-    const Route& r = spec->routes[i];
-    const bool prefix = r.endpoint == Endpoint::kSlotAction;
-    if (prefix ? path.rfind(r.path, 0) == 0 && path.size() > std::strlen(r.path) : path == r.path) {
-      route = &r;
-    }
-  }
+  const Route* route = FindRoute(path);
   if (!route) {
     ReplyError(req, 404, "Not Found: " + path);
   } else if (!((get && route->get) || (post && route->post))) {
     ReplyError(req, 405, "Method Not Allowed");
   } else {
-    switch (route->endpoint) {
-      case Endpoint::kChat:
-        HandleChat(req);
-        break;
-      case Endpoint::kHealth:
-        HandleHealth(req);
-        break;
-      case Endpoint::kModels:
-        HandleModels(req);
-        break;
-      case Endpoint::kMetrics:
-        HandleMetrics(req);
-        break;
-      case Endpoint::kTokenize:
-        HandleTokenize(req);
-        break;
-      case Endpoint::kServerInfo:
-        HandleServerInfo(req);
-        break;
-      case Endpoint::kFlush:
-        HandleFlush(req);
-        break;
-      case Endpoint::kVersion:
-        HandleVersion(req);
-        break;
-      case Endpoint::kProps:
-        HandleProps(req);
-        break;
-      case Endpoint::kSlots:
-        HandleSlots(req);
-        break;
-      case Endpoint::kSlotAction:
-        HandleSlotAction(req, path);
-        break;
-      case Endpoint::kApplyTemplate:
-        HandleApplyTemplate(req);
-        break;
-      case Endpoint::kCapqSim:
-        HandleCapqSim(req);
-        break;
-    }
+    Serve(route->endpoint, req, path);
   }
   Snapshot();
+}
+
+// Hands the request to its endpoint's handler.
+void SimServer::Impl::Serve(Endpoint endpoint, evhttp_request* req, const std::string& path) {
+  switch (endpoint) {
+    case Endpoint::kChat:
+      HandleChat(req);
+      break;
+    case Endpoint::kHealth:
+      HandleHealth(req);
+      break;
+    case Endpoint::kModels:
+      HandleModels(req);
+      break;
+    case Endpoint::kMetrics:
+      HandleMetrics(req);
+      break;
+    case Endpoint::kTokenize:
+      HandleTokenize(req);
+      break;
+    case Endpoint::kServerInfo:
+      HandleServerInfo(req);
+      break;
+    case Endpoint::kFlush:
+      HandleFlush(req);
+      break;
+    case Endpoint::kVersion:
+      HandleVersion(req);
+      break;
+    case Endpoint::kProps:
+      HandleProps(req);
+      break;
+    case Endpoint::kSlots:
+      HandleSlots(req);
+      break;
+    case Endpoint::kSlotAction:
+      HandleSlotAction(req, path);
+      break;
+    case Endpoint::kApplyTemplate:
+      HandleApplyTemplate(req);
+      break;
+    case Endpoint::kCapqSim:
+      HandleCapqSim(req);
+      break;
+  }
 }
 
 // The dialect's own framing, and what its usage says of cached tokens when the engine was launched
@@ -1276,29 +1286,32 @@ void SimServer::Impl::HandleMetrics(evhttp_request* req) {
   sample(spec->m_prompt_tokens_total, "counter", static_cast<double>(st.prompt_tokens_total));
   sample(spec->m_generation_tokens_total, "counter",
          static_cast<double>(st.generated_tokens_total));
-  if (spec->m_ttft) {
-    const std::string name = spec->m_ttft;
-    std::string lab = labels;  // "{...}" or ""
-    std::string inner = lab.size() > 2 ? lab.substr(1, lab.size() - 2) + "," : "";
-    out += "# TYPE " + name + " histogram\n";
-    int64_t cum = 0;
-    char buf[128];
-    for (size_t b = 0; b < kTtftBuckets; ++b) {
-      cum += ttft_counts[b];
-      std::snprintf(buf, sizeof(buf), "_bucket{%sle=\"%g\"} %lld\n", inner.c_str(),
-                    kTtftBucketsS[b], static_cast<long long>(cum));
-      out += name + buf;
-    }
-    cum += ttft_counts[kTtftBuckets];
-    std::snprintf(buf, sizeof(buf), "_bucket{%sle=\"+Inf\"} %lld\n", inner.c_str(),
-                  static_cast<long long>(cum));
-    out += name + buf;
-    std::snprintf(buf, sizeof(buf), " %.17g\n", ttft_sum_s);
-    out += name + "_sum" + lab + buf;
-    std::snprintf(buf, sizeof(buf), " %lld\n", static_cast<long long>(ttft_count));
-    out += name + "_count" + lab + buf;
-  }
+  if (spec->m_ttft) AppendTtftHistogram(labels, &out);
   Reply(req, 200, out, spec->metrics_content_type);
+}
+
+// The time-to-first-token histogram (virtual seconds), under the dialect's name and `labels`.
+void SimServer::Impl::AppendTtftHistogram(const char* labels, std::string* out) const {
+  const std::string name = spec->m_ttft;
+  std::string lab = labels;  // "{...}" or ""
+  std::string inner = lab.size() > 2 ? lab.substr(1, lab.size() - 2) + "," : "";
+  *out += "# TYPE " + name + " histogram\n";
+  int64_t cum = 0;
+  char buf[128];
+  for (size_t b = 0; b < kTtftBuckets; ++b) {
+    cum += ttft_counts[b];
+    std::snprintf(buf, sizeof(buf), "_bucket{%sle=\"%g\"} %lld\n", inner.c_str(), kTtftBucketsS[b],
+                  static_cast<long long>(cum));
+    *out += name + buf;
+  }
+  cum += ttft_counts[kTtftBuckets];
+  std::snprintf(buf, sizeof(buf), "_bucket{%sle=\"+Inf\"} %lld\n", inner.c_str(),
+                static_cast<long long>(cum));
+  *out += name + buf;
+  std::snprintf(buf, sizeof(buf), " %.17g\n", ttft_sum_s);
+  *out += name + "_sum" + lab + buf;
+  std::snprintf(buf, sizeof(buf), " %lld\n", static_cast<long long>(ttft_count));
+  *out += name + "_count" + lab + buf;
 }
 
 // The sampling and streaming fields of a chat request, validated; answers the error and returns
@@ -1340,14 +1353,24 @@ bool SimServer::Impl::ParseChatOptions(evhttp_request* req, const json& body, Ch
     return false;
   }
   const char* max_key = opt("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  if (!ParseMaxTokens(req, opt(max_key), max_key, &o->max_tokens)) return false;
+  if (const json* so = opt("stream_options")) {
+    if (!ParseStreamOptions(req, *so, streaming, &o->include_usage)) return false;
+  }
+  return true;
+}
+
+// max_tokens (or max_completion_tokens, named `key`), `given` or the dialect's default.
+bool SimServer::Impl::ParseMaxTokens(evhttp_request* req, const json* given, const char* key,
+                                     int64_t* out) {
   const bool llamacpp = spec->dialect == Dialect::kLlamacpp;
   // llama.cpp's n_predict defaults to -1, unlimited until the slot's context is full.
   int64_t max_tokens = llamacpp ? -1 : kDefaultMaxTokens;
-  if (opt(max_key)) max_tokens = opt(max_key)->get<int64_t>();
+  if (given) max_tokens = given->get<int64_t>();
   if (llamacpp && max_tokens < -1) {
     // ts/server-schema.cpp's range check (recording 55).
     ReplyError(req, 400,
-               std::string("Field '") + max_key +
+               std::string("Field '") + key +
                    "': Value must be between -1 <= value <= 2147483647, but got " +
                    std::to_string(max_tokens));
     return false;
@@ -1358,21 +1381,24 @@ bool SimServer::Impl::ParseChatOptions(evhttp_request* req, const json& body, Ch
   }
   // llama.cpp still samples one token for n_predict 0 (recordings 54 and 56).
   if (llamacpp && max_tokens == 0) max_tokens = 1;
-  o->max_tokens = max_tokens;
-  bool& include_usage = o->include_usage;
-  if (const json* so = opt("stream_options")) {
-    if (!streaming) {
-      ReplyError(req, 400, "'stream_options' is only allowed with 'stream': true");
+  *out = max_tokens;
+  return true;
+}
+
+// stream_options, allowed only on a stream: whether it asks for the usage chunk.
+bool SimServer::Impl::ParseStreamOptions(evhttp_request* req, const json& so, bool streaming,
+                                         bool* include_usage) {
+  if (!streaming) {
+    ReplyError(req, 400, "'stream_options' is only allowed with 'stream': true");
+    return false;
+  }
+  *include_usage = spec->usage_default_with_stream_options;
+  if (so.contains("include_usage")) {
+    if (!so["include_usage"].is_boolean()) {
+      ReplyError(req, 400, "'stream_options.include_usage' must be a boolean");
       return false;
     }
-    include_usage = spec->usage_default_with_stream_options;
-    if (so->contains("include_usage")) {
-      if (!(*so)["include_usage"].is_boolean()) {
-        ReplyError(req, 400, "'stream_options.include_usage' must be a boolean");
-        return false;
-      }
-      include_usage = (*so)["include_usage"].get<bool>();
-    }
+    *include_usage = so["include_usage"].get<bool>();
   }
   return true;
 }
@@ -1439,6 +1465,74 @@ bool SimServer::Impl::ReplyJsonError200(evhttp_request* req, const RequestFaults
   return true;
 }
 
+namespace {
+
+// The output length at which a request stops with "stop", or -1 when it runs to max_tokens: a
+// point drawn from the prompt and seed past the profile's eos_min_tokens, or the early_stop fault's
+// if that comes first.
+int64_t EosAt(const EngineProfile& profile, bool ignore_eos, const RequestFaults& f,
+              uint64_t prompt_hash, uint64_t out_seed, int64_t max_tokens) {
+  int64_t eos_at = -1;
+  if (!ignore_eos && profile.eos_min_tokens < max_tokens) {
+    const uint64_t span = static_cast<uint64_t>(max_tokens - profile.eos_min_tokens + 1);
+    const int64_t at = profile.eos_min_tokens +
+                       static_cast<int64_t>(Mix64(Mix64(prompt_hash, out_seed), 0xe05) % span);
+    if (at < max_tokens) eos_at = std::max<int64_t>(1, at);
+  }
+  if (f.early_stop_after) {
+    const int64_t at =
+        std::clamp<int64_t>(*f.early_stop_after, 1, std::max<int64_t>(1, max_tokens - 1));
+    if (at < max_tokens && (eos_at < 0 || at < eos_at)) eos_at = at;
+  }
+  return eos_at;
+}
+
+}  // namespace
+
+// A validated chat request as a stream: its id, its output text's key and stop point, the engine
+// request it submits and the framing of its chunks.
+std::unique_ptr<Stream> SimServer::Impl::NewStream(evhttp_request* req, int64_t index,
+                                                   const ChatOptions& o, const RequestFaults& f,
+                                                   std::vector<uint32_t> ids, int64_t max_tokens) {
+  auto s = std::make_unique<Stream>();
+  s->impl = this;
+  s->req = req;
+  s->conn = evhttp_request_get_connection(req);
+  s->engine_id = next_engine_id++;
+  s->index = index;
+  char idbuf[48];
+  std::snprintf(idbuf, sizeof(idbuf), "chatcmpl-%016llx%08llx",
+                static_cast<unsigned long long>(Mix64(static_cast<uint64_t>(start_unix_ns), 0)),
+                static_cast<unsigned long long>(index));
+  s->id = idbuf;
+  s->streaming = o.streaming;
+  s->include_usage = o.include_usage;
+  s->prompt_tokens = static_cast<int64_t>(ids.size());
+  s->max_tokens = max_tokens;
+  s->ignore_eos = o.ignore_eos;
+  s->temperature = o.temperature;
+  s->faults = f;
+  const uint64_t prompt_hash = PromptHash(ids);
+  // Temperature 0 is greedy: the seed cannot change the text.
+  s->out_seed = o.temperature > 0 ? static_cast<uint64_t>(o.seed) : 0;
+  s->out_hash = f.duplicate_of ? PromptHash(ApplyChatTemplate(*f.duplicate_of, tmpl)) : prompt_hash;
+  const int64_t eos_at = EosAt(profile, o.ignore_eos, f, prompt_hash, s->out_seed, max_tokens);
+  s->pending.id = s->engine_id;
+  s->pending.prompt_tokens = std::move(ids);
+  s->pending.max_new_tokens = max_tokens;
+  s->pending.eos_at_tokens = eos_at;
+  // The caches keep the ids of the words this stream sends, so the next turn of a chat, which
+  // quotes them as its assistant message, finds them.
+  s->pending.output_token = [hash = s->out_hash, seed = s->out_seed](int64_t i) {
+    return WordTokenId(OutputWord(hash, seed, i));
+  };
+  s->eos_at = eos_at;
+  s->eos_is_token = spec->llamacpp_stream;
+  ChooseVariation(s.get());
+  SetChunkHeadAndTail(s.get());
+  return s;
+}
+
 void SimServer::Impl::HandleChat(evhttp_request* req) {
   const int64_t index = next_index++;
   requests_received.fetch_add(1);
@@ -1469,83 +1563,44 @@ void SimServer::Impl::HandleChat(evhttp_request* req) {
   int64_t max_tokens = o.max_tokens;
   if (!FitContext(req, prompt_tokens, &max_tokens)) return;
 
-  auto s = std::make_unique<Stream>();
-  s->impl = this;
-  s->req = req;
-  s->conn = evhttp_request_get_connection(req);
-  s->engine_id = next_engine_id++;
-  s->index = index;
-  char idbuf[48];
-  std::snprintf(idbuf, sizeof(idbuf), "chatcmpl-%016llx%08llx",
-                static_cast<unsigned long long>(Mix64(static_cast<uint64_t>(start_unix_ns), 0)),
-                static_cast<unsigned long long>(index));
-  s->id = idbuf;
-  s->streaming = o.streaming;
-  s->include_usage = o.include_usage;
-  s->prompt_tokens = prompt_tokens;
-  s->max_tokens = max_tokens;
-  s->ignore_eos = o.ignore_eos;
-  s->temperature = o.temperature;
-  s->faults = f;
-  const uint64_t prompt_hash = PromptHash(ids);
-  // Temperature 0 is greedy: the seed cannot change the text.
-  s->out_seed = o.temperature > 0 ? static_cast<uint64_t>(o.seed) : 0;
-  s->out_hash = f.duplicate_of ? PromptHash(ApplyChatTemplate(*f.duplicate_of, tmpl)) : prompt_hash;
-  int64_t eos_at = -1;
-  if (!o.ignore_eos && profile.eos_min_tokens < max_tokens) {
-    const uint64_t span = static_cast<uint64_t>(max_tokens - profile.eos_min_tokens + 1);
-    const int64_t at = profile.eos_min_tokens +
-                       static_cast<int64_t>(Mix64(Mix64(prompt_hash, s->out_seed), 0xe05) % span);
-    if (at < max_tokens) eos_at = std::max<int64_t>(1, at);
-  }
-  if (f.early_stop_after) {
-    const int64_t at =
-        std::clamp<int64_t>(*f.early_stop_after, 1, std::max<int64_t>(1, max_tokens - 1));
-    if (at < max_tokens && (eos_at < 0 || at < eos_at)) eos_at = at;
-  }
-  s->pending.id = s->engine_id;
-  s->pending.prompt_tokens = std::move(ids);
-  s->pending.max_new_tokens = max_tokens;
-  s->pending.eos_at_tokens = eos_at;
-  // The caches keep the ids of the words this stream sends, so the next turn of a chat, which
-  // quotes them as its assistant message, finds them.
-  s->pending.output_token = [hash = s->out_hash, seed = s->out_seed](int64_t i) {
-    return WordTokenId(OutputWord(hash, seed, i));
-  };
-  s->eos_at = eos_at;
-  s->eos_is_token = spec->llamacpp_stream;
-  ChooseVariation(s.get());
-  SetChunkHeadAndTail(s.get());
-
+  std::unique_ptr<Stream> s = NewStream(req, index, o, f, std::move(ids), max_tokens);
   Stream* sp = s.get();
   streams.emplace(sp->engine_id, std::move(s));
-  if (sp->conn) {
-    // Once evhttp has written anything it reads again to notice a close, with the connection's
-    // timeout: a stream may wait in the queue or stall far longer than an idle keep-alive may.
-    evhttp_connection_set_timeout(sp->conn, kStreamTimeoutS);
-    evhttp_connection_set_closecb(sp->conn, OnConnectionClosed, sp);
-    bufferevent* bev = evhttp_connection_get_bufferevent(sp->conn);
-    // evhttp keeps the day-long value; the socket itself gets no timeout at all while it streams.
-    // A write event with a timeout costs a timer-heap insert and removal on every chunk handed to
-    // an idle connection. EndReply restores the keep-alive timeout.
-    if (bev) bufferevent_set_timeouts(bev, nullptr, nullptr);
-    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
-    if (fd >= 0) {
-      sp->eof_watch = event_new(base, fd, EV_READ, OnEofWatch, sp);
-      event_add(sp->eof_watch, nullptr);
-    }
-  }
+  if (sp->conn) WatchConnection(sp);
   if (f.slow_first_byte_ms > 0) {
-    const double wall_s = f.slow_first_byte_ms / 1000.0 / scale;
-    timeval tv;
-    tv.tv_sec = static_cast<time_t>(wall_s);
-    tv.tv_usec = static_cast<suseconds_t>((wall_s - static_cast<double>(tv.tv_sec)) * 1e6);
-    sp->delay_timer = evtimer_new(base, OnDelayDone, sp);
-    evtimer_add(sp->delay_timer, &tv);
-    ++delayed;
+    DelaySubmit(sp, f.slow_first_byte_ms);
     return;
   }
   SubmitStream(sp);
+}
+
+// Keeps the stream's connection open for as long as it streams, and notices when its client goes.
+void SimServer::Impl::WatchConnection(Stream* s) {
+  // Once evhttp has written anything it reads again to notice a close, with the connection's
+  // timeout: a stream may wait in the queue or stall far longer than an idle keep-alive may.
+  evhttp_connection_set_timeout(s->conn, kStreamTimeoutS);
+  evhttp_connection_set_closecb(s->conn, OnConnectionClosed, s);
+  bufferevent* bev = evhttp_connection_get_bufferevent(s->conn);
+  // evhttp keeps the day-long value; the socket itself gets no timeout at all while it streams.
+  // A write event with a timeout costs a timer-heap insert and removal on every chunk handed to
+  // an idle connection. EndReply restores the keep-alive timeout.
+  if (bev) bufferevent_set_timeouts(bev, nullptr, nullptr);
+  evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+  if (fd >= 0) {
+    s->eof_watch = event_new(base, fd, EV_READ, OnEofWatch, s);
+    event_add(s->eof_watch, nullptr);
+  }
+}
+
+// slow_first_byte: the stream is submitted once `delay_ms` virtual milliseconds have passed.
+void SimServer::Impl::DelaySubmit(Stream* s, double delay_ms) {
+  const double wall_s = delay_ms / 1000.0 / scale;
+  timeval tv;
+  tv.tv_sec = static_cast<time_t>(wall_s);
+  tv.tv_usec = static_cast<suseconds_t>((wall_s - static_cast<double>(tv.tv_sec)) * 1e6);
+  s->delay_timer = evtimer_new(base, OnDelayDone, s);
+  evtimer_add(s->delay_timer, &tv);
+  ++delayed;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1555,7 +1610,9 @@ SimServer::SimServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 SimServer::~SimServer() { Stop(); }
 
-Result<std::unique_ptr<SimServer>> SimServer::Start(const ServerOptions& options) {
+namespace {
+
+Status CheckOptions(const ServerOptions& options) {
   if (!(options.time_scale > 0)) {
     return Status::InvalidArgument("time scale must be > 0, got " +
                                    std::to_string(options.time_scale));
@@ -1563,7 +1620,12 @@ Result<std::unique_ptr<SimServer>> SimServer::Start(const ServerOptions& options
   if (options.port < 0 || options.port > 65535) {
     return Status::InvalidArgument("port out of range: " + std::to_string(options.port));
   }
-  auto impl = std::make_unique<Impl>();
+  return Status::Ok();
+}
+
+// What the server serves: the engine profile and what follows from it, the fault plan, the truth
+// log and the engine itself.
+Status LoadRow(const ServerOptions& options, SimServer::Impl* impl) {
   impl->opts = options;
   impl->scale = options.time_scale;
   impl->spec = &SpecFor(options.dialect);
@@ -1591,12 +1653,19 @@ Result<std::unique_ptr<SimServer>> SimServer::Start(const ServerOptions& options
   if (options.dialect == Dialect::kVllm)
     engine_profile.cache_block_tokens = impl->profile.page_size;
   impl->engine = std::make_unique<engine::Engine>(engine_profile);
+  return Status::Ok();
+}
 
-  // A write to a socket the client closed raises SIGPIPE; the server must see EPIPE instead.
+// A write to a socket the client closed raises SIGPIPE; the server must see EPIPE instead.
+void IgnoreSigpipe() {
   struct sigaction old_sa {};
   if (sigaction(SIGPIPE, nullptr, &old_sa) == 0 && old_sa.sa_handler == SIG_DFL) {
     std::signal(SIGPIPE, SIG_IGN);
   }
+}
+
+// The loop's event base, the HTTP server on it, the engine timer and the stop event.
+Status OpenLoop(SimServer::Impl* impl) {
   // Only the loop thread touches libevent; Stop() wakes it through an eventfd. So libevent needs
   // no locks (evthread_use_pthreads would put a mutex around every buffer write and event change).
   event_config* cfg = event_config_new();
@@ -1616,20 +1685,24 @@ Result<std::unique_ptr<SimServer>> SimServer::Start(const ServerOptions& options
   if (!impl->base) return Status::Internal("event_base_new failed");
   impl->http = evhttp_new(impl->base);
   impl->scratch = evbuffer_new();
-  impl->engine_timer = evtimer_new(impl->base, OnEngineTimer, impl.get());
+  impl->engine_timer = evtimer_new(impl->base, OnEngineTimer, impl);
   impl->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (impl->stop_fd < 0) {
     return Status::Internal(std::string("eventfd failed: ") + std::strerror(errno));
   }
-  impl->stop_event = event_new(impl->base, impl->stop_fd, EV_READ, OnStop, impl.get());
+  impl->stop_event = event_new(impl->base, impl->stop_fd, EV_READ, OnStop, impl);
   if (!impl->http || !impl->scratch || !impl->engine_timer || !impl->stop_event ||
       event_add(impl->stop_event, nullptr) != 0) {
     return Status::Internal("libevent allocation failed");
   }
-  evhttp_set_gencb(impl->http, OnRequest, impl.get());
+  evhttp_set_gencb(impl->http, OnRequest, impl);
   evhttp_set_timeout(impl->http, kIdleTimeoutS);
   evhttp_set_allowed_methods(impl->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD);
+  return Status::Ok();
+}
 
+// Binds the listening socket and hands it to the HTTP server; notes the port and accept queue.
+Status Listen(const ServerOptions& options, SimServer::Impl* impl) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(options.port));
@@ -1668,6 +1741,18 @@ Result<std::unique_ptr<SimServer>> SimServer::Start(const ServerOptions& options
   if (getsockopt(lfd, IPPROTO_TCP, TCP_INFO, &info, &info_len) == 0) {
     impl->listen_backlog = static_cast<int>(info.tcpi_sacked);
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SimServer>> SimServer::Start(const ServerOptions& options) {
+  CAPQ_RETURN_IF_ERROR(CheckOptions(options));
+  auto impl = std::make_unique<Impl>();
+  CAPQ_RETURN_IF_ERROR(LoadRow(options, impl.get()));
+  IgnoreSigpipe();
+  CAPQ_RETURN_IF_ERROR(OpenLoop(impl.get()));
+  CAPQ_RETURN_IF_ERROR(Listen(options, impl.get()));
   impl->t0 = NowNs();
   impl->start_unix_ns = RealtimeAnchor::Take().unix_ns;
   Impl* raw = impl.get();

@@ -319,6 +319,8 @@ struct SimServer::Impl {
 
   // HTTP handlers.
   void Handle(evhttp_request* req);
+  const Route* FindRoute(const std::string& path) const;
+  void Serve(Endpoint endpoint, evhttp_request* req, const std::string& path);
   void HandleChat(evhttp_request* req);
   struct ChatOptions {
     bool streaming = false;
@@ -329,7 +331,14 @@ struct SimServer::Impl {
     int64_t max_tokens = 0;
   };
   bool ParseChatOptions(evhttp_request* req, const json& body, ChatOptions* o);
+  bool ParseMaxTokens(evhttp_request* req, const json* given, const char* key, int64_t* out);
+  bool ParseStreamOptions(evhttp_request* req, const json& so, bool streaming, bool* include_usage);
   bool FitContext(evhttp_request* req, int64_t prompt_tokens, int64_t* max_tokens);
+  std::unique_ptr<Stream> NewStream(evhttp_request* req, int64_t index, const ChatOptions& o,
+                                    const RequestFaults& f, std::vector<uint32_t> ids,
+                                    int64_t max_tokens);
+  void WatchConnection(Stream* s);
+  void DelaySubmit(Stream* s, double delay_ms);
   void HandleHealth(evhttp_request* req);
   void HandleModels(evhttp_request* req);
   void HandleServerInfo(evhttp_request* req);
@@ -340,6 +349,7 @@ struct SimServer::Impl {
   void HandleFlush(evhttp_request* req);
   void HandleTokenize(evhttp_request* req);
   void HandleMetrics(evhttp_request* req);
+  void AppendTtftHistogram(const char* labels, std::string* out) const;
   void HandleCapqSim(evhttp_request* req);
   // llama.cpp's own shapes (server_llamacpp.cc).
   void HandleApplyTemplate(evhttp_request* req);
