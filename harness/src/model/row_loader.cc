@@ -17,97 +17,14 @@
 #include "capq/hash.h"
 #include "capq/model/engine_limits.h"
 #include "capq/model/reuse.h"
+#include "row_reader_internal.h"
 
 namespace capq {
-namespace {
+namespace row_reader {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kSchema = "capq/row/v1";
-constexpr size_t kMaxRowFileBytes = 1 << 20;
-// Upper bounds keep every count inside `int` arithmetic downstream (per_concurrency * C, seeds per
-// trial) and keep a malformed row from asking for absurd allocations.
-constexpr int64_t kMaxTokens = 100'000'000;
-constexpr int64_t kMaxRequests = 1'000'000;
-constexpr int64_t kMaxConcurrency = 100'000;
-constexpr int64_t kMaxTrials = 1000;
-// An open-loop row's bounds: a rate step of 100,000 requests/s is far beyond any server; a gamma cv
-// of 10 (shape 0.01) is already a train of near-simultaneous bursts.
-constexpr double kMaxRateStepRps = 100'000;
-constexpr double kMaxCv = 10;
-constexpr double kMaxDurationS = 7 * 86400.0;
-
-// A scalar as it may appear in a message: bounded and printable.
-std::string Shown(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (out.size() >= 60) {
-      out += "...";
-      break;
-    }
-    out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
-  }
-  return "'" + out + "'";
-}
-
-std::string Describe(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Null:
-      return "null";
-    case YAML::NodeType::Sequence:
-      return n.size() == 0 ? "an empty list" : "a sequence";
-    case YAML::NodeType::Map:
-      return "a mapping";
-    case YAML::NodeType::Scalar:
-      return Shown(n.Scalar());
-    default:
-      return "nothing";
-  }
-}
-
-bool IsQuoted(const YAML::Node& n) { return n.Tag() == "!"; }
-
-bool IsHex(const std::string& s, size_t len) {
-  return s.size() == len && std::all_of(s.begin(), s.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
-}
-
-bool IsValidId(const std::string& s) {
-  if (s.empty() || s.size() > 128 || !(s[0] >= 'a' && s[0] <= 'z')) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-  });
-}
-
-// The gates as a set: two tiers with the same gates in another order are the same contract.
-std::set<std::tuple<int, double, double>> GateSet(const std::vector<SloGate>& slo) {
-  std::set<std::tuple<int, double, double>> out;
-  for (const SloGate& g : slo) out.insert({static_cast<int>(g.metric), g.percentile, g.below_ms});
-  return out;
-}
-
-bool IsDate(const std::string& s) {
-  if (s.size() != 10 || s[4] != '-' || s[7] != '-') return false;
-  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9}) {
-    if (s[i] < '0' || s[i] > '9') return false;
-  }
-  int month = (s[5] - '0') * 10 + (s[6] - '0');
-  int day = (s[8] - '0') * 10 + (s[9] - '0');
-  return month >= 1 && month <= 12 && day >= 1 && day <= 31;
-}
-
-std::string JoinKeys(const std::vector<std::string>& keys) {
-  std::string out;
-  for (const auto& k : keys) out += (out.empty() ? "" : ", ") + k;
-  return out;
-}
-
-std::string Num(double v) {
-  char buf[64];
-  auto [ptr, ec] = std::to_chars(buf, buf + sizeof(buf), v);
-  return ec == std::errc() ? std::string(buf, ptr) : std::to_string(v);
-}
+namespace {
 
 // Counts documents without building them; remembers where the second one starts and whether a
 // document held anything but nulls.
@@ -140,254 +57,7 @@ class DocumentCounter : public YAML::EventHandler {
   int documents_ = 0;
 };
 
-struct Entry {
-  std::string key;
-  YAML::Mark key_mark;
-  YAML::Node value;
-};
-
-// A YAML mapping with its entries in file order, so that duplicate keys (which yaml-cpp keeps
-// silently) and unknown keys can be refused with their own positions.
-struct MapView {
-  std::string path;       // key path of the mapping itself ("" for the document)
-  YAML::Mark mark;        // where the mapping's content starts
-  YAML::Mark missing_at;  // where a missing key is reported: the mapping's own key, if it has one
-  std::vector<Entry> entries;
-
-  const Entry* Find(const std::string& key) const {
-    for (const auto& e : entries) {
-      if (e.key == key) return &e;
-    }
-    return nullptr;
-  }
-};
-
-class RowParser {
- public:
-  RowParser(std::string file, RowError* error) : file_(std::move(file)), error_(error) {}
-
-  bool Parse(const std::string& text, Row* row);
-  const YAML::Mark& id_mark() const { return id_mark_; }
-
- private:
-  bool Fail(const YAML::Mark& mark, const std::string& key_path, const std::string& message) {
-    if (error_) {
-      error_->file = file_;
-      error_->line = mark.is_null() ? 1 : mark.line + 1;
-      error_->column = mark.is_null() ? 1 : mark.column + 1;
-      error_->key_path = key_path;
-      error_->message = message;
-    }
-    return false;
-  }
-  static std::string Join(const std::string& path, const std::string& key) {
-    return path.empty() ? key : path + "." + key;
-  }
-  static YAML::Mark ValueMark(const Entry& e) {
-    // yaml-cpp places an empty value ("key:") on the following line; its key is where the reader
-    // looks.
-    return e.value.IsNull() ? e.key_mark : e.value.Mark();
-  }
-
-  bool OpenMap(const YAML::Node& node, const YAML::Mark& at, const std::string& path,
-               const std::string& what, MapView* out);
-  bool OpenMap(const Entry& e, const std::string& path, const std::string& what, MapView* out) {
-    if (!OpenMap(e.value, ValueMark(e), path, what, out)) return false;
-    out->missing_at = e.key_mark;
-    return true;
-  }
-  bool CheckKeys(const MapView& m, const std::vector<std::string>& allowed);
-  bool Required(const MapView& m, const std::string& key, const std::string& what,
-                const Entry** out);
-
-  bool GetString(const Entry& e, const std::string& path, std::string* out);
-  bool GetInt(const Entry& e, const std::string& path, int64_t min, int64_t max, int64_t* out);
-  bool GetUint(const Entry& e, const std::string& path, uint64_t* out);
-  bool GetNumber(const Entry& e, const std::string& path, const std::string& expected,
-                 bool (*ok)(double), double* out);
-  bool GetBool(const Entry& e, const std::string& path, bool* out);
-  bool GetEnum(const Entry& e, const std::string& path, const std::vector<std::string>& options,
-               std::string* out);
-
-  bool ParseIdentity(const Entry& e, Identity* id);
-  bool ParseServerExpect(const Entry& e, const Identity& id,
-                         std::map<std::string, std::string>* out);
-  bool ParseWorkload(const Entry& e, Workload* w, YAML::Mark* ignore_eos_at);
-  bool ParseArrival(const Entry& e, Workload* w);
-  bool ParseCache(const Entry& e, CachePolicy* c);
-  bool ParseWarmup(const Entry& e, Warmup* w);
-  // Where the sample size of the measured interval is declared: the key a too-small sample is
-  // reported at (min_requests, duration_s or requests).
-  struct SampleAt {
-    YAML::Mark mark;
-    std::string path;
-  };
-  bool ParseMeasured(const Entry& e, Workload* w, Measured* m, SampleAt* sample_at);
-  bool ParseStability(const Entry& e, Stability* s);
-  bool ParseSlo(const Entry& e, const std::string& path, std::vector<SloGate>* slo);
-  bool ParseSloTiers(const Entry& e, const std::vector<SloGate>& primary,
-                     std::vector<SloTier>* tiers);
-  bool ParseSloTier(const YAML::Node& item, const YAML::Mark& at, const std::string& path,
-                    SloTier* tier);
-  bool CheckTierNames(const std::vector<SloTier>& tiers, const std::vector<SloGate>& primary,
-                      const std::vector<YAML::Mark>& marks);
-  bool ParseCorrectness(const Entry& e, Correctness* c);
-  bool CheckTierSamples(const Row& row, const SampleAt& at);
-  bool ParseGate(const Entry& e, const std::string& path, Gate* gate, std::string* finish_value);
-  bool ParseTrials(const Entry& e, const std::string& row_id, Trials* t);
-  bool ParseExpect(const Entry& e, const Workload& w, Expect* x);
-  bool ParseProvenance(const Entry& e, Provenance* p);
-  bool ParseMix(const Entry& e, Row* row);
-  bool ParseMixClass(const Entry& e, const std::string& path, MixClass* c);
-  bool CheckMixSample(const Row& row, const MapView& m);
-  bool CheckMixPeak(const Row& row, const Mix& mix, const Entry& traffic_at);
-  bool ParseReuseTolerance(const MapView& m, const std::string& path, ReuseTolerance* t);
-  bool ParsePrefix(const Entry& e, Row* row);
-  bool ParsePrefixGroup(const Entry& e, const std::string& path, int64_t input_tokens,
-                        PrefixGroup* g);
-  bool ParseSessions(const Entry& e, Row* row);
-  bool ParseThinkTime(const Entry& e, Sessions* s);
-  bool ParseTrajectoryPath(const Entry& e, Sessions* s);
-  bool CheckReuseRow(const Row& row, const MapView& top);
-  bool CheckTurnSamples(const Row& row, const SampleAt& at);
-
-  std::string file_;
-  RowError* error_;
-  YAML::Mark id_mark_;
-};
-
-bool RowParser::OpenMap(const YAML::Node& node, const YAML::Mark& at, const std::string& path,
-                        const std::string& what, MapView* out) {
-  if (!node.IsMap()) {
-    return Fail(at, path, "expected " + what + " (a mapping), got " + Describe(node));
-  }
-  out->path = path;
-  out->mark = node.Mark().is_null() ? at : node.Mark();
-  out->missing_at = out->mark;
-  out->entries.clear();
-  std::set<std::string> seen;
-  for (auto it = node.begin(); it != node.end(); ++it) {
-    // Copies, not references: yaml-cpp's iterator hands out a temporary pair.
-    const YAML::Node k = it->first;
-    const YAML::Node v = it->second;
-    if (!k.IsScalar()) {
-      return Fail(k.Mark().is_null() ? out->mark : k.Mark(), path,
-                  "expected plain string keys, got " + Describe(k) + " as a key");
-    }
-    if (!seen.insert(k.Scalar()).second) {
-      return Fail(k.Mark(), Join(path, k.Scalar()),
-                  "duplicate key " + Shown(k.Scalar()) + ": each key appears once");
-    }
-    out->entries.push_back(Entry{k.Scalar(), k.Mark(), v});
-  }
-  return true;
-}
-
-bool RowParser::CheckKeys(const MapView& m, const std::vector<std::string>& allowed) {
-  for (const auto& e : m.entries) {
-    if (std::find(allowed.begin(), allowed.end(), e.key) == allowed.end()) {
-      return Fail(e.key_mark, Join(m.path, e.key),
-                  "unknown key " + Shown(e.key) + "; expected one of: " + JoinKeys(allowed));
-    }
-  }
-  return true;
-}
-
-bool RowParser::Required(const MapView& m, const std::string& key, const std::string& what,
-                         const Entry** out) {
-  *out = m.Find(key);
-  if (*out) return true;
-  return Fail(m.missing_at, Join(m.path, key),
-              "missing required key " + Shown(key) + " (" + what + ")" +
-                  (m.path.empty() ? "" : " in " + m.path));
-}
-
-bool RowParser::GetString(const Entry& e, const std::string& path, std::string* out) {
-  if (!e.value.IsScalar() || e.value.Scalar().empty()) {
-    return Fail(ValueMark(e), path, "expected a non-empty string, got " + Describe(e.value));
-  }
-  *out = e.value.Scalar();
-  return true;
-}
-
-bool RowParser::GetInt(const Entry& e, const std::string& path, int64_t min, int64_t max,
-                       int64_t* out) {
-  std::string range = "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
-  if (!e.value.IsScalar())
-    return Fail(ValueMark(e), path, "expected " + range + ", got " + Describe(e.value));
-  const std::string& s = e.value.Scalar();
-  if (IsQuoted(e.value)) {
-    return Fail(ValueMark(e), path, "expected " + range + ", got the quoted string " + Shown(s));
-  }
-  int64_t v = 0;
-  const char* begin = s.data() + (!s.empty() && s[0] == '+' ? 1 : 0);
-  auto [ptr, ec] = std::from_chars(begin, s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size()) {
-    return Fail(ValueMark(e), path, "expected " + range + ", got " + Shown(s));
-  }
-  if (v < min || v > max) return Fail(ValueMark(e), path, "expected " + range + ", got " + s);
-  *out = v;
-  return true;
-}
-
-bool RowParser::GetUint(const Entry& e, const std::string& path, uint64_t* out) {
-  const std::string expected = "expected a non-negative integer seed, got ";
-  if (!e.value.IsScalar()) return Fail(ValueMark(e), path, expected + Describe(e.value));
-  const std::string& s = e.value.Scalar();
-  if (IsQuoted(e.value))
-    return Fail(ValueMark(e), path, expected + "the quoted string " + Shown(s));
-  uint64_t v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size()) {
-    return Fail(ValueMark(e), path, expected + Shown(s));
-  }
-  *out = v;
-  return true;
-}
-
-bool RowParser::GetNumber(const Entry& e, const std::string& path, const std::string& expected,
-                          bool (*ok)(double), double* out) {
-  if (!e.value.IsScalar()) {
-    return Fail(ValueMark(e), path, "expected " + expected + ", got " + Describe(e.value));
-  }
-  const std::string& s = e.value.Scalar();
-  if (IsQuoted(e.value)) {
-    return Fail(ValueMark(e), path, "expected " + expected + ", got the quoted string " + Shown(s));
-  }
-  double v = 0;
-  const char* begin = s.data() + (!s.empty() && s[0] == '+' ? 1 : 0);
-  auto [ptr, ec] = std::from_chars(begin, s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(v)) {
-    return Fail(ValueMark(e), path, "expected " + expected + ", got " + Shown(s));
-  }
-  if (!ok(v)) return Fail(ValueMark(e), path, "expected " + expected + ", got " + s);
-  *out = v;
-  return true;
-}
-
-bool Positive(double v) { return v > 0; }
-bool NonNegative(double v) { return v >= 0; }
-bool OpenPercent(double v) { return v > 0 && v < 100; }
-bool UnitInterval(double v) { return v > 0 && v <= 1; }
-
-bool RowParser::GetBool(const Entry& e, const std::string& path, bool* out) {
-  if (e.value.IsScalar() && !IsQuoted(e.value)) {
-    if (e.value.Scalar() == "true") return *out = true, true;
-    if (e.value.Scalar() == "false") return *out = false, true;
-  }
-  return Fail(ValueMark(e), path, "expected true or false, got " + Describe(e.value));
-}
-
-bool RowParser::GetEnum(const Entry& e, const std::string& path,
-                        const std::vector<std::string>& options, std::string* out) {
-  if (e.value.IsScalar() &&
-      std::find(options.begin(), options.end(), e.value.Scalar()) != options.end()) {
-    *out = e.value.Scalar();
-    return true;
-  }
-  return Fail(ValueMark(e), path,
-              "expected one of: " + JoinKeys(options) + "; got " + Describe(e.value));
-}
+}  // namespace
 
 bool RowParser::Parse(const std::string& text, Row* row) {
   YAML::Node doc;
@@ -1763,6 +1433,8 @@ bool RowParser::CheckTurnSamples(const Row& row, const SampleAt& at) {
   return true;
 }
 
+namespace {
+
 std::string FamilyOf(const std::string& path) {
   std::error_code ec;
   fs::path p = fs::path(path);
@@ -1772,6 +1444,8 @@ std::string FamilyOf(const std::string& path) {
   }
   return p.parent_path().filename().string();
 }
+
+}  // namespace
 
 bool ParseRowImpl(const std::string& text, const std::string& pseudo_path, Row* row,
                   RowError* error, int* id_line, int* id_column) {
@@ -1785,6 +1459,12 @@ bool ParseRowImpl(const std::string& text, const std::string& pseudo_path, Row* 
   *row = std::move(parsed);
   return true;
 }
+
+}  // namespace row_reader
+
+using namespace row_reader;
+
+namespace {
 
 bool ReadFile(const std::string& path, std::string* text, RowError* error) {
   error->file = path;
