@@ -8,8 +8,12 @@
 //  - a tokenizer only where the server has vLLM's or SGLang's POST /tokenize (many front one of
 //    them); without it text_recount fails closed unless the row turns it off with a reason;
 //  - no load metrics: the flush's idle wait has nothing to read, and the quiet period decides.
-#include "openai_target.h"
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "adapter_common.h"
 #include "capq/targets/http.h"
 
 namespace capq::internal {

@@ -1,0 +1,166 @@
+// llama.cpp's adapter (target.h). Facts are from server-apis.md, llama.cpp's sources where cited
+// and the recordings in tests/data/conformance/llamacpp/ (numbered); each quirk is commented where
+// it is handled.
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "adapter_common.h"
+
+namespace capq::internal {
+namespace {
+
+using adapter::Cancelled;
+using adapter::FirstModelField;
+using adapter::IdsFrom;
+using adapter::Metric;
+using adapter::Nap;
+using adapter::ScalarText;
+using adapter::TakeLimits;
+using adapter::TakeModels;
+using adapter::UserTurn;
+
+class LlamacppTarget : public Target {
+ public:
+  explicit LlamacppTarget(TargetOptions o) : Target(std::move(o)) {}
+  Engine engine() const override { return Engine::kLlamacpp; }
+
+  Result<ServerFacts> Facts() override {
+    ServerFacts f;
+    Result<nlohmann::json> props = GetJson("/props");
+    if (!props.ok()) return props.status();
+    f.documents["/props"] = *props;
+    const auto& p = *props;
+    TakeLimits(Engine::kLlamacpp, p, &f);
+    // n_ctx is the context of one slot (-c divided by -np), recording 04.
+    if (p.contains("default_generation_settings")) {
+      TakeLimits(Engine::kLlamacpp, p["default_generation_settings"], &f);
+    }
+    if (p.contains("model_path") && p["model_path"].is_string()) f.model_path = p["model_path"];
+    if (p.contains("build_info")) f.version = ScalarText(p["build_info"]);
+    if (Result<nlohmann::json> models = GetJson("/v1/models"); models.ok()) {
+      f.documents["/v1/models"] = *models;
+      TakeModels(*models, &f);
+      // data[0].meta: the model's own sizes (recording 03).
+      TakeLimits(Engine::kLlamacpp, FirstModelField(*models, "meta"), &f);
+    }
+    return f;
+  }
+
+  Result<FlushResult> Flush(MonoNs deadline_ns, const std::atomic<bool>* cancel) override {
+    FlushResult fr;
+    fr.method = "POST /slots/{id}?action=erase for every slot";
+    Result<nlohmann::json> props = GetJson("/props");
+    if (!props.ok()) return props.status().WithContext("flush");
+    int slots = props->value("total_slots", 0);
+    if (slots <= 0) return Status::FailedPrecondition("flush failed: /props reports no slots");
+    HttpClient& http = client();
+    for (int i = 0; i < slots; ++i) {
+      while (true) {
+        if (Cancelled(cancel)) return Status::Cancelled("interrupted while flushing");
+        ++fr.attempts;
+        Result<HttpResponse> r =
+            http.Post(base_url() + "/slots/" + std::to_string(i) + "?action=erase", "{}");
+        if (!r.ok()) return r.status().WithContext("flush");
+        if (r->status == 200) break;
+        if (r->status == 501) {
+          return Status::FailedPrecondition(
+              "flush failed: llama.cpp refused slot erase (HTTP 501: start the server with "
+              "--slot-save-path)");
+        }
+        if (NowNs() >= deadline_ns) {
+          return Status::FailedPrecondition("flush failed: slot " + std::to_string(i) +
+                                            " erase returned HTTP " + std::to_string(r->status) +
+                                            " until the deadline");
+        }
+        Nap(200, cancel);
+      }
+    }
+    // Erase drops one slot's KV only (server-context.cpp prompt_clear); the host-memory prompt
+    // cache (--cache-ram, on by default) survives it and restores an erased prompt (recordings
+    // 37-40), and no endpoint reveals or clears that cache. So the status proves nothing.
+    fr.status_proves_nothing = true;
+    fr.note = "erased " + std::to_string(slots) +
+              " slot(s); the host-memory prompt cache is not reachable over HTTP (empty only with "
+              "--cache-ram 0): verify-cold decides";
+    return fr;
+  }
+
+  // POST /apply-template renders the chat template without BOS (recording 10); /tokenize with
+  // add_special adds it as the completion path does (recordings 08, 12).
+  Result<std::vector<int64_t>> RenderedTokenIds(const std::string& message) override {
+    nlohmann::json req = {{"messages", UserTurn(message)}};
+    Result<HttpResponse> r = client().Post(base_url() + "/apply-template", req.dump());
+    if (!r.ok()) return r.status();
+    if (r->status == 404) return Status::Unimplemented("the server has no /apply-template");
+    std::string prompt;
+    try {
+      if (r->status == 200) prompt = nlohmann::json::parse(r->body).at("prompt");
+    } catch (const nlohmann::json::exception&) {
+    }
+    if (prompt.empty()) {
+      return Status::Unavailable("POST /apply-template returned HTTP " + std::to_string(r->status) +
+                                 " without a prompt");
+    }
+    nlohmann::json tok = {{"content", prompt}, {"add_special", true}};
+    return IdsFrom(client().Post(base_url() + "/tokenize", tok.dump()));
+  }
+  std::string RenderMethod() const override {
+    return "POST /apply-template, then POST /tokenize {add_special: true}";
+  }
+
+  std::string ColdHint() const override {
+    return "llama.cpp's slot erase keeps the host-memory prompt cache (--cache-ram, 8192 MiB by "
+           "default), which restores earlier prompts into the slots: start llama-server with "
+           "--cache-ram 0 so that erasing every slot leaves it cold";
+  }
+
+  Result<int64_t> CountTokens(const std::string& text) override {
+    nlohmann::json req = {{"content", text}, {"add_special", false}};
+    Result<HttpResponse> r = client().Post(base_url() + "/tokenize", req.dump());
+    if (!r.ok()) return r.status();
+    if (r->status == 404) return Status::Unimplemented("the server has no /tokenize");
+    if (r->status != 200) {
+      return Status::Unavailable("POST /tokenize returned HTTP " + std::to_string(r->status));
+    }
+    try {
+      auto j = nlohmann::json::parse(r->body);
+      if (j.contains("tokens")) return static_cast<int64_t>(j["tokens"].size());
+    } catch (const nlohmann::json::exception&) {
+    }
+    return Status::InvalidArgument("POST /tokenize: no tokens in the answer");
+  }
+
+  Result<std::vector<int64_t>> TokenIds(const std::string& text) override {
+    nlohmann::json req = {{"content", text}, {"add_special", false}};
+    return IdsFrom(client().Post(base_url() + "/tokenize", req.dump()));
+  }
+
+  // Every finished stream's usage carries prompt_tokens_details {"cached_tokens": N}, 0 included,
+  // and its timings cache_n (recorded b9749: conformance/llamacpp/14, a cold request).
+  CacheCounterRule CacheCounter(const ServerFacts&) const override {
+    CacheCounterRule rule;
+    rule.reported_always = true;
+    rule.source =
+        "llama.cpp writes cached_tokens (and timings.cache_n) on every stream, 0 included "
+        "(recorded b9749, conformance/llamacpp/14)";
+    return rule;
+  }
+
+  ServerLoad ParseLoad(const std::string& text) const override {
+    auto m = ParsePrometheus(text);
+    return {Metric(m, "llamacpp:requests_processing"), Metric(m, "llamacpp:requests_deferred")};
+  }
+
+ protected:
+  std::string ProbePath() const override { return "/health"; }  // 503 while loading; no generation
+};
+
+}  // namespace
+
+std::unique_ptr<Target> MakeLlamacppTarget(TargetOptions options) {
+  return std::make_unique<LlamacppTarget>(std::move(options));
+}
+
+}  // namespace capq::internal
