@@ -19,6 +19,9 @@
 namespace capq::internal {
 namespace {
 
+using adapter::ChatTokenizeRequest;
+using adapter::TakeModels;
+
 class OpenAiTarget : public Target {
  public:
   explicit OpenAiTarget(TargetOptions o) : Target(std::move(o)) {}
@@ -29,14 +32,7 @@ class OpenAiTarget : public Target {
     Result<nlohmann::json> models = GetJson("/v1/models");
     if (!models.ok()) return models.status();
     f.documents["/v1/models"] = *models;
-    if (models->contains("data") && (*models)["data"].is_array()) {
-      for (const auto& m : (*models)["data"]) {
-        if (m.contains("id") && m["id"].is_string()) f.served_models.push_back(m["id"]);
-        if (f.model_path.empty() && m.contains("root") && m["root"].is_string()) {
-          f.model_path = m["root"];
-        }
-      }
-    }
+    TakeModels(*models, &f);
     return f;
   }
 
@@ -57,10 +53,7 @@ class OpenAiTarget : public Target {
   }
 
   Result<std::vector<int64_t>> RenderedTokenIds(const std::string& message) override {
-    nlohmann::json turn = {{"role", "user"}, {"content", message}};
-    nlohmann::json req = {{"messages", nlohmann::json::array({turn})},
-                          {"add_generation_prompt", true}};
-    return Tokenize(req);
+    return Tokenize(ChatTokenizeRequest(message));
   }
   std::string RenderMethod() const override {
     return "POST /tokenize {messages, add_generation_prompt: true}";
