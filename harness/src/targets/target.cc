@@ -11,8 +11,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
-#include <thread>
 
+#include "adapter_common.h"
 #include "capq/targets/http.h"
 
 extern char** environ;
@@ -45,14 +45,8 @@ Result<nlohmann::json> Target::GetJson(const std::string& path) {
 
 namespace {
 
-bool Cancelled(const std::atomic<bool>* cancel) { return cancel && cancel->load(); }
-
-// Sleeps up to `ms`, waking early on cancel.
-void Nap(int ms, const std::atomic<bool>* cancel) {
-  for (int waited = 0; waited < ms && !Cancelled(cancel); waited += 10) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
+using internal::adapter::Cancelled;
+using internal::adapter::Nap;
 
 }  // namespace
 
@@ -251,100 +245,125 @@ std::string NumberText(double v) {
 
 }  // namespace
 
+namespace {
+
+// The simulator's image: the digest of its profile, pinned by the row or else the row's own
+// profile file's, against the digest the server reports.
+IdentityField SimImageField(const Identity& id, const ServerFacts& facts,
+                            const IdentityInputs& in) {
+  IdentityField f;
+  f.name = "image";
+  std::string pinned_hex = DigestHex(id.image);
+  std::string local_hex = DigestHex(in.sim_profile_digest);
+  f.pinned = id.image.empty() ? "sha256:" + local_hex + " (digest of the row's profile)" : id.image;
+  if (pinned_hex.empty()) pinned_hex = local_hex;
+  f.running = facts.sim_identity_digest.value_or("");
+  f.verified = facts.sim_identity_digest.has_value() && !pinned_hex.empty();
+  f.match = f.verified && DigestHex(f.running) == pinned_hex;
+  if (!facts.sim_identity_digest) f.note = "the server reports no capq_sim identity digest";
+  if (f.match && !local_hex.empty() && local_hex != pinned_hex) {
+    f.match = false;
+    f.note = "the row's profile file hashes to sha256:" + local_hex + ", not the pinned digest";
+  }
+  return f;
+}
+
+// A real engine's image digest, against the running image found on this side.
+IdentityField EngineImageField(const Identity& id, const IdentityInputs& in) {
+  IdentityField f;
+  f.name = "image";
+  f.pinned = id.image;
+  f.running = in.running_image;
+  f.verified = !in.running_image.empty() && !DigestHex(id.image).empty();
+  f.match = f.verified && DigestHex(in.running_image) == DigestHex(id.image);
+  f.note = in.running_image.empty() ? in.image_error : "from " + in.image_source;
+  return f;
+}
+
+IdentityField ServedModelField(const Identity& id, const ServerFacts& facts) {
+  IdentityField f;
+  f.name = "served_model_name";
+  f.pinned = id.served_model_name;
+  for (const auto& m : facts.served_models) f.running += (f.running.empty() ? "" : ",") + m;
+  f.verified = !facts.served_models.empty();
+  f.match = std::find(facts.served_models.begin(), facts.served_models.end(),
+                      id.served_model_name) != facts.served_models.end();
+  if (!f.verified) f.note = "GET /v1/models listed no model";
+  return f;
+}
+
+// Model revision: only servers started from a hub cache path reveal it (".../snapshots/<hex>").
+IdentityField ModelRevisionField(const Identity& id, const ServerFacts& facts,
+                                 const IdentityInputs& in) {
+  IdentityField f;
+  f.name = "model_revision";
+  f.pinned = id.model_revision;
+  size_t at = facts.model_path.find("/snapshots/");
+  if (at != std::string::npos) {
+    f.running = facts.model_path.substr(at + 11, 40);
+    f.verified = true;
+    f.match = SameValue(f.running, f.pinned);
+    f.note = "from the model path " + facts.model_path;
+  } else if (!in.model_revision.empty()) {
+    f.running = in.model_revision;
+    f.verified = true;
+    f.match = SameValue(f.running, f.pinned);
+    f.note = "from CAPQ_MODEL_REVISION (the server's model path " +
+             (facts.model_path.empty() ? std::string("is not reported") : facts.model_path) + ")";
+  } else {
+    f.running = facts.model_path;
+    f.note = "unverifiable: the server's model path (" +
+             (facts.model_path.empty() ? std::string("not reported") : facts.model_path) +
+             ") names no snapshot and CAPQ_MODEL_REVISION is not set; the revision is taken from "
+             "the row";
+  }
+  return f;
+}
+
+// Time scale (simulator): every reported duration is scaled by it, so it must be the row's.
+IdentityField TimeScaleField(const Identity& id, const ServerFacts& facts) {
+  IdentityField f;
+  f.name = "time_scale";
+  f.pinned = NumberText(id.time_scale);
+  f.running = facts.sim_time_scale ? NumberText(*facts.sim_time_scale) : "";
+  f.verified = facts.sim_time_scale.has_value();
+  f.match = f.verified && SameValue(f.pinned, f.running);
+  if (!f.verified) f.note = "the server reports no capq_sim time_scale";
+  return f;
+}
+
+// One pinned server_expect key against the value the server reports under it.
+IdentityField ServerExpectField(const std::string& key, const std::string& pinned,
+                                const ServerFacts& facts) {
+  IdentityField f;
+  f.name = "server_expect." + key;
+  f.pinned = pinned;
+  auto it = facts.values.find(key);
+  if (it == facts.values.end()) {
+    f.note = "the server does not report " + key;
+  } else {
+    f.running = it->second;
+    f.verified = true;
+    f.match = SameValue(pinned, it->second);
+  }
+  return f;
+}
+
+}  // namespace
+
 IdentityCheck CheckIdentity(const Row& row, const ServerFacts& facts, const IdentityInputs& in) {
   IdentityCheck check;
   const Identity& id = row.identity;
-  auto add = [&](IdentityField f) { check.fields.push_back(std::move(f)); };
-
-  // Image digest.
-  {
-    IdentityField f;
-    f.name = "image";
-    if (id.engine == Engine::kSim) {
-      std::string pinned_hex = DigestHex(id.image);
-      std::string local_hex = DigestHex(in.sim_profile_digest);
-      f.pinned =
-          id.image.empty() ? "sha256:" + local_hex + " (digest of the row's profile)" : id.image;
-      if (pinned_hex.empty()) pinned_hex = local_hex;
-      f.running = facts.sim_identity_digest.value_or("");
-      f.verified = facts.sim_identity_digest.has_value() && !pinned_hex.empty();
-      f.match = f.verified && DigestHex(f.running) == pinned_hex;
-      if (!facts.sim_identity_digest) f.note = "the server reports no capq_sim identity digest";
-      if (f.match && !local_hex.empty() && local_hex != pinned_hex) {
-        f.match = false;
-        f.note = "the row's profile file hashes to sha256:" + local_hex + ", not the pinned digest";
-      }
-    } else {
-      f.pinned = id.image;
-      f.running = in.running_image;
-      f.verified = !in.running_image.empty() && !DigestHex(id.image).empty();
-      f.match = f.verified && DigestHex(in.running_image) == DigestHex(id.image);
-      f.note = in.running_image.empty() ? in.image_error : "from " + in.image_source;
-    }
-    add(std::move(f));
-  }
+  const bool sim = id.engine == Engine::kSim;
+  check.fields.push_back(sim ? SimImageField(id, facts, in) : EngineImageField(id, in));
   // Served model name (a sim row may leave it to its profile, which the digest already pins).
-  if (!(id.engine == Engine::kSim && id.served_model_name.empty())) {
-    IdentityField f;
-    f.name = "served_model_name";
-    f.pinned = id.served_model_name;
-    for (const auto& m : facts.served_models) f.running += (f.running.empty() ? "" : ",") + m;
-    f.verified = !facts.served_models.empty();
-    f.match = std::find(facts.served_models.begin(), facts.served_models.end(),
-                        id.served_model_name) != facts.served_models.end();
-    if (!f.verified) f.note = "GET /v1/models listed no model";
-    add(std::move(f));
+  if (!(sim && id.served_model_name.empty())) check.fields.push_back(ServedModelField(id, facts));
+  if (!sim && !id.model_revision.empty()) {
+    check.fields.push_back(ModelRevisionField(id, facts, in));
   }
-  // Model revision: only servers started from a hub cache path reveal it (".../snapshots/<hex>").
-  if (id.engine != Engine::kSim && !id.model_revision.empty()) {
-    IdentityField f;
-    f.name = "model_revision";
-    f.pinned = id.model_revision;
-    size_t at = facts.model_path.find("/snapshots/");
-    if (at != std::string::npos) {
-      f.running = facts.model_path.substr(at + 11, 40);
-      f.verified = true;
-      f.match = SameValue(f.running, f.pinned);
-      f.note = "from the model path " + facts.model_path;
-    } else if (!in.model_revision.empty()) {
-      f.running = in.model_revision;
-      f.verified = true;
-      f.match = SameValue(f.running, f.pinned);
-      f.note = "from CAPQ_MODEL_REVISION (the server's model path " +
-               (facts.model_path.empty() ? std::string("is not reported") : facts.model_path) + ")";
-    } else {
-      f.running = facts.model_path;
-      f.note = "unverifiable: the server's model path (" +
-               (facts.model_path.empty() ? std::string("not reported") : facts.model_path) +
-               ") names no snapshot and CAPQ_MODEL_REVISION is not set; the revision is taken from "
-               "the row";
-    }
-    add(std::move(f));
-  }
-  // Time scale (simulator): every reported duration is scaled by it, so it must be the row's.
-  if (id.engine == Engine::kSim) {
-    IdentityField f;
-    f.name = "time_scale";
-    f.pinned = NumberText(id.time_scale);
-    f.running = facts.sim_time_scale ? NumberText(*facts.sim_time_scale) : "";
-    f.verified = facts.sim_time_scale.has_value();
-    f.match = f.verified && SameValue(f.pinned, f.running);
-    if (!f.verified) f.note = "the server reports no capq_sim time_scale";
-    add(std::move(f));
-  }
+  if (sim) check.fields.push_back(TimeScaleField(id, facts));
   for (const auto& [key, pinned] : id.server_expect) {
-    IdentityField f;
-    f.name = "server_expect." + key;
-    f.pinned = pinned;
-    auto it = facts.values.find(key);
-    if (it == facts.values.end()) {
-      f.note = "the server does not report " + key;
-    } else {
-      f.running = it->second;
-      f.verified = true;
-      f.match = SameValue(pinned, it->second);
-    }
-    add(std::move(f));
+    check.fields.push_back(ServerExpectField(key, pinned, facts));
   }
   return check;
 }
