@@ -1462,85 +1462,6 @@ bool ParseRowImpl(const std::string& text, const std::string& pseudo_path, Row* 
 
 }  // namespace row_reader
 
-using namespace row_reader;
-
-namespace {
-
-bool ReadFile(const std::string& path, std::string* text, RowError* error) {
-  error->file = path;
-  error->line = 0;
-  error->column = 0;
-  error->key_path.clear();
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) {
-    error->message = "not a readable file";
-    return false;
-  }
-  auto size = fs::file_size(path, ec);
-  if (ec || size > kMaxRowFileBytes) {
-    error->message =
-        ec ? "cannot read the file size: " + ec.message() : "file larger than 1 MiB: not a row";
-    return false;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error->message = "cannot open the file";
-    return false;
-  }
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) {
-    error->message = "cannot read the file";
-    return false;
-  }
-  *text = buf.str();
-  return true;
-}
-
-void CollectFiles(const std::string& root, std::vector<std::string>* files,
-                  std::vector<RowError>* errors) {
-  std::error_code ec;
-  fs::file_status st = fs::status(root, ec);
-  if (ec || !fs::exists(st)) {
-    errors->push_back(RowError{root, 0, 0, "", "no such file or directory"});
-    return;
-  }
-  if (!fs::is_directory(st)) {
-    files->push_back(root);
-    return;
-  }
-  std::vector<std::string> found;
-  fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec);
-  if (ec) {
-    errors->push_back(RowError{root, 0, 0, "", "cannot list the directory: " + ec.message()});
-    return;
-  }
-  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (ec) {
-      errors->push_back(RowError{root, 0, 0, "", "cannot list the directory: " + ec.message()});
-      return;
-    }
-    const fs::directory_entry& d = *it;
-    std::error_code dec;
-    if (d.is_directory(dec)) {
-      if (d.path().filename() == "profiles") it.disable_recursion_pending();
-      continue;
-    }
-    auto ext = d.path().extension().string();
-    if (ext == ".yaml") {
-      found.push_back(d.path().string());
-    } else if (ext == ".yml") {
-      errors->push_back(
-          RowError{d.path().string(), 0, 0, "",
-                   "row files end in .yaml; rename it so it is not silently skipped"});
-    }
-  }
-  std::sort(found.begin(), found.end());
-  files->insert(files->end(), found.begin(), found.end());
-}
-
-}  // namespace
-
 std::string RowError::ToString() const {
   std::string out = file;
   if (line > 0) out += ":" + std::to_string(line) + ":" + std::to_string(column);
@@ -1549,39 +1470,10 @@ std::string RowError::ToString() const {
   return out + message;
 }
 
-uint64_t DeriveTrialSeed(const std::string& row_id, int trial_index) {
-  std::string key = row_id + "#" + std::to_string(trial_index);
-  uint64_t h = Fnv1a64(key);
-  return (h ^ (h >> 31)) % 2147483647ull + 1;
-}
-
-int MinRequestsForPercentile(double percentile) {
-  if (!(percentile > 0 && percentile < 100)) return 0;
-  // The epsilon absorbs binary rounding (100 / 0.1 is 1000.0000000000001, not 1000).
-  double need = std::ceil(100.0 / (100.0 - percentile) - 1e-9);
-  return need > 1e9 ? 1000000000 : static_cast<int>(need);
-}
-
-int MinRequestsPerThirdForPercentile(double percentile) {
-  if (!(percentile > 0 && percentile < 100)) return 0;
-  double need = std::ceil(200.0 / (100.0 - percentile) - 1e-9);
-  return need > 1e9 ? 1000000000 : static_cast<int>(need);
-}
-
-int64_t MeasuredRequestsAtOneStep(const Row& row) {
-  const OpenLoop& o = row.workload.open_loop;
-  if (!row.open_loop()) return 0;
-  if (o.requests) return *o.requests;
-  if (!o.duration_s) return 0;
-  // The relative epsilon absorbs binary rounding: 90 s * 0.7 requests/s is 62.99999999999999.
-  const double x = *o.duration_s * o.rate_step_rps;
-  const double n = std::floor(x + 1e-9 * std::max(1.0, x));
-  return n > 1e15 ? int64_t{1'000'000'000'000'000} : static_cast<int64_t>(n);
-}
-
 bool ParseRow(const std::string& text, const std::string& pseudo_path, Row* row, RowError* error) {
   RowError scratch;
-  return ParseRowImpl(text, pseudo_path, row, error ? error : &scratch, nullptr, nullptr);
+  return row_reader::ParseRowImpl(text, pseudo_path, row, error ? error : &scratch, nullptr,
+                                  nullptr);
 }
 
 Result<Row> LoadRowFromString(const std::string& text, const std::string& pseudo_path) {
@@ -1591,74 +1483,6 @@ Result<Row> LoadRowFromString(const std::string& text, const std::string& pseudo
     return Status::InvalidArgument(error.ToString());
   }
   return row;
-}
-
-Result<Row> LoadRow(const std::string& path) {
-  std::string text;
-  RowError error;
-  if (!ReadFile(path, &text, &error)) return Status::IoError(error.ToString());
-  return LoadRowFromString(text, path);
-}
-
-Result<std::vector<std::string>> FindRowFiles(const std::vector<std::string>& paths_or_dirs) {
-  std::vector<std::string> files;
-  std::vector<RowError> errors;
-  for (const auto& p : paths_or_dirs) CollectFiles(p, &files, &errors);
-  if (!errors.empty()) return Status::NotFound(errors.front().ToString());
-  return files;
-}
-
-RowSet CheckRows(const std::vector<std::string>& paths_or_dirs) {
-  RowSet set;
-  std::vector<std::string> files;
-  for (const auto& p : paths_or_dirs) CollectFiles(p, &files, &set.errors);
-  if (files.empty() && set.errors.empty()) {
-    std::string where = JoinKeys(paths_or_dirs);
-    set.errors.push_back(RowError{where, 0, 0, "", "no row files (*.yaml) found"});
-  }
-  struct Seen {
-    std::string file;
-    int line;
-    int column;
-  };
-  std::map<std::string, Seen> ids;
-  for (const auto& file : files) {
-    std::string text;
-    RowError error;
-    if (!ReadFile(file, &text, &error)) {
-      set.errors.push_back(error);
-      continue;
-    }
-    Row row;
-    int line = 0, column = 0;
-    if (!ParseRowImpl(text, file, &row, &error, &line, &column)) {
-      set.errors.push_back(error);
-      continue;
-    }
-    auto [it, inserted] = ids.emplace(row.id, Seen{file, line, column});
-    if (!inserted) {
-      set.errors.push_back(RowError{file, line, column, "id",
-                                    "duplicate id " + Shown(row.id) + ", already defined at " +
-                                        it->second.file + ":" + std::to_string(it->second.line) +
-                                        ":" + std::to_string(it->second.column) +
-                                        "; expected ids unique across all rows"});
-      continue;
-    }
-    set.rows.push_back(std::move(row));
-  }
-  return set;
-}
-
-Result<std::vector<Row>> LoadRows(const std::vector<std::string>& paths_or_dirs) {
-  RowSet set = CheckRows(paths_or_dirs);
-  if (!set.errors.empty()) {
-    std::string msg = set.errors.front().ToString();
-    if (set.errors.size() > 1) {
-      msg += " (and " + std::to_string(set.errors.size() - 1) + " more errors)";
-    }
-    return Status::InvalidArgument(msg);
-  }
-  return std::move(set.rows);
 }
 
 }  // namespace capq

@@ -27,7 +27,6 @@
 namespace capq::row_reader {
 
 inline constexpr const char* kSchema = "capq/row/v1";
-inline constexpr size_t kMaxRowFileBytes = 1 << 20;
 // Upper bounds keep every count inside `int` arithmetic downstream (per_concurrency * C, seeds per
 // trial) and keep a malformed row from asking for absurd allocations.
 inline constexpr int64_t kMaxTokens = 100'000'000;
