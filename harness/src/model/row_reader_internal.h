@@ -129,6 +129,10 @@ class RowParser {
                std::string* out);
 
   bool ParseIdentity(const Entry& e, Identity* id);
+  bool ParseSimIdentity(const MapView& m, Identity* id);
+  bool ParseSimProfile(const Entry& e, Identity* id);
+  bool ParseServerIdentity(const MapView& m, Identity* id);
+  bool ParseModelAndHardware(const MapView& m, Identity* id);
   bool ParseServerExpect(const Entry& e, const Identity& id,
                          std::map<std::string, std::string>* out);
   bool ParseWorkload(const Entry& e, Workload* w, YAML::Mark* ignore_eos_at);
