@@ -38,7 +38,7 @@
 #include "capq/measurement/metrics.h"
 #include "capq/measurement/raw_evidence.h"
 #include "capq/model/row_loader.h"
-#include "capq/protocol/trial.h"
+#include "capq/trial/trial.h"
 #include "sim_child.h"
 
 extern char** environ;

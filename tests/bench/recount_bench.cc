@@ -16,8 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "capq/model/row_loader.h"
-#include "capq/protocol/trial.h"
 #include "capq/sim/server.h"
+#include "capq/trial/trial.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // capq doctor --url URL [--engine E] [--row FILE]: whether a server as launched can be qualified,
-// asked without generating (capq/protocol/doctor.h). One line per check; exit 0 when a
+// asked without generating (capq/probe/doctor.h). One line per check; exit 0 when a
 // qualification could pass, 1 when it could not, 2 on bad arguments, 3 when the server is
 // unreachable or not ready.
 #include <cstdio>
@@ -8,7 +8,7 @@
 #include "capq/cli/args.h"
 #include "capq/cli/commands.h"
 #include "capq/model/row_loader.h"
-#include "capq/protocol/doctor.h"
+#include "capq/probe/doctor.h"
 
 namespace capq::cli {
 namespace {

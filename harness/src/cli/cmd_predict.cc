@@ -12,8 +12,8 @@
 #include "capq/cli/args.h"
 #include "capq/cli/commands.h"
 #include "capq/model/row_loader.h"
-#include "capq/protocol/capacity_data.h"
-#include "capq/protocol/predict.h"
+#include "capq/qualify/predict.h"
+#include "capq/record/capacity_data.h"
 
 namespace capq::cli {
 namespace {

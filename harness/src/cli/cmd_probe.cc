@@ -1,13 +1,13 @@
 // capq probe URL --engine E --out DIR: records a server's conformance corpus.
 // capq probe --check DIR [--engine E]: compares a corpus with capq's dialect of its engine, the
-// embedded simulator started here in that dialect (capq/protocol/probe.h).
+// embedded simulator started here in that dialect (capq/probe/probe.h).
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
 #include "capq/cli/args.h"
 #include "capq/cli/commands.h"
-#include "capq/protocol/probe.h"
+#include "capq/probe/probe.h"
 #include "capq/sim/dialect.h"
 #include "capq/sim/server.h"
 

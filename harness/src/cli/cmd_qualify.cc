@@ -17,11 +17,11 @@
 #include "capq/cli/commands.h"
 #include "capq/clock.h"
 #include "capq/model/row_loader.h"
-#include "capq/protocol/capacity_data.h"
-#include "capq/protocol/qualify.h"
-#include "capq/protocol/recommend.h"
-#include "capq/protocol/report.h"
-#include "capq/protocol/tiers.h"
+#include "capq/qualify/qualify.h"
+#include "capq/qualify/recommend.h"
+#include "capq/qualify/tiers.h"
+#include "capq/record/capacity_data.h"
+#include "capq/report/report.h"
 #include "capq/sim/server.h"
 
 namespace capq::cli {

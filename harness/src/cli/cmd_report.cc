@@ -4,8 +4,9 @@
 
 #include "capq/cli/args.h"
 #include "capq/cli/commands.h"
-#include "capq/protocol/capacity_data.h"
-#include "capq/protocol/report.h"
+#include "capq/qualify/recommend.h"
+#include "capq/record/capacity_data.h"
+#include "capq/report/report.h"
 
 namespace capq::cli {
 
@@ -30,6 +31,7 @@ int RunReport(const Args& args) {
       rc = 3;
       continue;
     }
+    RecommendWhereNotRecorded(&*d);
     if (p.Has("out")) {
       for (auto& r : d->rows) merged.rows.push_back(std::move(r));
       if (merged.generated_utc < d->generated_utc) merged.generated_utc = d->generated_utc;

@@ -11,9 +11,9 @@
 #include "capq/cli/args.h"
 #include "capq/cli/commands.h"
 #include "capq/model/row_loader.h"
-#include "capq/protocol/deciding_gate.h"
-#include "capq/protocol/trial.h"
+#include "capq/qualify/deciding_gate.h"
 #include "capq/sim/server.h"
+#include "capq/trial/trial.h"
 
 namespace capq::cli {
 namespace {

@@ -3,8 +3,8 @@
 #include <cstdio>
 
 #include "capq/cli/commands.h"
-#include "capq/protocol/deciding_gate.h"
-#include "capq/protocol/trial.h"
+#include "capq/qualify/deciding_gate.h"
+#include "capq/trial/trial.h"
 
 namespace capq::cli {
 

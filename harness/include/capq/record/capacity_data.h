@@ -1,0 +1,359 @@
+// Capacity data (schema capq/capacity/v1): everything a qualification measured, per row, with
+// enough per trial to rebuild every table of the seed's Part IV and every figure of the report
+// without the trial directories: latency percentiles, ITL, E2E, throughput, request rate, the
+// server's prompt range, correctness totals, the verdict, the command and the checksums.
+//
+// Pure data + JSON; the only I/O is reading a trial directory and the atomic file helpers.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capq/engine/calibrate.h"
+#include "capq/measurement/metrics.h"
+#include "capq/measurement/validator.h"
+#include "capq/model/row.h"
+#include "capq/status.h"
+#include "capq/trial/class_gates.h"
+
+namespace capq {
+
+inline constexpr const char* kCapacitySchema = "capq/capacity/v1";
+
+struct SloCheck {
+  std::string metric;  // "ttft" | "itl" | "e2e"
+  double percentile = 95;
+  double below_ms = 0;
+  double measured_ms = 0;  // NaN when nothing was measured
+  bool passed = false;
+};
+
+// A level's gating value as the engine model predicted it (capq/qualify/predict.h).
+struct PredictedPoint {
+  int level = 0;
+  double gating_ms = 0;  // the row's first SLO gate, predicted
+  bool passes = false;   // every gate of the row predicted strictly below its limit
+};
+
+// One trial as the capacity data keeps it. Durations are in the row's time base (virtual ms on
+// simulator rows, as the trial reported them).
+// A reuse row's trial (metrics.json "reuse"): the hit ratio it declared and the one served, over
+// the measured requests with a declared reuse and a cache counter, and a session row's think
+// times, declared by the plan and applied by the load (send of a turn minus the end of the one
+// before, in the server's seconds).
+struct ReuseFigures {
+  int requests = 0;
+  double declared_ratio = 0, served_ratio = 0;
+  int think_turns = 0;  // later turns sent
+  double think_declared_mean_s = 0, think_applied_mean_s = 0;
+};
+nlohmann::json ReuseFiguresToJson(const ReuseFigures& r);
+ReuseFigures ReuseFiguresFromJson(const nlohmann::json& j);
+
+struct TrialSummary {
+  std::string phase;  // "baseline" | "probe" | "confirm"
+  // The load level: the concurrency C, or on a rate row the rate in steps (rate_rps below).
+  int concurrency = 0;
+  double rate_rps = 0;  // rate rows: the trial's arrival rate, level * rate_step_rps; else 0
+  int trial = 1;
+  uint64_t seed = 0;
+  std::string corpus;  // plan.json corpus id: the prompts this trial sent ("confirm/c7/s202")
+  // Coldness evidence (identity.json): the most cached prompt tokens any measured request showed,
+  // and the template prefix the server shares across prompts (what verify_cold allowed); -1 when
+  // the trial did not record it.
+  int64_t max_cached_tokens = -1;
+  int64_t cold_allowed_tokens = -1;
+  std::string move;  // probes: why the locator chose this C ("double", "bisect", ...)
+  std::string
+      outcome;  // "pass" | "slo_fail" | "correctness_fail" | "could_not_run" | "interrupted"
+  int exit_code = 3;
+  bool latency_pass = false;
+  bool correctness_pass = false;
+  bool complete = false;
+  std::vector<SloCheck> slo;
+  // The gates of the row's further SLO tiers that `slo` does not hold, each judged once on the
+  // same measurement (verdict.json tier_slo); no part of `outcome`, which is the primary tier's.
+  std::vector<SloCheck> tier_slo;
+  std::vector<std::string> reasons;
+  std::vector<std::string> failed_gates;  // "name: evidence" for each enabled gate that failed
+  // Rate rows: the stability gates the trial failed, as its verdict's reasons name them, in their
+  // order ("queue_bounded: client in-flight last third 14.2 > 5.9 (first third 3.1 x 1.25 + 2)");
+  // empty when every one held. Data written without the key takes them from `reasons`.
+  std::vector<std::string> stability_failures;
+  // Rate rows: the queue over the measured interval (verdict.json stability.series): seconds into
+  // it, the client's in-flight count, the server's queue gauge (-1: not reported); and the
+  // client's send lateness p99 in wall ms (NaN when unknown).
+  struct QueuePoint {
+    double t_s = 0, in_flight = 0, server_waiting = -1;
+  };
+  std::vector<QueuePoint> queue_series;
+  double send_lateness_p99_ms = NAN;
+  double time_scale = 1;
+  std::string percentile_method;
+  bool has_metrics = false;
+  size_t requests = 0;
+  Distribution ttft_ms, itl_ms, e2e_ms;
+  double ttft_p95_steady_ms = 0;
+  std::vector<double> ttft_ms_by_arrival;  // measured requests in send order
+  double output_tok_s = 0;
+  double request_per_s = 0;
+  double duration_s = 0;
+  int64_t prompt_tokens_min = 0, prompt_tokens_max = 0;
+  double tokens_per_chunk_mean = 0;  // completion tokens per content chunk (0: not recorded)
+  // What the server reported about itself (server_info.json "limits"), under its engine's names;
+  // read from the trial directory and not kept in the capacity data.
+  std::map<std::string, std::string> server_limits;
+  CorrectnessTotals totals;
+  std::string dir;      // trial directory, relative to the capacity data's folder when inside it
+  std::string command;  // the exact command (command.txt)
+  std::string sha256sums;
+  std::string started_utc;
+  double start_offset_s = 0;  // wall seconds since the row's qualification started
+  double wall_s = 0;          // wall seconds the trial took (preparation included)
+  // A mixed row: each class's requests, TTFT tail and gates (verdict.json "classes").
+  std::vector<ClassVerdict> classes;
+  // The gates of the class nearest its bounds (or furthest past them), as checks named "<class>
+  // <metric>" ("turn1 ttft"); empty without classes. A trial whose global gates held is shown by
+  // them when they are nearer their bounds (deciding_gate.h). Derived from `classes` and `slo`
+  // (ClassChecksOf).
+  std::vector<SloCheck> class_slo;
+  std::optional<ReuseFigures> reuse;  // a reuse row's (metrics.json "reuse")
+
+  bool passed() const { return outcome == "pass"; }
+  // measured / below_ms of the gate nearest to failing (largest ratio); NaN when unknown.
+  double GateRatio() const;
+  // The first SLO gate's measured value, NaN when absent. Which gate decided a verdict is
+  // DecidingGate() / DecideSide() (capq/qualify/deciding_gate.h).
+  double GatingMs() const;
+};
+
+// TrialSummary::class_slo from its classes and slo.
+std::vector<SloCheck> ClassChecksOf(const TrialSummary& t);
+
+// The gates beside the SLO that fail a trial's latency side, as the verdict's reasons that name
+// one begin: an open-loop trial's stability gates (capq/measurement/stability.h) "queue_bounded: ",
+// "stationary: ", "schedule_held: ", and a reuse row's served reuse, "cache_reuse: ".
+bool IsStabilityFailure(const std::string& reason);
+// The reasons that are stability failures, in order.
+std::vector<std::string> StabilityFailuresOf(const std::vector<std::string>& reasons);
+
+// Reads verdict.json (required), metrics.json, command.txt and SHA256SUMS from a trial directory.
+// `phase`, `move` and the timing fields are left for the caller.
+Result<TrialSummary> ReadTrialDir(const std::string& dir);
+
+struct PhaseCost {
+  std::string name;  // "baseline" | "locate" | "confirm"
+  int trials = 0;
+  double wall_s = 0;
+  double start_offset_s = 0;
+};
+
+struct BaselineCheck {
+  bool checked = false;  // the row gives expect.baseline
+  bool within = true;
+  std::optional<double> ttft_p50_ms, expected_ttft_p50_ms;
+  std::optional<double> itl_p50_ms, expected_itl_p50_ms;
+  double tolerance_pct = 0;
+  std::string message;
+};
+
+// The row as the report needs it (a snapshot: the row file may change after qualification).
+struct RowInfo {
+  std::string id, title, family, source_path;
+  std::string engine, image, model, model_revision, served_model_name, hardware, driver;
+  std::string sim_profile;
+  double time_scale = 1;
+  int64_t input_tokens = 0, output_tokens = 0;
+  std::vector<SloGate> slo;
+  std::string percentile_method = "linear";
+  int warmup_requests = 0, warmup_concurrency = 1;
+  int min_requests = 0, per_concurrency = 0;
+  int trials_count = 0;
+  double quiet_period_s = 0;
+  std::optional<int> expected_cmax;  // the row's claim before this qualification
+  // How requests arrive: ArrivalKindName of the row's kind ("closed_loop" for data written before
+  // rate rows). The rest is for rate rows: the claim's resolution, the measured interval (one of
+  // duration_s and requests, after ramp_s) and the claim before this qualification.
+  std::string arrival = "closed_loop";
+  double rate_step_rps = 0;
+  std::optional<double> measured_duration_s;
+  std::optional<int> measured_requests;
+  double ramp_s = 0;
+  std::optional<double> expected_rmax_rps;
+  // A mixed row's classes and shares in the row's order (samples not kept); empty otherwise.
+  std::vector<MixClass> mix;
+  // A reuse row's declared reuse in words ("2 prefixes of 768 tokens for 75% of prompts", "4
+  // turns, +128 tokens each, think exponential mean 1 s"); "" otherwise.
+  std::string reuse;
+
+  bool open_loop() const { return arrival != "closed_loop" && arrival != "sessions"; }
+  // How this row's load levels read (capq/model/row.h): "C=6" or "R=1.25 rps".
+  LoadScale scale() const { return LoadScale{open_loop(), open_loop() ? rate_step_rps : 0}; }
+};
+RowInfo RowInfoFromRow(const Row& row);
+// A mixed row's classes as capacity data keeps them: [{"class", "share"}] (capacity_mix.cc).
+nlohmann::json MixInfoToJson(const std::vector<MixClass>& mix);
+std::vector<MixClass> MixInfoFromJson(const nlohmann::json& j);
+
+// A field of the row whose change must trigger requalification, with the value it was measured
+// at: {"identity.image", "repo@sha256:..."}, {"identity.server_expect.max_running_requests", "9"}.
+struct PinnedField {
+  std::string field;  // as the row file names it
+  std::string value;
+};
+
+// What the recommended level keeps below the gate that came closest to its bound: the worst trial
+// (highest measured / bound) at `level`, which is the recommended level when any trial measured it,
+// else the level the recommendation stepped down from.
+struct KeptMargin {
+  int level = 0;
+  bool at_recommended = false;
+  int trials = 0;    // trials with a measured gate at `level`
+  std::string gate;  // "ttft p95"
+  double measured_ms = NAN;
+  double below_ms = NAN;
+  std::string text;  // "ttft p95 6.10 s vs 10.00 s at C=6: 39% headroom (worst of 2 trials)"
+
+  double headroom_pct() const { return 100.0 * (1.0 - measured_ms / below_ms); }
+};
+
+// The operating limit capq recommends for a row: a policy layered on the measured boundary, never
+// a capacity claim (capq/qualify/recommend.h states the rule). A level as RowQualification's.
+struct Recommendation {
+  std::optional<int> level;  // nullopt: no recommendation, `reason` says why
+  int from_level = 0;        // the proven boundary, or a lowered operating point; 0 when none
+  int steps_down = 0;        // from_level - level
+  bool thin_margin = false;
+  bool noisy = false;
+  std::string rule;    // "one step below the proven Cmax (default)"
+  std::string reason;  // the evidence for the rule, in words
+  std::optional<KeptMargin> margin;
+  std::vector<PinnedField> requalify_on;
+};
+
+// Outcome of one row's qualification.
+enum class QualifyStatus {
+  kProven,            // every Cmax trial passed, every Cmax+1 trial failed
+  kLowered,           // noisy boundary: an operating point below the overlap, not a proven Cmax
+  kNoFailUpToCap,     // every probe up to --max-concurrency passed: Cmax >= cap, not a claim
+  kFailsAtOne,        // C = 1 misses the SLO
+  kCorrectnessFail,   // a stream broke a correctness gate: named in `failed_gate`
+  kCouldNotRun,       // identity, server, row or setup problem
+  kBaselineMismatch,  // C = 1 outside expect.baseline's tolerance
+  kInterrupted,
+};
+const char* QualifyStatusName(QualifyStatus s);
+Result<QualifyStatus> ParseQualifyStatus(const std::string& name);
+// 0 proven; 1 no boundary proven (lowered, cap, fails at 1); 2 correctness; 3 could not run or
+// baseline mismatch; 130 interrupted.
+int QualifyExitCode(QualifyStatus s);
+
+// One trial as an SLO tier judged it: which trial (phase, level, index), the tier's verdict on it
+// ("pass" | "slo_fail" | the trial's own outcome when that is no SLO verdict), and whether the tier
+// took it from a trial already run (reused) or ran it.
+struct TierTrial {
+  std::string phase;
+  int concurrency = 0;
+  int trial = 1;
+  std::string outcome;
+  bool reused = false;
+};
+
+// One SLO tier's qualification (Row::slo_tiers): its own boundary, proven on the trials of the
+// whole qualification. Tier 0 is the primary (the row's slo): its result is the row's own.
+struct TierQualification {
+  std::string name;
+  std::vector<SloGate> slo;
+  QualifyStatus status = QualifyStatus::kCouldNotRun;
+  std::optional<int> cmax;             // set when proven
+  std::optional<int> operating_point;  // proven: Cmax; lowered: the lower point
+  std::string message;
+  std::string summary_line;       // "row tier ttft_itl: Cmax = 3 — C=3 itl p95 ... pass, ..."
+  std::vector<TierTrial> trials;  // every trial it judged, once each, in the order it used them
+  int trials_run = 0;             // trials run for this tier
+  int trials_reused = 0;          // trials it judged that were already run
+
+  // The level the tier admits: cmax, or a lowered operating point; nullopt otherwise.
+  std::optional<int> admitted() const;
+  // The trials that decided it: the confirmations at its operating point and one level above, by
+  // level and index.
+  std::vector<const TierTrial*> DecidedBy() const;
+};
+
+// The load levels below (operating_point, max_concurrency, predicted_cmax, each trial's
+// concurrency) are levels as capq/model/row.h defines them: the concurrency C of a closed-loop row,
+// the rate in steps of a rate row (RowInfo::scale() reads them as rates).
+struct RowQualification {
+  RowInfo row;
+  QualifyStatus status = QualifyStatus::kCouldNotRun;
+  std::optional<int> cmax;             // closed loop: set when proven
+  std::optional<double> rmax_rps;      // rate rows: set when proven, a multiple of the step
+  std::optional<int> operating_point;  // proven: the boundary's level; lowered: the lower point
+  std::string message;                 // in words, why the result is what it is
+  std::string failed_gate;             // correctness failures: the gate(s) named
+  std::string summary_line;            // "row: Cmax = 4 — C=4 ttft p95 ... pass, C=5 ... fail"
+  int max_concurrency = 0;             // the highest level the locator might probe
+  int probes = 0;
+  int probe_budget = 0;               // ceil(log2 Cmax) + 2 when a Cmax was found
+  std::optional<int> predicted_cmax;  // the locator's hint, when one was given
+  std::string prediction_note;
+  // Where the hint came from ("engine profile small", "baseline calibration ..."), the predicted
+  // gating value per level, and for a calibrated engine model how each parameter was obtained.
+  std::string prediction_source;
+  std::optional<int> refined_cmax;  // the baseline's prediction refined by a probe under load
+  std::vector<PredictedPoint> predicted_curve;  // the latest prediction's
+  std::vector<engine::Parameter> prediction_parameters;
+  BaselineCheck baseline;
+  std::vector<PhaseCost> phases;
+  std::vector<TrialSummary> trials;  // in the order they ran
+  std::string started_utc, finished_utc;
+  double wall_s = 0;
+  bool complete = false;  // false when interrupted or stopped before the end
+  std::string url;        // the server measured (no credentials)
+  // The operating limit recommended on top of the result (capq/qualify/recommend.h). Data
+  // written without one reads with `recommendation_recorded` false and an empty recommendation;
+  // the policy fills it from the trials (RecommendWhereNotRecorded), never the reader.
+  Recommendation recommendation;
+  bool recommendation_recorded = true;
+  // Rows with SLO tiers: every tier side by side, the primary first (empty on other rows), and the
+  // trials run for further tiers only; with `trials`, every trial of the qualification, each run
+  // once.
+  std::vector<TierQualification> tiers;
+  std::vector<TrialSummary> tier_trials;
+
+  // Trials of one phase at one level, in order.
+  std::vector<const TrialSummary*> Trials(const std::string& phase, int concurrency) const;
+  // The proven boundary as a level: cmax, or rmax_rps in steps on a rate row; nullopt unproven.
+  std::optional<int> proven_level() const;
+  // The trial (phase, level, index) in `trials` or `tier_trials`; nullptr when none ran.
+  const TrialSummary* FindTrial(const std::string& phase, int concurrency, int trial) const;
+};
+
+struct CapacityData {
+  std::string schema = kCapacitySchema;
+  std::string generated_utc;
+  std::string command;
+  std::vector<RowQualification> rows;
+};
+
+nlohmann::json TrialSummaryToJson(const TrialSummary& t);
+nlohmann::json RowQualificationToJson(const RowQualification& q);
+nlohmann::json CapacityDataToJson(const CapacityData& d);
+// Strict about the schema string and the field types it reads; errors name the key.
+Result<CapacityData> CapacityDataFromJson(const nlohmann::json& j);
+
+Result<CapacityData> ReadCapacityData(const std::string& path);
+Status WriteCapacityData(const std::string& path, const CapacityData& d);
+
+namespace capdata {
+// Writes `content` to a temporary file beside `path`, fsyncs it and renames it over `path`.
+Status WriteFileAtomic(const std::string& path, const std::string& content);
+Result<std::string> ReadFileToString(const std::string& path);
+}  // namespace capdata
+
+}  // namespace capq

@@ -1,0 +1,348 @@
+#include "capq/qualify/deciding_gate.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+
+namespace capq {
+
+namespace {
+
+std::string Fixed(double v, int decimals) {
+  if (!std::isfinite(v)) return "n/a";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+// A ratio to compare gates by: NaN (no positive bound) ranks below every real ratio.
+double Rank(const SloCheck& g) {
+  double r = GateRatio(g);
+  return std::isnan(r) ? -std::numeric_limits<double>::infinity() : r;
+}
+
+int IndexOf(const std::vector<SloCheck>& checks, const SloCheck& g) {
+  for (size_t i = 0; i < checks.size(); ++i) {
+    if (SameGate(checks[i], g)) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+bool MissedAny(const std::vector<SloCheck>& slo) {
+  for (const auto& g : slo) {
+    if (!g.passed) return true;
+  }
+  return false;
+}
+
+double MaxRatio(const std::vector<SloCheck>& checks) {
+  double r = 0;
+  for (const SloCheck& g : checks) r = std::max(r, GateRatio(g));
+  return r;
+}
+
+// The checks a trial is decided by: its global gates, or where those held, its nearest class's
+// (TrialSummary::class_slo) when that class came nearer its bounds or missed them.
+const std::vector<SloCheck>& Deciding(const TrialSummary& t) {
+  if (t.class_slo.empty() || MissedAny(t.slo)) return t.slo;
+  return MaxRatio(t.class_slo) > MaxRatio(t.slo) ? t.class_slo : t.slo;
+}
+
+bool MissedAny(const TrialSummary& t) { return MissedAny(Deciding(t)); }
+
+// A trial that missed: an SLO gate failed, or a stability gate did while every SLO gate held.
+bool Missed(const TrialSummary& t) {
+  return MissedAny(t) || DecidingStabilityFailure(t) != nullptr;
+}
+
+std::string Sig3(double v) {
+  if (!std::isfinite(v)) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+// A stability failure taken apart: "queue_bounded: client in-flight last third 14.2 > 5.9 (first
+// third 3.1 x 1.25 + 2)" is gate queue_bounded, subject "client in-flight", last 14.2, bound 5.9.
+struct StabilityParts {
+  std::string gate, subject;
+  double last = NAN, bound = NAN;
+  std::string unit;  // "ms" for schedule lateness; empty for counts and for latency (see below)
+};
+
+// The number at the start of `s` (strtod's syntax, so "3.2e+03" too); NaN when there is none.
+double LeadingNumber(const std::string& s, size_t* used) {
+  const char* begin = s.c_str();
+  char* end = nullptr;
+  double v = std::strtod(begin, &end);
+  *used = static_cast<size_t>(end - begin);
+  return *used ? v : NAN;
+}
+
+StabilityParts Parse(const std::string& failure) {
+  StabilityParts p;
+  size_t colon = failure.find(": ");
+  if (colon == std::string::npos) return p;
+  p.gate = failure.substr(0, colon);
+  std::string rest = failure.substr(colon + 2);
+  size_t used = 0;
+  if (size_t at = rest.find(" last third "); at != std::string::npos) {
+    p.subject = rest.substr(0, at);
+    std::string figures = rest.substr(at + 12);
+    p.last = LeadingNumber(figures, &used);
+    if (used && figures.compare(used, 3, " > ") == 0) {
+      p.bound = LeadingNumber(figures.substr(used + 3), &used);
+    }
+  } else if (size_t late = rest.find("send lateness p99 "); late != std::string::npos) {
+    p.subject = "send lateness p99";
+    p.last = LeadingNumber(rest.substr(late + 18), &used);
+    p.unit = "ms";
+  } else if (size_t none = rest.find(" has no value"); none != std::string::npos) {
+    p.subject = rest.substr(0, none);
+  }
+  return p;
+}
+
+// The gate and subject a side is decided by: "queue_bounded client in-flight".
+std::string StabilityKey(const std::string& failure) {
+  StabilityParts p = Parse(failure);
+  if (p.gate.empty()) return failure;
+  return p.subject.empty() ? p.gate : p.gate + " " + p.subject;
+}
+
+// The figures of a failure: "14.2 > 5.9", "3.20 > 2.10 s" (a latency in its gate's unit),
+// "3.1 ms"; "n/a" when it has none.
+// cache_reuse's figures: the requests served outside their declared reuse and the trial's served
+// and declared hit ratios, "1/126 off (63.8% of 64.5%)".
+std::string ReuseFigures(const std::string& failure) {
+  const auto number_after = [&failure](const std::string& key) {
+    const size_t at = failure.find(key);
+    size_t used = 0;
+    return at == std::string::npos ? NAN : LeadingNumber(failure.substr(at + key.size()), &used);
+  };
+  const std::string ratios = "(" + Sig3(number_after("hit ratio served ")) + "% of " +
+                             Sig3(number_after(", declared ")) + "%)";
+  const size_t of = failure.find(" requests served outside");
+  if (of == std::string::npos) return "0 off " + ratios;
+  const size_t start = failure.rfind("; ", of) + 2;
+  std::string count = failure.substr(start, of - start);
+  if (const size_t k = count.find(" of "); k != std::string::npos) count.replace(k, 4, "/");
+  return count + " off " + ratios;
+}
+
+std::string StabilityFigures(const std::string& failure, const std::vector<SloCheck>& slo) {
+  StabilityParts p = Parse(failure);
+  if (p.gate == "cache_reuse") return ReuseFigures(failure);
+  if (!std::isfinite(p.last)) return "n/a";
+  for (const auto& g : slo) {
+    if (GateName(g) != p.subject) continue;
+    // A latency drift: the figures are milliseconds, shown in the gate's own unit.
+    return GateFigure(g, p.last) + " > " + GateFigure(g, p.bound) + " " +
+           GateUnitFor(g.below_ms).name;
+  }
+  std::string out = Sig3(p.last);
+  if (std::isfinite(p.bound)) out += " > " + Sig3(p.bound);
+  return p.unit.empty() ? out : out + " " + p.unit;
+}
+
+}  // namespace
+
+const std::string* DecidingStabilityFailure(const TrialSummary& t) {
+  if (MissedAny(t) || t.stability_failures.empty()) return nullptr;
+  return &t.stability_failures.front();
+}
+
+std::string StabilityGateName(const std::string& failure) { return Parse(failure).gate; }
+
+double StabilityRatio(const std::string& failure) {
+  StabilityParts p = Parse(failure);
+  return std::isfinite(p.last) && p.bound > 0 ? p.last / p.bound : NAN;
+}
+
+std::string StabilityBrief(const std::string& failure, const std::vector<SloCheck>& slo) {
+  std::string figures = StabilityFigures(failure, slo);
+  std::string key = StabilityKey(failure);
+  return figures == "n/a" ? key : key + " " + figures;
+}
+
+std::string DecidingGateText(const TrialSummary& t) {
+  if (const std::string* f = DecidingStabilityFailure(t)) return *f;
+  return DecidingGateText(Deciding(t));
+}
+
+std::string GateName(const SloCheck& g) {
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%g", g.percentile);
+  return g.metric + " p" + pct;
+}
+
+bool SameGate(const SloCheck& a, const SloCheck& b) {
+  return a.metric == b.metric && a.percentile == b.percentile && a.below_ms == b.below_ms;
+}
+
+double GateRatio(const SloCheck& g) {
+  if (!(g.below_ms > 0)) return NAN;
+  if (!std::isfinite(g.measured_ms)) return INFINITY;
+  return g.measured_ms / g.below_ms;
+}
+
+GateUnit GateUnitFor(double below_ms) {
+  if (std::isfinite(below_ms) && below_ms < 1000) return GateUnit{1, "ms", 1};
+  return GateUnit{};
+}
+
+std::string GateFigure(const SloCheck& g, double ms) {
+  GateUnit u = GateUnitFor(g.below_ms);
+  return Fixed(ms / u.div, u.decimals);
+}
+
+std::string GateValueText(const SloCheck& g) {
+  std::string v = GateFigure(g, g.measured_ms);
+  return GateName(g) + " " + (v == "n/a" ? v : v + " " + GateUnitFor(g.below_ms).name);
+}
+
+std::string GateVerdictText(const SloCheck& g) {
+  if (!std::isfinite(g.measured_ms)) return GateName(g) + " not measured";
+  GateUnit u = GateUnitFor(g.below_ms);
+  int decimals = u.decimals;
+  std::string measured = Fixed(g.measured_ms / u.div, decimals);
+  std::string bound = Fixed(g.below_ms / u.div, decimals);
+  // 49.97 ms against 50 ms must not read "50.0 ms < 50.0 ms".
+  while (measured == bound && g.measured_ms != g.below_ms && decimals < u.decimals + 4) {
+    ++decimals;
+    measured = Fixed(g.measured_ms / u.div, decimals);
+    bound = Fixed(g.below_ms / u.div, decimals);
+  }
+  return GateName(g) + " " + measured + " " + u.name + (g.passed ? " < " : " >= ") + bound + " " +
+         u.name;
+}
+
+int DecidingGate(const std::vector<SloCheck>& checks) {
+  int failed = -1, closest = -1;
+  for (size_t i = 0; i < checks.size(); ++i) {
+    int& best = checks[i].passed ? closest : failed;
+    if (best < 0 || Rank(checks[i]) > Rank(checks[best])) best = static_cast<int>(i);
+  }
+  return failed >= 0 ? failed : closest;
+}
+
+std::vector<SloCheck> SloChecksOf(const std::vector<SloGateResult>& results) {
+  std::vector<SloCheck> out;
+  for (const auto& r : results) {
+    out.push_back(SloCheck{SloMetricName(r.gate.metric), r.gate.percentile, r.gate.below_ms,
+                           r.measured_ms, r.passed});
+  }
+  return out;
+}
+
+std::string DecidingGateText(const std::vector<SloCheck>& checks) {
+  int i = DecidingGate(checks);
+  return i < 0 ? std::string() : GateVerdictText(checks[i]);
+}
+
+std::string DecidingGateText(const TrialVerdict& v) {
+  if (v.outcome != TrialOutcome::kPass && v.outcome != TrialOutcome::kSloFail) return "";
+  std::vector<SloCheck> checks = SloChecksOf(v.slo);
+  if (!MissedAny(checks)) {
+    std::vector<std::string> unstable = StabilityFailuresOf(v.reasons);
+    if (!unstable.empty()) return unstable.front();
+    // A class (a mixed row's traffic class, a session row's turn) missed where all requests met.
+    for (const std::string& r : v.reasons) {
+      if (r.rfind("class ", 0) == 0) return r;
+    }
+  }
+  return DecidingGateText(checks);
+}
+
+SideGates DecideSide(const std::vector<const TrialSummary*>& trials) {
+  SideGates s;
+  s.per_trial.assign(trials.size(), -1);
+  s.stability.assign(trials.size(), nullptr);
+  // The gate every trial is shown with: on a side that met the SLO and held steady throughout, the
+  // SLO gate nearest its bound in any trial; on a side with misses, the gate its misses share (if
+  // they share one), an SLO gate or a stability gate.
+  const SloCheck* shared = nullptr;
+  std::string shared_stability;
+  bool missed = false;
+  for (const auto* t : trials) missed = missed || Missed(*t);
+  for (const auto* t : trials) {
+    if (missed && !Missed(*t)) continue;
+    if (const std::string* f = DecidingStabilityFailure(*t)) {
+      std::string key = StabilityKey(*f);
+      if (!shared && shared_stability.empty()) {
+        shared_stability = key;
+      } else if (shared || key != shared_stability) {
+        s.uniform = false;
+      }
+      continue;
+    }
+    int i = DecidingGate(Deciding(*t));
+    if (i < 0) continue;
+    const SloCheck& g = Deciding(*t)[i];
+    if (!missed) {
+      if (!shared || Rank(g) > Rank(*shared)) shared = &g;
+    } else if (!shared && shared_stability.empty()) {
+      shared = &g;
+    } else if (!shared || !SameGate(*shared, g)) {
+      s.uniform = false;
+    }
+  }
+  if (s.uniform && !shared_stability.empty()) {
+    // Each trial at that gate: its failure, or none where the gate held.
+    for (size_t k = 0; k < trials.size(); ++k)
+      s.stability[k] = DecidingStabilityFailure(*trials[k]);
+    s.stability_gate = shared_stability;
+    return s;
+  }
+  for (size_t k = 0; k < trials.size(); ++k) {
+    const TrialSummary& t = *trials[k];
+    if (s.uniform && shared) {
+      s.per_trial[k] = IndexOf(Deciding(t), *shared);
+    } else if (const std::string* f = DecidingStabilityFailure(t)) {
+      s.stability[k] = f;
+    } else {
+      s.per_trial[k] = DecidingGate(Deciding(t));
+    }
+  }
+  // A trial without that gate (a row edited between trials) breaks the single-gate form.
+  if (s.uniform && shared) {
+    for (int i : s.per_trial) s.uniform = s.uniform && i >= 0;
+  }
+  if (s.uniform && shared) s.gate = shared;
+  return s;
+}
+
+std::string SideFigures(const std::vector<const TrialSummary*>& trials) {
+  if (trials.empty()) return "";
+  SideGates s = DecideSide(trials);
+  std::string out;
+  if (s.gate) {
+    for (size_t k = 0; k < trials.size(); ++k) {
+      if (!out.empty()) out += "/";
+      out += GateFigure(*s.gate, Deciding(*trials[k])[s.per_trial[k]].measured_ms);
+    }
+    return GateName(*s.gate) + " " + out + " " + GateUnitFor(s.gate->below_ms).name;
+  }
+  if (!s.stability_gate.empty()) {
+    for (size_t k = 0; k < trials.size(); ++k) {
+      if (!out.empty()) out += ", ";
+      out += s.stability[k] ? StabilityFigures(*s.stability[k], trials[k]->slo) : "held";
+    }
+    return s.stability_gate + " " + out;
+  }
+  for (size_t k = 0; k < trials.size(); ++k) {
+    if (!out.empty()) out += " / ";
+    int i = s.per_trial[k];
+    if (i >= 0) {
+      out += GateValueText(Deciding(*trials[k])[i]);
+    } else if (s.stability[k]) {
+      out += StabilityBrief(*s.stability[k], trials[k]->slo);
+    } else {
+      out += "n/a";
+    }
+  }
+  return out;
+}
+
+}  // namespace capq

@@ -1,0 +1,116 @@
+// Pieces of the trial shared by RunTrial() and ValidateTrialDir(), so that `capq validate`
+// re-derives the verdict with exactly the code that decided it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capq/measurement/arrival.h"
+#include "capq/measurement/decode.h"
+#include "capq/measurement/metrics.h"
+#include "capq/measurement/stability.h"
+#include "capq/measurement/validator.h"
+#include "capq/model/plan.h"
+#include "capq/model/row.h"
+#include "capq/record/capacity_data.h"
+#include "capq/targets/target.h"
+
+namespace capq {
+class Target;
+}
+
+namespace capq::internal {
+
+// The cached prompt tokens a cold server shows anyway: the chat template's shared leading tokens,
+// measured on the server itself (Target::MeasureTemplatePrefix, recorded in identity.json) and
+// never taken from cache counters: a per-slot cache (llama.cpp) shows 0 on a fresh slot and the
+// prefix on a used one, and a cache that still holds old prompts would widen any allowance
+// learned from the requests.
+struct ColdPrefix {
+  int64_t allowed_tokens = 0;
+  std::optional<int64_t> template_prefix_tokens;  // measured on the server
+  std::optional<int64_t> template_tokens;    // prompt_tokens - message tokens (calibrated plans)
+  std::optional<int64_t> max_cached_tokens;  // the most any measured request showed (evidence)
+  bool counter_available = false;            // some request reported cached tokens
+  std::string source;                        // in words
+};
+// `template_prefix`: the measured prefix, or nullopt when the server renders no template; then
+// the whole template overhead (an upper bound on its shared prefix) is allowed where the plan was
+// calibrated, else nothing (fail closed).
+ColdPrefix EstimateColdPrefix(const TrialPlan& plan, const std::vector<RequestResult>& warmup,
+                              const std::vector<RequestResult>& measured,
+                              std::optional<int64_t> template_prefix);
+nlohmann::json ColdPrefixToJson(const ColdPrefix& c);
+
+// What the verdict needs besides the plan and the raw records, as the trial directory records it
+// (identity.json, recount.json), so that `capq validate` decides with the same inputs.
+struct Evidence {
+  std::optional<int64_t> template_prefix_tokens;    // the cold allowance, measured on the server
+  std::optional<int64_t> template_overhead_tokens;  // rendered prompt - message tokens
+  std::optional<int64_t> server_cached_tokens_total;
+  int64_t server_cached_window_requests = 0;  // requests that counter covers (0: the measured)
+  std::string cold_hint;
+  CacheCounterRule cache_counter;  // what a stream without a cached-token count means
+  size_t counted_as_zero = 0;      // streams ApplyCacheCounterRule read as 0 cached tokens
+  std::string served_model_name;   // as sent in every request
+  // recount.json: {"method", "unavailable", "counts": {id: tokens}}.
+  nlohmann::json recount = nlohmann::json::object();
+};
+// Reads the streams that finished with usage but no cached-token count as 0 cached tokens where
+// the engine's rule says silence means nothing was cached (Target::CacheCounter), in place, before
+// any gate or estimate reads them. Returns how many it read so.
+size_t ApplyCacheCounterRule(const CacheCounterRule& rule, std::vector<RequestResult>* warmup,
+                             std::vector<RequestResult>* measured);
+// identity.json (required) and recount.json (may be null: not re-counted).
+Evidence EvidenceFromJson(const nlohmann::json& identity, const nlohmann::json& recount);
+
+// Validator input for a decoded trial; its copies of the streams leave their texts and chunk gaps
+// out (no gate reads them).
+ValidationInput MakeValidationInput(const Row& row, const TrialPlan& plan,
+                                    const std::vector<RequestResult>& warmup,
+                                    const std::vector<RequestResult>& measured,
+                                    const ColdPrefix& cold, const Evidence& evidence);
+
+// The latency side of a trial. Closed loop: the metrics of the measured streams. Open loop (issue
+// 13): `meas` holds every scheduled stream, ramp first as planned; the metrics cover the measured
+// ones after the ramp, every latency counted from the intended send (each stream of `meas` is
+// rebased in place, CountFromIntendedSend), the same counted from the actual send beside them, and
+// the stability gates judged over the measured interval.
+struct LatencyJudgement {
+  TrialMetrics metrics;
+  std::optional<TrialMetrics> actual_send;
+  std::optional<StabilityVerdict> stability;
+};
+LatencyJudgement JudgeLatency(const Row& row, const TrialPlan& plan,
+                              std::vector<RequestResult>* meas,
+                              const std::vector<ServerLoadSample>& server, double time_scale);
+// The server's load gauges from server_metrics.jsonl's sample lines ("waiting", "running").
+std::vector<ServerLoadSample> ServerLoadSamples(const std::vector<nlohmann::json>& lines);
+
+// What reading the raw evidence back after the load found: the re-count's counts, or why there are
+// none.
+struct ReadBackOutcome {
+  nlohmann::json counts = nlohmann::json::object();  // {id: tokens}
+  std::string recount_unavailable;                   // "" = every text was counted
+  std::string problem;  // "" = every record read back as the load decoded it
+};
+// Puts one record read back into its stream's result (its chunk gaps) and counts a measured
+// stream's text with the server's tokenizer. The read-back must decode as the load did (the text's
+// SHA-256 and the chunk count), else `problem` names the request and the evidence does not hold.
+void ReadBackRecord(RequestResult&& back, RequestResult* live, Target& target,
+                    ReadBackOutcome* out);
+
+// A reuse row (trial_reuse.cc): the reuse each measured request is declared to be served (the
+// plan's, and for a session's later turn its previous turn's prompt and completion tokens) and
+// the conversation each later turn must have resent.
+void ExpectReuse(const Row& row, const TrialPlan& plan, const std::vector<RequestResult>& measured,
+                 ValidationInput* in);
+// The trial's declared and served hit ratio and applied think times (capacity_data.h).
+ReuseFigures MeasureReuse(const TrialPlan& plan, const ValidationInput& in, double time_scale);
+// A session row's measured arrivals: its sessions, `plan.concurrency` at once, their think times
+// in wall time; the plan and row must outlive the load.
+ArrivalFactory SessionArrivalFactory(const Row& row, const TrialPlan& plan, double time_scale);
+
+}  // namespace capq::internal

@@ -1,0 +1,594 @@
+#include "capq/report/report.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "../qualify/tier_test_util.h"
+#include "capq/qualify/recommend.h"
+#include "capq/record/capacity_data.h"
+
+namespace capq {
+namespace {
+
+const std::string kFixture =
+    std::string(CAPQ_SOURCE_DIR) + "/tests/data/capacity/seed_like/capacity-data.json";
+
+// The fixture predates recommendations: each row gets the one its trials give, as capq report does.
+Result<CapacityData> ReadFixture() {
+  Result<CapacityData> d = ReadCapacityData(kFixture);
+  if (d.ok()) RecommendWhereNotRecorded(&*d);
+  return d;
+}
+
+// The text of <figure id="ID" ...> ... </figure>; empty when absent.
+std::string Figure(const std::string& html, const std::string& id) {
+  size_t start = html.find("<figure id=\"" + id + "\"");
+  if (start == std::string::npos) start = html.find("id=\"" + id + "\"");
+  if (start == std::string::npos) return "";
+  size_t end = html.find("</figure>", start);
+  return html.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+size_t Count(const std::string& s, const std::string& needle) {
+  size_t n = 0;
+  for (size_t pos = s.find(needle); pos != std::string::npos; pos = s.find(needle, pos + 1)) ++n;
+  return n;
+}
+
+size_t TrialsWithMetrics(const RowQualification& q) {
+  size_t n = 0;
+  for (const auto& t : q.trials) n += t.has_metrics && std::isfinite(t.ttft_ms.p95);
+  return n;
+}
+
+class ReportFixtureTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto d = ReadFixture();
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    data_ = *d;
+    ASSERT_EQ(data_.rows.size(), 3u);
+    html_ = RenderReportHtml(data_);
+  }
+  CapacityData data_;
+  std::string html_;
+};
+
+TEST_F(ReportFixtureTest, TtftAndThroughputFiguresPlotEveryTrialOfEveryRow) {
+  for (const auto& q : data_.rows) {
+    std::string ttft = Figure(html_, "fig-ttft-" + q.row.id);
+    ASSERT_FALSE(ttft.empty()) << q.row.id;
+    EXPECT_EQ(Count(ttft, "<circle class=\"pt "), TrialsWithMetrics(q)) << q.row.id;
+    EXPECT_EQ(Count(ttft, "class=\"aux p99\""), TrialsWithMetrics(q));
+    EXPECT_EQ(Count(ttft, "class=\"slo\""), 1u);
+    std::string tput = Figure(html_, "fig-throughput-" + q.row.id);
+    ASSERT_FALSE(tput.empty());
+    EXPECT_EQ(Count(tput, "<circle class=\"pt "), TrialsWithMetrics(q));
+    EXPECT_NE(tput.find("band-pass"), std::string::npos);
+    EXPECT_NE(tput.find("band-fail"), std::string::npos);
+  }
+}
+
+TEST_F(ReportFixtureTest, VerdictPerConcurrencyIsShown) {
+  const auto& q = data_.rows[1];  // reference row: Cmax 7
+  std::string ttft = Figure(html_, "fig-ttft-" + q.row.id);
+  // C = 1, 4, 6, 7 pass (✓) and C = 8 fails (✗): one mark per distinct C.
+  EXPECT_EQ(Count(ttft, "class=\"verdict pass\""), 4u);
+  EXPECT_EQ(Count(ttft, "class=\"verdict fail\""), 1u);
+}
+
+TEST_F(ReportFixtureTest, BoundaryFigureHasEveryConfirmationTrialOfEveryRow) {
+  std::string fig = Figure(html_, "fig-boundary");
+  ASSERT_FALSE(fig.empty());
+  EXPECT_EQ(Count(fig, "<circle class=\"pt "), 18u);  // 3 rows x (3 + 3) trials
+  EXPECT_EQ(Count(fig, "<circle class=\"pt pass"), 9u);
+  EXPECT_EQ(Count(fig, "<circle class=\"pt fail"), 9u);
+  EXPECT_EQ(Count(fig, "<svg "), 3u);
+}
+
+TEST_F(ReportFixtureTest, SurfaceHasOnePointPerRowInShapeOrder) {
+  std::string fig = Figure(html_, "fig-surface");
+  ASSERT_FALSE(fig.empty());
+  EXPECT_EQ(Count(fig, "<circle class=\"pt "), 3u);
+  EXPECT_EQ(Count(fig, "<rect class=\"bar row\""), 3u);
+  size_t short_row = fig.find("2048 / 512"), ref = fig.find("8192 / 1024"),
+         heavy = fig.find("16384 / 2048");
+  ASSERT_NE(short_row, std::string::npos);
+  EXPECT_LT(short_row, ref);
+  EXPECT_LT(ref, heavy);
+}
+
+TEST_F(ReportFixtureTest, ArrivalFigureShowsEveryMeasuredRequestAndTheBurst) {
+  for (const auto& q : data_.rows) {
+    int b = *q.cmax;
+    size_t requests = 0, burst = 0;
+    for (int c : {b, b + 1}) {
+      for (const auto* t : q.Trials("confirm", c)) {
+        requests += t->ttft_ms_by_arrival.size();
+        burst += std::min<size_t>(t->ttft_ms_by_arrival.size(), c);
+      }
+    }
+    std::string fig = Figure(html_, "fig-arrival-" + q.row.id);
+    ASSERT_FALSE(fig.empty()) << q.row.id;
+    EXPECT_EQ(Count(fig, "<circle class=\"req "), requests);
+    EXPECT_EQ(Count(fig, "<circle class=\"req burst\""), burst);
+    EXPECT_EQ(Count(fig, "class=\"p95steady\""), 2u);
+    EXPECT_EQ(Count(fig, "class=\"p95full\""), 2u);
+    EXPECT_NE(fig.find("steady p95"), std::string::npos);
+  }
+}
+
+TEST_F(ReportFixtureTest, TimelineHasOneBarPerTrialAndThePhaseCosts) {
+  for (const auto& q : data_.rows) {
+    std::string fig = Figure(html_, "fig-timeline-" + q.row.id);
+    ASSERT_FALSE(fig.empty());
+    EXPECT_EQ(Count(fig, "<rect class=\"bar "), q.trials.size());
+    EXPECT_NE(fig.find("locate " + std::to_string(q.probes) + " probes"), std::string::npos);
+  }
+}
+
+TEST_F(ReportFixtureTest, TablesLikeTheSeeds) {
+  for (const char* id : {"tbl-overview", "tbl-rows", "tbl-maxpass", "tbl-correctness"}) {
+    EXPECT_NE(html_.find(std::string("id=\"") + id + "\""), std::string::npos) << id;
+  }
+  for (const auto& q : data_.rows) {
+    EXPECT_NE(html_.find("id=\"tbl-boundary-" + q.row.id + "\""), std::string::npos);
+    EXPECT_NE(html_.find("id=\"tbl-locate-" + q.row.id + "\""), std::string::npos);
+    EXPECT_NE(html_.find("id=\"tbl-cost-" + q.row.id + "\""), std::string::npos);
+    EXPECT_NE(html_.find(q.summary_line.substr(0, q.summary_line.find(" — "))), std::string::npos);
+  }
+  // 18 confirmations x (64 + 64 + 64 + 64 + 64 + 64 ...) streams: the totals line sums them.
+  int64_t streams = 0;
+  for (const auto& q : data_.rows) {
+    for (const auto& t : q.trials) streams += t.phase == "confirm" ? t.totals.streams : 0;
+  }
+  std::string s = std::to_string(streams);
+  if (s.size() > 3) s.insert(s.size() - 3, ",");
+  EXPECT_NE(html_.find("Across all 18 boundary confirmations, the validator checked " + s),
+            std::string::npos);
+}
+
+TEST_F(ReportFixtureTest, SelfContained) {
+  EXPECT_EQ(html_.find("<script"), std::string::npos);
+  EXPECT_EQ(html_.find("<link"), std::string::npos);
+  EXPECT_EQ(html_.find("@import"), std::string::npos);
+  EXPECT_EQ(html_.find("url("), std::string::npos);
+  EXPECT_EQ(html_.find("src="), std::string::npos);
+  EXPECT_EQ(html_.find("href=\"http"), std::string::npos);
+}
+
+// The text of the element with id="ID" up to its closing </div>; empty when absent.
+std::string Div(const std::string& html, const std::string& id) {
+  size_t start = html.find("id=\"" + id + "\"");
+  if (start == std::string::npos) return "";
+  return html.substr(start, html.find("</div>", start) - start);
+}
+
+TEST_F(ReportFixtureTest, EachRowShowsItsOperatingLimitAsAPolicyUnderItsCmax) {
+  for (const auto& q : data_.rows) {
+    std::string rec = Div(html_, "rec-" + q.row.id);
+    ASSERT_FALSE(rec.empty()) << q.row.id;
+    ASSERT_TRUE(q.recommendation.level.has_value());
+    EXPECT_NE(rec.find("<b>Operate at C=" + std::to_string(*q.recommendation.level) +
+                       "</b>; the measured maximum stays Cmax = " + std::to_string(*q.cmax)),
+              std::string::npos)
+        << rec;
+    EXPECT_NE(rec.find("Rule: " + q.recommendation.rule), std::string::npos) << rec;
+    EXPECT_NE(rec.find("Margin kept: " + q.recommendation.margin->text), std::string::npos);
+    EXPECT_NE(rec.find("Requalify when any of these change: <code>identity.engine</code> = "
+                       "sglang · <code>identity.image</code> = " +
+                       q.row.image),
+              std::string::npos)
+        << rec;
+    // The benchmark answer stays the headline: the row's summary line comes first.
+    size_t section = html_.find("<section id=\"row-" + q.row.id + "\"");
+    EXPECT_LT(html_.find("<div class=\"summary", section), html_.find("rec-" + q.row.id));
+    EXPECT_NE(html_.find("Operating limit (a policy, not the benchmark answer)", section),
+              std::string::npos);
+  }
+  std::string heavy = Div(html_, "rec-b70_qwen38_27b_16k2k");
+  EXPECT_NE(heavy.find("<b>Operate at C=3</b>"), std::string::npos) << heavy;
+  EXPECT_NE(heavy.find("two steps below the proven Cmax (1 default + 1 thin margin)"),
+            std::string::npos);
+}
+
+TEST(ReportTest, ARowWithoutABoundaryHasNoOperatingLimitAndSaysWhy) {
+  auto d = ReadFixture();
+  ASSERT_TRUE(d.ok());
+  CapacityData one = *d;
+  one.rows.resize(1);
+  RowQualification& q = one.rows[0];
+  q.status = QualifyStatus::kNoFailUpToCap;
+  q.cmax.reset();
+  q.max_concurrency = 16;
+  q.recommendation = Recommendation{};  // as a qualification made in memory has it
+  std::string rec = Div(RenderReportHtml(one), "rec-" + q.row.id);
+  EXPECT_NE(rec.find("No recommended operating limit: no proven Cmax: every probe up to C=16 "
+                     "passed"),
+            std::string::npos)
+      << rec;
+  EXPECT_EQ(rec.find("Operate at"), std::string::npos);
+}
+
+TEST(ReportTest, OneRowHasNoSurfaceButEveryOtherFigure) {
+  auto d = ReadFixture();
+  ASSERT_TRUE(d.ok());
+  CapacityData one = *d;
+  one.rows.resize(1);
+  std::string html = RenderReportHtml(one);
+  EXPECT_TRUE(Figure(html, "fig-surface").empty());
+  EXPECT_FALSE(Figure(html, "fig-boundary").empty());
+  EXPECT_EQ(Count(Figure(html, "fig-boundary"), "<circle class=\"pt "), 6u);
+}
+
+TEST(ReportTest, ThePredictedCurveIsDrawnOverTheMeasuredPointsAndTabledBesideThem) {
+  auto d = ReadFixture();
+  ASSERT_TRUE(d.ok());
+  CapacityData one = *d;
+  one.rows.resize(1);
+  RowQualification& q = one.rows[0];
+  ASSERT_TRUE(q.proven_level());
+  const int cmax = *q.proven_level();
+  EXPECT_EQ(Count(RenderReportHtml(one), "class=\"pred-pt\""), 0u) << "no prediction, no curve";
+  q.predicted_cmax = cmax - 1;
+  q.prediction_source = "baseline calibration on baseline trial b/c1-t1";
+  for (int c = 1; c <= cmax; ++c) q.predicted_curve.push_back({c, 100.0 * c, c < cmax});
+  q.prediction_parameters = {{"b1_s_per_prefill_token", 2.5e-4, engine::Basis::kMeasured, "TTFT"}};
+  std::string html = RenderReportHtml(one);
+  const std::string fig = Figure(html, "fig-ttft-" + q.row.id);
+  ASSERT_FALSE(fig.empty());
+  EXPECT_EQ(Count(fig, "class=\"pred-pt\""), static_cast<size_t>(cmax));
+  EXPECT_EQ(Count(fig, "class=\"pred\""), static_cast<size_t>(cmax - 1));
+  EXPECT_NE(html.find("measured " + std::to_string(cmax) + " (+1 levels)"), std::string::npos);
+  EXPECT_NE(html.find("b1_s_per_prefill_token</td><td>0.00025</td><td class=\"l\">measured"),
+            std::string::npos);
+}
+
+TEST(ReportTest, RowWithoutBoundaryStillRendersItsTrialsAndSaysWhy) {
+  auto d = ReadFixture();
+  ASSERT_TRUE(d.ok());
+  CapacityData one = *d;
+  one.rows.resize(1);
+  RowQualification& q = one.rows[0];
+  q.status = QualifyStatus::kCorrectnessFail;
+  q.cmax.reset();
+  q.operating_point.reset();
+  q.message = "correctness gate nonempty_deltas failed at C=12 (confirm trial 2)";
+  q.summary_line = q.row.id + ": qualification failed — " + q.message;
+  std::string html = RenderReportHtml(one);
+  EXPECT_TRUE(Figure(html, "fig-boundary").empty());
+  EXPECT_TRUE(Figure(html, "fig-arrival-" + q.row.id).empty());
+  EXPECT_EQ(Count(Figure(html, "fig-ttft-" + q.row.id), "<circle class=\"pt "),
+            TrialsWithMetrics(q));
+  EXPECT_NE(html.find("nonempty_deltas"), std::string::npos);
+}
+
+TEST(ReportTest, EscapesRowText) {
+  auto d = ReadFixture();
+  ASSERT_TRUE(d.ok());
+  CapacityData one = *d;
+  one.rows.resize(1);
+  one.rows[0].row.title = "<b>bold</b> & \"quoted\"";
+  std::string html = RenderReportHtml(one);
+  EXPECT_EQ(html.find("<b>bold</b>"), std::string::npos);
+  EXPECT_NE(html.find("&lt;b&gt;bold&lt;/b&gt; &amp; &quot;quoted&quot;"), std::string::npos);
+}
+
+// A proven row with a TTFT and an ITL gate whose C=7 trials fail on ITL while their TTFT (1.93 s)
+// is well below its bound: every place the report shows a verdict figure must say which gate.
+RowQualification TwoGateQualification() {
+  RowQualification q;
+  q.row.id = "two_gates";
+  q.row.input_tokens = 1024;
+  q.row.output_tokens = 256;
+  q.row.slo = {SloGate{SloMetric::kTtft, 95, 2500}, SloGate{SloMetric::kItl, 95, 50}};
+  q.status = QualifyStatus::kProven;
+  q.cmax = 6;
+  q.operating_point = 6;
+  q.message = "every C=6 trial passed and every C=7 trial failed";
+  auto trial = [&](const std::string& phase, int c, int k, double ttft, double itl) {
+    TrialSummary t;
+    t.phase = phase;
+    t.concurrency = c;
+    t.trial = k;
+    t.has_metrics = true;
+    t.ttft_ms.p50 = ttft / 2;
+    t.ttft_ms.p95 = ttft;
+    t.ttft_ms.p99 = ttft * 1.1;
+    t.itl_ms.p95 = itl;
+    t.output_tok_s = 100.0 * c;
+    t.slo = {SloCheck{"ttft", 95, 2500, ttft, ttft < 2500}, SloCheck{"itl", 95, 50, itl, itl < 50}};
+    t.latency_pass = t.slo[0].passed && t.slo[1].passed;
+    t.correctness_pass = true;
+    t.outcome = t.latency_pass ? "pass" : "slo_fail";
+    for (int i = 0; i < 64; ++i) t.ttft_ms_by_arrival.push_back(ttft * (0.5 + i / 128.0));
+    q.trials.push_back(t);
+  };
+  trial("baseline", 1, 1, 300, 30);
+  trial("probe", 4, 1, 1100, 30);
+  trial("probe", 8, 1, 2200, 60);
+  trial("probe", 6, 1, 1650, 30);
+  trial("probe", 7, 1, 1925, 53);
+  const double itl7[] = {52, 55, 51};
+  for (int k = 1; k <= 3; ++k) {
+    trial("confirm", 6, k, 1650, 30);
+    trial("confirm", 7, k, 1925, itl7[k - 1]);
+  }
+  // As the capacity data of a version that did not name gates would have kept it.
+  q.summary_line = "two_gates: Cmax = 6 — C=6 p95 1.65/1.65/1.65 s pass, C=7 1.93/1.93/1.93 s fail";
+  return q;
+}
+
+// The <table id="ID"> ... </table> text; empty when absent.
+std::string Table(const std::string& html, const std::string& id) {
+  size_t start = html.find("<table id=\"" + id + "\"");
+  if (start == std::string::npos) return "";
+  return html.substr(start, html.find("</table>", start) - start);
+}
+
+TEST(ReportTierTest, EveryTierSideBySideWithItsBoundary) {
+  CapacityData d;
+  d.rows.push_back(testing::FakeTieredQualification());
+  std::string html = RenderReportHtml(d);
+  std::string table = Table(html, "tbl-tiers-tiered");
+  ASSERT_FALSE(table.empty());
+  EXPECT_EQ(Count(table, "<tr>"), 4u);  // a header and one line per tier
+  for (const char* cell :
+       {"<td class=\"l\">primary</td><td class=\"l\">p95 ttft &lt; 1000 ms</td>",
+        "<td class=\"l\">ttft_itl</td><td class=\"l\">p95 ttft &lt; 1000 ms and p95 itl &lt; 16 "
+        "ms</td>",
+        "<td class=\"l\">ttft_p99</td><td class=\"l\">p99 ttft &lt; 1000 ms</td>",
+        "C=4 ttft p95 0.80/0.80/0.80 s pass", "C=5 ttft p95 1.00/1.00/1.00 s fail",
+        "C=3 itl p95 15.0/15.0/15.0 ms pass", "C=4 itl p95 20.0/20.0/20.0 ms fail",
+        "C=3 ttft p99 0.78/0.78/0.78 s pass", "C=4 ttft p99 1.04/1.04/1.04 s fail"}) {
+    EXPECT_NE(table.find(cell), std::string::npos) << cell << "\n" << table;
+  }
+  EXPECT_NE(html.find("can only keep or lower the admitted concurrency"), std::string::npos);
+  EXPECT_NE(html.find("Order checked: ttft_itl 3 ≤ primary 4; ttft_p99 3 ≤ primary 4."),
+            std::string::npos);
+  EXPECT_EQ(html.find("tier-order-tiered"), std::string::npos);
+  EXPECT_EQ(Count(html, "Trials run for further tiers (" +
+                            std::to_string(d.rows[0].tier_trials.size()) + ")"),
+            1u);
+}
+
+TEST(ReportTierTest, AStricterTierAdmittingMoreIsFlagged) {
+  CapacityData d;
+  d.rows.push_back(testing::FakeTieredQualification());
+  TierQualification& itl = d.rows[0].tiers[1];
+  ASSERT_EQ(itl.name, "ttft_itl");
+  itl.cmax = itl.operating_point = 5;
+  std::string html = RenderReportHtml(d);
+  EXPECT_NE(html.find("id=\"tier-order-tiered\">Tier order violated: tier ttft_itl is at least "
+                      "as strict as tier primary but admits C=5 &gt; C=4"),
+            std::string::npos);
+}
+
+TEST(ReportTierTest, ARowWithoutTiersHasNoTierTable) {
+  auto d = ReadFixture();
+  ASSERT_TRUE(d.ok());
+  std::string html = RenderReportHtml(*d);
+  EXPECT_EQ(html.find("tbl-tiers-"), std::string::npos);
+  EXPECT_EQ(html.find("SLO tiers"), std::string::npos);
+}
+
+TEST(ReportTwoGateTest, EveryVerdictFigureNamesItsGate) {
+  CapacityData d;
+  d.rows.push_back(TwoGateQualification());
+  std::string html = RenderReportHtml(d);
+  // The summary line is derived from the trials: it names ITL on the failing side and TTFT, the
+  // gate nearest its bound, on the passing side, even though the stored line did not.
+  const std::string line =
+      "two_gates: Cmax = 6 — C=6 ttft p95 1.65/1.65/1.65 s pass, C=7 itl p95 52.0/55.0/51.0 ms "
+      "fail";
+  EXPECT_EQ(Count(html, "<div class=\"summary proven\">" + line + "</div>"), 2u) << line;
+  EXPECT_EQ(html.find("C=7 1.93/1.93/1.93 s fail"), std::string::npos);
+
+  // Boundary per row: the deciding gate and its values on each side.
+  std::string rows = Table(html, "tbl-rows");
+  EXPECT_NE(rows.find("ttft p95 1.65/1.65/1.65 s"), std::string::npos) << rows;
+  EXPECT_NE(rows.find("itl p95 52.0/55.0/51.0 ms"), std::string::npos) << rows;
+
+  // Confirmation trials: each row says which gate decided it, against its bound.
+  std::string boundary = Table(html, "tbl-boundary-two_gates");
+  EXPECT_NE(boundary.find("decided by"), std::string::npos);
+  EXPECT_EQ(Count(boundary, "ttft p95 1.65 s &lt; 2.50 s"), 3u) << boundary;
+  for (const char* v : {"52.0", "55.0", "51.0"}) {
+    EXPECT_EQ(Count(boundary, std::string("itl p95 ") + v + " ms &gt;= 50.0 ms"), 1u) << v;
+  }
+  EXPECT_EQ(boundary.find("ttft p95 1.93"), std::string::npos)
+      << "a passing TTFT must not stand for a failure decided by ITL";
+
+  // Probes too.
+  std::string locate = Table(html, "tbl-locate-two_gates");
+  EXPECT_NE(locate.find("itl p95 53.0 ms &gt;= 50.0 ms"), std::string::npos) << locate;
+  EXPECT_NE(locate.find("itl p95 60.0 ms &gt;= 50.0 ms"), std::string::npos) << locate;
+
+  // The arrival table beside the TTFT panels says the fails were ITL's.
+  std::string arrival = Table(html, "tbl-arrival-two_gates");
+  EXPECT_EQ(Count(arrival, "itl p95 5"), 3u) << arrival;
+
+  // Figure 2 puts each side at its own deciding gate, named under it; with two gates deciding,
+  // the values are shares of each gate's bound.
+  std::string fig = Figure(html, "fig-boundary");
+  EXPECT_NE(fig.find("C=6 ttft p95"), std::string::npos);
+  EXPECT_NE(fig.find("C=7 itl p95"), std::string::npos);
+  EXPECT_NE(fig.find("C=7 trial 2: itl p95 55.0 ms &gt;= 50.0 ms (110% of the bound), fail"),
+            std::string::npos);
+  EXPECT_EQ(Count(fig, "<circle class=\"pt fail"), 3u);
+
+  // The TTFT figure draws the TTFT gate's bound, and its failing points say ITL decided.
+  std::string ttft = Figure(html, "fig-ttft-two_gates");
+  EXPECT_NE(ttft.find("SLO: p95 ttft &lt; 2500 ms"), std::string::npos);
+  EXPECT_NE(ttft.find("fail (itl p95 52.0 ms &gt;= 50.0 ms)"), std::string::npos);
+  // Figure 1 says which gate decided each side.
+  EXPECT_NE(Figure(html, "fig-throughput-two_gates").find("C=6 on ttft p95, C=7 on itl p95"),
+            std::string::npos);
+}
+
+TEST(ReportTwoGateTest, OneGateDecidingBothSidesIsPlottedInItsOwnUnit) {
+  CapacityData d;
+  d.rows.push_back(TwoGateQualification());
+  // ITL at C=6 now nears its bound (0.98, TTFT 0.66): ITL decided both sides.
+  for (auto& t : d.rows[0].trials) {
+    if (t.phase == "confirm" && t.concurrency == 6) t.slo[1].measured_ms = 49;
+  }
+  std::string fig = Figure(RenderReportHtml(d), "fig-boundary");
+  EXPECT_NE(fig.find("itl p95 (ms)"), std::string::npos) << fig;
+  EXPECT_NE(fig.find("C=6 trial 1: itl p95 49.0 ms &lt; 50.0 ms, pass"), std::string::npos);
+}
+
+TEST(ReportTest, DataWrittenBeforeGatesWereNamedStillReadsAndNamesThem) {
+  // seed_like was written when summary lines said "C=7 p95 ..." without the gate.
+  auto d = ReadFixture();
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->rows[1].summary_line.find("ttft"), std::string::npos);
+  std::string html = RenderReportHtml(*d);
+  EXPECT_NE(html.find("b70_qwen38_27b_8k1k: Cmax = 7 — C=7 ttft p95 9.23/9.30/9.31 s pass, C=8 "
+                      "ttft p95 10.56/10.48/10.45 s fail"),
+            std::string::npos);
+}
+
+// ---- A rate row: every level reads as a rate, and the queue gate decided the side above Rmax.
+
+RowQualification RateQualification() {
+  Row row;
+  row.id = "rate_row";
+  row.family = "sim";
+  row.workload.input_tokens = 1024;
+  row.workload.output_tokens = 256;
+  row.workload.arrival_kind = ArrivalKind::kPoisson;
+  row.workload.arrival = "poisson";
+  row.workload.open_loop.rate_step_rps = 0.25;
+  row.workload.open_loop.requests = 120;
+  row.workload.open_loop.ramp_s = 10;
+  row.slo = {SloGate{SloMetric::kTtft, 95, 2500}};
+  RowQualification q;
+  q.row = RowInfoFromRow(row);
+  q.status = QualifyStatus::kProven;
+  q.rmax_rps = 1.25;
+  q.operating_point = 5;
+  q.max_concurrency = 64;
+  q.message = "every R=1.25 rps trial passed and every R=1.50 rps trial failed";
+  auto trial = [&](const std::string& phase, int level, int k, double ttft, double queue) {
+    TrialSummary t;
+    t.phase = phase;
+    t.concurrency = level;
+    t.rate_rps = level * 0.25;
+    t.trial = k;
+    t.has_metrics = true;
+    t.ttft_ms.p50 = ttft / 2;
+    t.ttft_ms.p95 = ttft;
+    t.ttft_ms.p99 = ttft * 1.1;
+    t.output_tok_s = 60.0 * level;
+    t.slo = {SloCheck{"ttft", 95, 2500, ttft, ttft < 2500}};
+    t.correctness_pass = true;
+    t.latency_pass = t.slo[0].passed;
+    t.outcome = "pass";
+    if (queue > 0) {
+      char buf[128];
+      std::snprintf(buf, sizeof buf,
+                    "queue_bounded: client in-flight last third %.3g > 5.9 (first third 3.1 x 1.25 "
+                    "+ 2)",
+                    queue);
+      t.reasons = {buf};
+      t.stability_failures = t.reasons;
+      t.outcome = "slo_fail";
+    }
+    for (int i = 0; i < 120; ++i) t.ttft_ms_by_arrival.push_back(ttft * (0.5 + i / 240.0));
+    // The queue over time: level at Rmax, growing to `queue` above it.
+    for (int i = 0; i <= 10; ++i) {
+      const double in_flight = queue > 0 ? 3 + (queue - 3) * i / 10.0 : 3;
+      t.queue_series.push_back({i * 1.5, in_flight, in_flight - 1});
+    }
+    t.send_lateness_p99_ms = 0.25 * k;
+    q.trials.push_back(t);
+  };
+  trial("baseline", 1, 1, 300, 0);
+  trial("probe", 4, 1, 1500, 0);
+  trial("probe", 8, 1, 2300, 20);
+  trial("probe", 6, 1, 2250, 14);
+  trial("probe", 5, 1, 2150, 0);
+  const double ttft5[] = {2100, 2200, 2050};
+  const double queue6[] = {14.2, 13.1, 15};
+  for (int k = 1; k <= 3; ++k) {
+    trial("confirm", 5, k, ttft5[k - 1], 0);
+    trial("confirm", 6, k, 2250, queue6[k - 1]);
+  }
+  return q;
+}
+
+TEST(ReportRateTest, EveryLevelReadsAsARateAndTheQueueGateIsNamed) {
+  CapacityData d;
+  d.rows.push_back(RateQualification());
+  const std::string html = RenderReportHtml(d);
+  const std::string line =
+      "rate_row: Rmax = 1.25 rps — R=1.25 rps ttft p95 2.10/2.20/2.05 s pass, R=1.50 rps "
+      "queue_bounded client in-flight 14.2 &gt; 5.9, 13.1 &gt; 5.9, 15 &gt; 5.9 fail";
+  EXPECT_EQ(Count(html, "<div class=\"summary proven\">" + line + "</div>"), 2u) << html;
+  // No level is written as a concurrency (the warm-up's concurrency is one).
+  EXPECT_EQ(Count(html, "C="), Count(html, "at C=1 · "));
+  EXPECT_NE(html.find("poisson arrivals at 0.25 requests/s per level · measured 120 requests "
+                      "after a 10 s ramp"),
+            std::string::npos);
+  std::string ttft = Figure(html, "fig-ttft-rate_row");
+  EXPECT_NE(ttft.find("arrival rate R (requests/s)"), std::string::npos);
+  EXPECT_NE(ttft.find("confirm R=1.50 rps trial 2: p95 2.25 s, fail (queue_bounded: client "
+                      "in-flight last third 13.1 &gt; 5.9"),
+            std::string::npos)
+      << ttft;
+  std::string boundary = Table(html, "tbl-boundary-rate_row");
+  EXPECT_NE(boundary.find("<th>rate (rps)</th>"), std::string::npos);
+  EXPECT_EQ(Count(boundary, "<tr><td>1.50</td>"), 3u) << boundary;
+  EXPECT_EQ(Count(boundary, "queue_bounded: client in-flight last third"), 3u);
+  EXPECT_NE(Table(html, "tbl-locate-rate_row").find("<th>R (rps)</th>"), std::string::npos);
+  std::string rows = Table(html, "tbl-rows");
+  EXPECT_NE(rows.find("<td>R=1.25 rps</td>"), std::string::npos) << rows;
+  EXPECT_NE(rows.find("<td>R=1.50 rps</td><td class=\"l\">queue_bounded client in-flight 14.2"),
+            std::string::npos)
+      << rows;
+  EXPECT_NE(Table(html, "tbl-overview").find("<td>1.25 rps</td>"), std::string::npos);
+  // Figure 2 plots the side above Rmax at its queue against the bound, and names the gate.
+  std::string fig = Figure(html, "fig-boundary");
+  EXPECT_EQ(Count(fig, "<circle class=\"pt "), 6u) << fig;
+  EXPECT_NE(fig.find("R=1.50 rps queue_bounded client in-flight"), std::string::npos);
+  EXPECT_NE(fig.find("(241% of the bound), fail"), std::string::npos) << fig;
+  EXPECT_NE(Figure(html, "fig-throughput-rate_row")
+                .find("R=1.25 rps on ttft p95, R=1.50 rps on queue_bounded client in-flight"),
+            std::string::npos);
+  // The arrival figure has no opening burst on a schedule.
+  std::string arrival = Figure(html, "fig-arrival-rate_row");
+  ASSERT_FALSE(arrival.empty());
+  EXPECT_EQ(arrival.find("burst: first"), std::string::npos);
+}
+
+// Bounded versus ever-growing: both sides' queues over time, each trial's send lateness beside.
+TEST(ReportRateTest, TheQueueFigureDrawsBothSidesOverTime) {
+  CapacityData d;
+  d.rows.push_back(RateQualification());
+  const std::string html = RenderReportHtml(d);
+  const std::string fig = Figure(html, "fig-queue-rate_row");
+  ASSERT_FALSE(fig.empty());
+  EXPECT_NE(fig.find("R=1.25 rps (3 trials; send lateness p99 0.25/0.50/0.75 ms)"),
+            std::string::npos);
+  EXPECT_NE(fig.find("R=1.50 rps (3 trials"), std::string::npos);
+  // 3 trials x 10 segments x (client + server) per side.
+  size_t lines = 0;
+  for (size_t at = fig.find("class=\"qline"); at != std::string::npos;
+       at = fig.find("class=\"qline", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 2u * 3 * 10 * 2);
+  EXPECT_NE(fig.find("qline fail server"), std::string::npos);
+  // A closed-loop row has no such figure.
+  CapacityData closed;
+  closed.rows.push_back(RateQualification());
+  closed.rows[0].row.arrival = "closed_loop";
+  EXPECT_TRUE(Figure(RenderReportHtml(closed), "fig-queue-rate_row").empty());
+}
+
+}  // namespace
+}  // namespace capq
