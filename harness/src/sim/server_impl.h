@@ -82,6 +82,11 @@ bool MessagesText(const json& messages, std::string* text, std::string* error,
                   std::vector<ChatMessage>* parsed = nullptr);
 void AppendInt(std::string* out, int64_t v);
 const char* ReasonPhrase(int status);
+// The loop's callbacks that start-up registers (server_loop.cc): the engine timer, every request,
+// and the stop event Stop() wakes.
+void OnEngineTimer(evutil_socket_t, short, void* arg);
+void OnRequest(evhttp_request* req, void* arg);
+void OnStop(evutil_socket_t, short, void* arg);
 
 // One chat completion request, from arrival to the end of its answer.
 struct Stream {
