@@ -137,6 +137,7 @@ class RowParser {
                          std::map<std::string, std::string>* out);
   bool ParseWorkload(const Entry& e, Workload* w, YAML::Mark* ignore_eos_at);
   bool ParseArrival(const Entry& e, Workload* w);
+  bool ParseOpenLoopArrival(const MapView& a, const Entry* cv, Workload* w);
   bool ParseCache(const Entry& e, CachePolicy* c);
   bool ParseWarmup(const Entry& e, Warmup* w);
   // Where the sample size of the measured interval is declared: the key a too-small sample is
@@ -146,6 +147,9 @@ class RowParser {
     std::string path;
   };
   bool ParseMeasured(const Entry& e, Workload* w, Measured* m, SampleAt* sample_at);
+  bool ParseOpenLoopMeasured(const MapView& m, Workload* w, SampleAt* sample_at);
+  bool ParseMeasuredInterval(const MapView& m, OpenLoop* o, SampleAt* sample_at);
+  bool ParseClosedLoopMeasured(const MapView& m, Measured* out, SampleAt* sample_at);
   bool ParseStability(const Entry& e, Stability* s);
   bool ParseSlo(const Entry& e, const std::string& path, std::vector<SloGate>* slo);
   bool ParseSloTiers(const Entry& e, const std::vector<SloGate>& primary,
