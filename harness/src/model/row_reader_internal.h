@@ -163,6 +163,8 @@ class RowParser {
   bool ParseGate(const Entry& e, const std::string& path, Gate* gate, std::string* finish_value);
   bool ParseTrials(const Entry& e, const std::string& row_id, Trials* t);
   bool ParseExpect(const Entry& e, const Workload& w, Expect* x);
+  bool ParseRateClaim(const Entry& e, const Workload& w, Expect* x);
+  bool ParseBaseline(const Entry& e, Expect* x);
   bool ParseProvenance(const Entry& e, Provenance* p);
   bool ParseMix(const Entry& e, Row* row);
   bool ParseMixClass(const Entry& e, const std::string& path, MixClass* c);
