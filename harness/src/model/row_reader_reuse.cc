@@ -1,0 +1,209 @@
+// The reuse sections of a row: prefix groups (prompts that share a start) and sessions (turns that
+// resend the conversation so far), and what rows that declare cache hits may combine with.
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "capq/model/reuse.h"
+#include "row_reader_internal.h"
+
+namespace capq::row_reader {
+
+namespace fs = std::filesystem;
+
+bool RowParser::ParseReuseTolerance(const MapView& m, const std::string& path, ReuseTolerance* t) {
+  const Entry* e = m.Find("reuse_tolerance");
+  if (!e) return true;
+  MapView r;
+  const std::string at = path + ".reuse_tolerance";
+  if (!OpenMap(*e, at, "{tokens, ratio_pct}", &r)) return false;
+  if (!CheckKeys(r, {"tokens", "ratio_pct"})) return false;
+  if ((e = r.Find("tokens")) && !GetInt(*e, at + ".tokens", 0, kMaxTokens, &t->tokens)) {
+    return false;
+  }
+  return !(e = r.Find("ratio_pct")) ||
+         GetNumber(*e, at + ".ratio_pct", "a number of percentage points in (0, 100)", OpenPercent,
+                   &t->ratio_pct);
+}
+
+bool RowParser::ParsePrefixGroup(const Entry& entry, const std::string& path, int64_t input_tokens,
+                                 PrefixGroup* g) {
+  MapView m;
+  if (!OpenMap(entry, path, "a prefix group {prefixes, tokens, share}", &m)) return false;
+  if (!CheckKeys(m, {"prefixes", "tokens", "share"})) return false;
+  const Entry* e = nullptr;
+  int64_t v = 0;
+  if (!Required(m, "prefixes", "how many distinct shared prefixes, an integer >= 1", &e) ||
+      !GetInt(*e, path + ".prefixes", 1, 10000, &v)) {
+    return false;
+  }
+  g->prefixes = static_cast<int>(v);
+  if (!Required(m, "tokens", "each prefix's length in the server's tokens", &e) ||
+      !GetInt(*e, path + ".tokens", 1, kMaxTokens, &g->tokens)) {
+    return false;
+  }
+  if (g->tokens >= input_tokens) {
+    return Fail(ValueMark(*e), path + ".tokens",
+                "a prefix is the start of a prompt of workload.input_tokens " +
+                    std::to_string(input_tokens) +
+                    ", and every prompt keeps a unique rest: expected tokens < " +
+                    std::to_string(input_tokens));
+  }
+  return Required(m, "share", "the share of measured prompts that use the group, in (0, 1]", &e) &&
+         GetNumber(*e, path + ".share", "a share in (0, 1]", UnitInterval, &g->share);
+}
+
+bool RowParser::ParsePrefix(const Entry& entry, Row* row) {
+  MapView m;
+  if (!OpenMap(entry, "prefix", "prefix groups {groups, reuse_tolerance}", &m)) return false;
+  if (!CheckKeys(m, {"groups", "reuse_tolerance"})) return false;
+  const Entry* e = nullptr;
+  if (!Required(m, "groups", "a list of {prefixes, tokens, share}", &e)) return false;
+  if (!e->value.IsSequence() || e->value.size() == 0) {
+    return Fail(ValueMark(*e), "prefix.groups", "expected a list of {prefixes, tokens, share}");
+  }
+  PrefixReuse prefix;
+  double total = 0;
+  for (size_t i = 0; i < e->value.size(); ++i) {
+    Entry item{"", e->value[i].Mark(), e->value[i]};
+    PrefixGroup g;
+    const std::string path = "prefix.groups[" + std::to_string(i) + "]";
+    if (!ParsePrefixGroup(item, path, row->workload.input_tokens, &g)) return false;
+    total += g.share;
+    if (total > 1 + 1e-9) {
+      return Fail(ValueMark(item), path + ".share",
+                  "the groups' shares add up to " + Num(total) + ", more than every prompt");
+    }
+    prefix.groups.push_back(g);
+  }
+  if (!ParseReuseTolerance(m, "prefix", &prefix.tolerance)) return false;
+  row->prefix = std::move(prefix);
+  return true;
+}
+
+bool RowParser::ParseThinkTime(const Entry& entry, Sessions* s) {
+  MapView m;
+  if (!OpenMap(entry, "sessions.think_time", "{distribution, mean_s}", &m)) return false;
+  if (!CheckKeys(m, {"distribution", "mean_s"})) return false;
+  const Entry* e = nullptr;
+  if (!Required(m, "distribution", "constant or exponential", &e) ||
+      !GetEnum(*e, "sessions.think_time.distribution", {"constant", "exponential"}, &s->think)) {
+    return false;
+  }
+  return Required(m, "mean_s", "the mean think time in the server's seconds, >= 0", &e) &&
+         GetNumber(*e, "sessions.think_time.mean_s", "a number of seconds >= 0", NonNegative,
+                   &s->think_mean_s);
+}
+
+bool RowParser::ParseTrajectoryPath(const Entry& e, Sessions* s) {
+  std::string rel;
+  if (!GetString(e, "sessions.trajectory", &rel)) return false;
+  const fs::path p =
+      fs::path(rel).is_absolute() ? fs::path(rel) : fs::path(file_).parent_path() / rel;
+  std::error_code ec;
+  const fs::path abs = fs::absolute(p, ec);
+  s->trajectory = (ec ? p : abs).lexically_normal().string();
+  Result<std::vector<std::vector<TurnShape>>> paths = LoadTrajectory(s->trajectory);
+  if (!paths.ok()) return Fail(ValueMark(e), "sessions.trajectory", paths.status().message());
+  s->paths = std::move(*paths);
+  return true;
+}
+
+bool RowParser::ParseSessions(const Entry& entry, Row* row) {
+  MapView m;
+  if (!OpenMap(entry, "sessions", "the session shape", &m)) return false;
+  if (!CheckKeys(m, {"turns", "user_tokens", "think_time", "trajectory", "reuse_tolerance"})) {
+    return false;
+  }
+  if (row->workload.arrival_kind != ArrivalKind::kSessions) {
+    return Fail(entry.key_mark, "sessions",
+                "sessions: is the shape of workload.arrival.kind: sessions; expected that kind");
+  }
+  Sessions s;
+  const Entry* e = nullptr;
+  if ((e = m.Find("trajectory"))) {
+    for (const char* k : {"turns", "user_tokens", "think_time"}) {
+      if (const Entry* x = m.Find(k)) {
+        return Fail(x->key_mark, std::string("sessions.") + k,
+                    "a trajectory file gives every turn's lengths and delays: expected either "
+                    "trajectory or turns, user_tokens and think_time");
+      }
+    }
+    if (!ParseTrajectoryPath(*e, &s)) return false;
+  } else {
+    int64_t v = 0;
+    if (!Required(m, "turns", "turns per session, an integer >= 2", &e) ||
+        !GetInt(*e, "sessions.turns", 2, 1000, &v)) {
+      return false;
+    }
+    s.turns = static_cast<int>(v);
+    if (!Required(m, "user_tokens", "the new user message of each later turn, in tokens", &e) ||
+        !GetInt(*e, "sessions.user_tokens", 1, kMaxTokens, &s.user_tokens)) {
+      return false;
+    }
+    if (!Required(m, "think_time", "{distribution: constant | exponential, mean_s}", &e) ||
+        !ParseThinkTime(*e, &s)) {
+      return false;
+    }
+  }
+  if (!ParseReuseTolerance(m, "sessions", &s.tolerance)) return false;
+  row->sessions = std::move(s);
+  return true;
+}
+
+// Reuse rows measure a warm cache on purpose, so what they combine with is narrow.
+bool RowParser::CheckReuseRow(const Row& row, const MapView& top) {
+  if (row.workload.arrival_kind == ArrivalKind::kSessions && !row.sessions) {
+    return Fail(top.Find("workload")->key_mark, "workload.arrival.kind",
+                "kind: sessions needs a top-level sessions: block (turns, user_tokens, "
+                "think_time, or a trajectory file)");
+  }
+  if (!row.reuse()) return true;
+  const Entry* at = top.Find(row.prefix ? "prefix" : "sessions");
+  const std::string what = row.prefix ? "a prefix row" : "a session row";
+  if (row.prefix && row.sessions) {
+    return Fail(at->key_mark, "prefix", "expected either prefix groups or sessions, not both");
+  }
+  if (row.mix) return Fail(at->key_mark, at->key, what + " replays no traffic mix");
+  if (row.open_loop()) {
+    return Fail(at->key_mark, at->key,
+                what +
+                    " is closed loop (its load level is a concurrency); expected "
+                    "workload.arrival.kind: " +
+                    (row.prefix ? "closed_loop" : "sessions"));
+  }
+  if (!row.cache.prefix_cache) {
+    return Fail(at->key_mark, at->key,
+                what + " declares cache hits, so it needs cache.prefix_cache: enabled");
+  }
+  if (row.workload.input_stddev_tokens > 0 || row.workload.output_stddev_tokens > 0) {
+    return Fail(at->key_mark, at->key,
+                what +
+                    " declares exact lengths (the hits follow from them): expected "
+                    "input_stddev_tokens and output_stddev_tokens 0");
+  }
+  return true;
+}
+
+// Every turn index is gated like a class, so each must hold a tail of its own at C = 1.
+bool RowParser::CheckTurnSamples(const Row& row, const SampleAt& at) {
+  if (!row.sessions) return true;
+  const std::vector<int> counts = TurnCounts(SessionShapes(row, 1, 1));
+  for (size_t i = 0; i < row.slo.size(); ++i) {
+    const int need = MinRequestsForPercentile(row.slo[i].percentile);
+    for (size_t t = 0; t < counts.size(); ++t) {
+      if (counts[t] >= need) continue;
+      std::ostringstream msg;
+      msg << "slo[" << i << "] gates p" << Num(row.slo[i].percentile)
+          << " at every turn index, which needs " << need << " requests per turn; at C=1 the "
+          << "row runs " << counts[0] << " sessions and only " << counts[t] << " reach turn "
+          << t + 1 << "; expected a larger measured.min_requests";
+      return Fail(at.mark, at.path, msg.str());
+    }
+  }
+  return true;
+}
+
+}  // namespace capq::row_reader
