@@ -51,6 +51,8 @@ inline constexpr size_t kTtftBuckets = sizeof(kTtftBucketsS) / sizeof(kTtftBucke
 
 // llama.cpp's build_info and system_fingerprint slot: the sim's own name, never a real build.
 inline constexpr const char* kSimFingerprint = "capq-sim";
+// Uvicorn (SGLang, vLLM) closes idle keep-alive connections after 5 s; clients must reconnect.
+inline constexpr int kIdleTimeoutS = 5;
 
 enum class FinishKind { kNone = 0, kLength = 1, kStop = 2 };
 
@@ -81,7 +83,11 @@ void AppendPromptDetails(const Stream* s, std::string* usage);
 bool MessagesText(const json& messages, std::string* text, std::string* error,
                   std::vector<ChatMessage>* parsed = nullptr);
 void AppendInt(std::string* out, int64_t v);
+// The HTTP plumbing (server_http.cc): a status's reason phrase, and the dialect's error object
+// (what a stream's error frame wraps in {"error": ...}) and error body.
 const char* ReasonPhrase(int status);
+json ErrorInner(ErrorStyle style, int status, const std::string& message);
+std::string ErrorBody(ErrorStyle style, int status, const std::string& message);
 // The loop's callbacks that start-up registers (server_loop.cc): the engine timer, every request,
 // and the stop event Stop() wakes.
 void OnEngineTimer(evutil_socket_t, short, void* arg);
