@@ -1,9 +1,10 @@
 // Replays response bytes as framed on the wire into the RawRecord the load generator would build.
 //
-// The load generator (loadgen.cc) stamps the first response byte in libcurl's header callback and,
-// in the write callback, feeds each read's de-chunked body bytes to the SSE framer with that read's
-// arrival time; the transfer's end closes the framer. ReplayWire() does the same from a recorded
-// .resp and the list of reads it arrived in, so a test decodes exactly what capq would have.
+// The load generator (loadgen_transfer.cc) stamps the first response byte in libcurl's header
+// callback and, in the write callback, feeds each read's de-chunked body bytes to the SSE framer
+// with that read's arrival time; the transfer's end closes the framer. ReplayWire() does the same
+// from a recorded .resp and the list of reads it arrived in, so a test decodes exactly what capq
+// would have.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -206,7 +207,7 @@ inline Replayed ReplayWire(const std::string& id, const std::string& resp,
   }
   if (!out.framing_complete) {
     // libcurl ends a chunked body cut by EOF with CURLE_PARTIAL_FILE and this error text; the load
-    // generator stores it and marks the request cancelled (loadgen.cc, Complete()).
+    // generator stores it and marks the request cancelled (loadgen_end.cc, Complete()).
     raw.transport_error = "transfer closed with outstanding read data remaining";
     raw.cancelled = true;
   }
