@@ -128,6 +128,24 @@ class RowParser {
   bool GetEnum(const Entry& e, const std::string& path, const std::vector<std::string>& options,
                std::string* out);
 
+  // Where the sample size of the measured interval is declared: the key a too-small sample is
+  // reported at (min_requests, duration_s or requests).
+  struct SampleAt {
+    YAML::Mark mark;
+    std::string path;
+  };
+
+  bool LoadDocument(const std::string& text, YAML::Node* doc);
+  bool ParseHeader(const MapView& top, Row* row);
+  bool ParseServing(const MapView& top, Row* row, YAML::Mark* ignore_eos_at);
+  bool ParseSampleAndSlo(const MapView& top, Row* row, SampleAt* sample_at);
+  bool ParseGatesAndTrials(const MapView& top, Row* row);
+  bool ParseReuse(const MapView& top, Row* row);
+  bool CheckAcrossSections(const Row& row, const MapView& top, const SampleAt& sample_at,
+                           const YAML::Mark& ignore_eos_at);
+  bool CheckSloSamples(const Row& row, const SampleAt& sample_at);
+  bool CheckThirdSamples(const Row& row, const SampleAt& sample_at);
+
   bool ParseIdentity(const Entry& e, Identity* id);
   bool ParseSimIdentity(const MapView& m, Identity* id);
   bool ParseSimProfile(const Entry& e, Identity* id);
@@ -140,12 +158,6 @@ class RowParser {
   bool ParseOpenLoopArrival(const MapView& a, const Entry* cv, Workload* w);
   bool ParseCache(const Entry& e, CachePolicy* c);
   bool ParseWarmup(const Entry& e, Warmup* w);
-  // Where the sample size of the measured interval is declared: the key a too-small sample is
-  // reported at (min_requests, duration_s or requests).
-  struct SampleAt {
-    YAML::Mark mark;
-    std::string path;
-  };
   bool ParseMeasured(const Entry& e, Workload* w, Measured* m, SampleAt* sample_at);
   bool ParseOpenLoopMeasured(const MapView& m, Workload* w, SampleAt* sample_at);
   bool ParseMeasuredInterval(const MapView& m, OpenLoop* o, SampleAt* sample_at);
