@@ -20,6 +20,7 @@
 #include "capq/qualify/qualify.h"
 #include "capq/qualify/recommend.h"
 #include "capq/qualify/tiers.h"
+#include "capq/record/artifacts.h"
 #include "capq/record/capacity_data.h"
 #include "capq/report/report.h"
 #include "capq/sim/server.h"
@@ -168,14 +169,28 @@ void SetPrediction(const std::string& how, const Row& row, QualifyOptions* qo) {
   qo->predicted_curve = pred->curve;
 }
 
-}  // namespace
+// capq qualify's command line, checked, and what it resolved before any trial runs.
+struct QualifyCommand {
+  std::string predict;  // --predict, "none" for --no-predict, empty for the row's default
+  int max_concurrency = 256;
+  int trials = 0;
+  int max_trials = 0;
+  std::vector<Row> rows;
+  // A closed-loop result to start rate rows from, and the file it came from.
+  std::optional<CapacityData> closed_loop;
+  std::string closed_loop_path;
+  std::string url;  // empty: each row runs against its own embedded simulator
+  std::string sim_faults;
+  bool insecure = false;
+  bool update = false;
+  std::string exe;
+  std::string out_dir;
+};
 
-int RunQualify(const Args& args) {
-  ArgParser p({"url", "out", "max-concurrency", "trials", "max-trials", "sim-faults",
-               "from-closed-loop", "predict"},
-              {"update", "insecure", "no-predict", "help"});
-  if (std::optional<int> rc = ParseCommand(p, args, "qualify", kUsage, 3)) return *rc;
-  const std::string predict = p.Has("no-predict") ? "none" : p.GetOr("predict", "");
+// --predict and the numbers. An exit code when they are refused.
+std::optional<int> ReadNumbers(const ArgParser& p, QualifyCommand* c) {
+  c->predict = p.Has("no-predict") ? "none" : p.GetOr("predict", "");
+  const std::string& predict = c->predict;
   if (predict != "" && predict != "profile" && predict != "baseline" && predict != "none") {
     std::fprintf(stderr, "capq qualify: --predict must be profile, baseline or none, not '%s'\n",
                  predict.c_str());
@@ -194,48 +209,59 @@ int RunQualify(const Args& args) {
     std::fprintf(stderr, "capq qualify: --max-concurrency must be >= 1, --trials >= 0\n");
     return 3;
   }
+  c->max_concurrency = static_cast<int>(*max_c);
+  c->trials = static_cast<int>(*trials);
+  c->max_trials = static_cast<int>(*max_trials);
+  return std::nullopt;
+}
 
-  // Freeze: every row must load (the loader refuses vague rows) before anything runs.
-  std::vector<Row> rows;
+// Freeze: every row must load (the loader refuses vague rows) before anything runs.
+std::optional<int> LoadRows(const ArgParser& p, QualifyCommand* c) {
   for (const auto& path : p.positionals()) {
     Result<Row> row = LoadRow(path);
     if (!row.ok()) {
       std::fprintf(stderr, "capq qualify: %s\n", row.status().message().c_str());
       return 3;
     }
-    rows.push_back(std::move(*row));
+    c->rows.push_back(std::move(*row));
   }
-  // A closed-loop result to start rate rows from: read and matched before anything runs.
-  std::optional<CapacityData> closed_loop;
-  const std::string closed_loop_path = p.GetOr("from-closed-loop", "");
-  if (!closed_loop_path.empty()) {
-    Result<CapacityData> d = ReadCapacityData(closed_loop_path);
-    if (!d.ok()) {
-      std::fprintf(stderr, "capq qualify: --from-closed-loop: %s\n", d.status().message().c_str());
+  return std::nullopt;
+}
+
+// A closed-loop result to start rate rows from: read and matched before anything runs.
+std::optional<int> ReadClosedLoop(QualifyCommand* c) {
+  if (c->closed_loop_path.empty()) return std::nullopt;
+  Result<CapacityData> d = ReadCapacityData(c->closed_loop_path);
+  if (!d.ok()) {
+    std::fprintf(stderr, "capq qualify: --from-closed-loop: %s\n", d.status().message().c_str());
+    return 3;
+  }
+  c->closed_loop = std::move(*d);
+  for (const auto& row : c->rows) {
+    if (!row.open_loop()) {
+      std::fprintf(stderr, "capq qualify: --from-closed-loop starts rate rows; %s is closed loop\n",
+                   row.id.c_str());
       return 3;
     }
-    closed_loop = std::move(*d);
-    for (const auto& row : rows) {
-      if (!row.open_loop()) {
-        std::fprintf(stderr,
-                     "capq qualify: --from-closed-loop starts rate rows; %s is closed loop\n",
-                     row.id.c_str());
-        return 3;
-      }
-      Result<int> level = PredictLevelFromClosedLoop(row, *closed_loop, closed_loop_path, nullptr);
-      if (!level.ok()) {
-        std::fprintf(stderr, "capq qualify: --from-closed-loop: %s\n",
-                     level.status().message().c_str());
-        return 3;
-      }
+    Result<int> level =
+        PredictLevelFromClosedLoop(row, *c->closed_loop, c->closed_loop_path, nullptr);
+    if (!level.ok()) {
+      std::fprintf(stderr, "capq qualify: --from-closed-loop: %s\n",
+                   level.status().message().c_str());
+      return 3;
     }
   }
-  std::string url = p.GetOr("url", "");
-  if (url.empty()) {
-    if (const char* e = std::getenv("CAPQ_URL")) url = e;
+  return std::nullopt;
+}
+
+// The server: --url, else CAPQ_URL, else the embedded simulator, which only a sim row can use.
+std::optional<int> ResolveUrl(const ArgParser& p, QualifyCommand* c) {
+  c->url = p.GetOr("url", "");
+  if (c->url.empty()) {
+    if (const char* e = std::getenv("CAPQ_URL")) c->url = e;
   }
-  for (const auto& row : rows) {
-    if (url.empty() && row.identity.engine != Engine::kSim) {
+  for (const auto& row : c->rows) {
+    if (c->url.empty() && row.identity.engine != Engine::kSim) {
       std::fprintf(stderr,
                    "capq qualify: row %s is a %s row: pass --url or set CAPQ_URL (only sim rows "
                    "can use the embedded simulator)\n",
@@ -243,141 +269,215 @@ int RunQualify(const Args& args) {
       return 3;
     }
   }
-  std::string exe = SelfExe();
-  if (exe.empty()) {
-    std::fprintf(stderr, "capq qualify: cannot resolve /proc/self/exe to spawn trials\n");
-    return 3;
-  }
+  return std::nullopt;
+}
 
-  std::string out_dir = p.GetOr("out", "");
-  if (out_dir.empty()) {
-    std::string name = rows.front().id;
-    if (rows.size() > 1) name += "-and-" + std::to_string(rows.size() - 1) + "-more";
-    out_dir = "artifacts/qualify-" + name + "-" + CompactUtc();
+// The output folder: --out, else artifacts/qualify-<row>-<utc>, created.
+std::optional<int> MakeOutDir(const ArgParser& p, QualifyCommand* c) {
+  c->out_dir = p.GetOr("out", "");
+  if (c->out_dir.empty()) {
+    std::string name = c->rows.front().id;
+    if (c->rows.size() > 1) name += "-and-" + std::to_string(c->rows.size() - 1) + "-more";
+    c->out_dir = "artifacts/qualify-" + name + "-" + CompactUtc();
   }
   std::error_code ec;
-  fs::create_directories(out_dir, ec);
+  fs::create_directories(c->out_dir, ec);
   if (ec) {
-    std::fprintf(stderr, "capq qualify: cannot create %s: %s\n", out_dir.c_str(),
+    std::fprintf(stderr, "capq qualify: cannot create %s: %s\n", c->out_dir.c_str(),
                  ec.message().c_str());
     return 3;
   }
+  return std::nullopt;
+}
 
+// The whole command line, each check in the order a user meets them. An exit code when refused.
+std::optional<int> ParseQualify(const Args& args, QualifyCommand* c) {
+  ArgParser p({"url", "out", "max-concurrency", "trials", "max-trials", "sim-faults",
+               "from-closed-loop", "predict"},
+              {"update", "insecure", "no-predict", "help"});
+  if (std::optional<int> rc = ParseCommand(p, args, "qualify", kUsage, 3)) return rc;
+  if (std::optional<int> rc = ReadNumbers(p, c)) return rc;
+  if (std::optional<int> rc = LoadRows(p, c)) return rc;
+  c->closed_loop_path = p.GetOr("from-closed-loop", "");
+  if (std::optional<int> rc = ReadClosedLoop(c)) return rc;
+  if (std::optional<int> rc = ResolveUrl(p, c)) return rc;
+  c->exe = SelfExe();
+  if (c->exe.empty()) {
+    std::fprintf(stderr, "capq qualify: cannot resolve /proc/self/exe to spawn trials\n");
+    return 3;
+  }
+  if (std::optional<int> rc = MakeOutDir(p, c)) return rc;
+  c->sim_faults = p.GetOr("sim-faults", "");
+  c->insecure = p.Has("insecure");
+  c->update = p.Has("update");
+  return std::nullopt;
+}
+
+// Without a URL, the row's own embedded simulator. False when it would not start (said on
+// stderr); `embedded` stays empty when the command has a URL.
+bool StartEmbedded(const Row& row, const QualifyCommand& c,
+                   std::unique_ptr<sim::SimServer>* embedded, std::string* row_url) {
+  *row_url = c.url;
+  if (!row_url->empty()) return true;
+  sim::ServerOptions so = sim::ServerOptionsForRow(row);
+  so.faults_path = c.sim_faults;
+  Result<std::unique_ptr<sim::SimServer>> srv = sim::SimServer::Start(so);
+  if (!srv.ok()) {
+    std::fprintf(stderr, "capq qualify: %s: embedded simulator: %s\n", row.id.c_str(),
+                 srv.status().message().c_str());
+    return false;
+  }
+  *embedded = std::move(*srv);
+  *row_url = (*embedded)->url();
+  std::fprintf(stderr, "[%s] %s: embedded simulator at %s (profile %s, time scale %g)\n",
+               ClockNow().c_str(), row.id.c_str(), row_url->c_str(),
+               row.identity.sim_profile.c_str(), row.identity.time_scale);
+  return true;
+}
+
+// How each trial of `row` runs: its own process of this executable against `row_url`.
+ProcessTrialRunnerOptions RunnerOptions(const Row& row, const QualifyCommand& c,
+                                        const std::string& row_url) {
+  ProcessTrialRunnerOptions ro;
+  ro.exe = c.exe;
+  ro.row_path = row.source_path;
+  ro.url = row_url;
+  ro.out_dir = c.out_dir;
+  ro.cancel = &g_qualify_cancel;
+  if (c.insecure) ro.extra_args.push_back("--insecure");
+  return ro;
+}
+
+// The search's options for `row`: limits, the recorded URL, where it starts and its progress lines.
+QualifyOptions RowOptions(const Row& row, const QualifyCommand& c, const std::string& row_url,
+                          bool embedded) {
+  QualifyOptions qo;
+  qo.max_concurrency = c.max_concurrency;
+  qo.trials = c.trials;
+  qo.max_trials_per_side = c.max_trials;
+  qo.url = embedded ? row_url + " (embedded simulator)" : row_url;
+  if (c.closed_loop) {
+    // Little's law on the closed loop's Cmax: navigation only, like the engine model's guess.
+    Result<int> level =
+        PredictLevelFromClosedLoop(row, *c.closed_loop, c.closed_loop_path, &qo.prediction_note);
+    if (level.ok()) qo.predicted_cmax = std::min(*level, qo.max_concurrency);
+  } else {
+    SetPrediction(c.predict, row, &qo);
+  }
+  qo.cancel = &g_qualify_cancel;
+  qo.progress = [](const std::string& line) {
+    std::fprintf(stderr, "[%s] %s\n", ClockNow().c_str(), line.c_str());
+  };
+  return qo;
+}
+
+// --update: the row file itself with the new expectation spliced in. Appends what happened to
+// `row_note`; a failure is said on stderr and counts as could not run.
+void UpdateInPlace(const Row& row, const Row& updated, std::string* row_note, int* exit_code) {
+  Result<std::string> original = capdata::ReadFileToString(row.source_path);
+  Result<std::string> spliced = original.ok()
+                                    ? SpliceRowExpectation(*original, updated, row.source_path)
+                                    : Result<std::string>(original.status());
+  Status st = spliced.ok() ? capdata::WriteFileAtomic(row.source_path, *spliced) : spliced.status();
+  if (st.ok()) {
+    *row_note += "; updated in place: " + row.source_path;
+  } else {
+    std::fprintf(stderr, "capq qualify: --update %s: %s\n", row.source_path.c_str(),
+                 st.ToString().c_str());
+    *exit_code = Worse(*exit_code, 3);
+  }
+}
+
+// A proven boundary or an operating point: the row with its new expectation beside the capacity
+// data (and with --update in place). Returns the line that says where it went; empty when the
+// row has nothing to write.
+std::string WriteRow(const Row& row, const RowQualification& q, const QualifyCommand& c,
+                     const std::string& sim_digest, int* exit_code) {
+  if (q.status != QualifyStatus::kProven &&
+      !(q.status == QualifyStatus::kLowered && q.operating_point)) {
+    return "";
+  }
+  std::string data_path = (fs::path(c.out_dir) / "capacity-data.json").string();
+  Row updated = RowWithQualification(row, q, Today(), data_path);
+  if (!sim_digest.empty() && updated.identity.image.empty()) {
+    // Pin the profile the boundary was measured on, so a changed profile fails the row.
+    updated.identity.image = "capq-sim@" + sim_digest;
+  }
+  std::string beside = (fs::path(c.out_dir) / (row.id + ".yaml")).string();
+  if (Status st = capdata::WriteFileAtomic(beside, RowToYaml(updated)); !st.ok()) {
+    std::fprintf(stderr, "capq qualify: %s\n", st.ToString().c_str());
+    *exit_code = Worse(*exit_code, 3);
+  }
+  std::string row_note = updated.expect.rmax_rps
+                             ? "row with expect.rmax_rps = " + LoadScaleOf(row).Value(LevelAtRate(
+                                                                   row, *updated.expect.rmax_rps))
+                             : "row with expect.cmax = " + std::to_string(*updated.expect.cmax);
+  row_note += ": " + beside;
+  if (c.update && q.status == QualifyStatus::kProven) {
+    UpdateInPlace(row, updated, &row_note, exit_code);
+  } else if (c.update) {
+    row_note += " (not updated in place: the boundary is not proven)";
+  }
+  return row_note;
+}
+
+// The row's lines on stdout: summary, tiers, cost, where the row went and the recommendation.
+void PrintRow(const RowQualification& q, const std::string& row_note) {
+  std::printf("%s\n", q.summary_line.c_str());
+  PrintTiers(q);
+  std::printf("  cost: %s\n", CostLine(q).c_str());
+  if (!row_note.empty()) std::printf("  %s\n", row_note.c_str());
+  std::printf("  %s\n", RecommendationLine(q).c_str());
+  std::fflush(stdout);
+}
+
+// One row qualified, its result added to `data` and written with the report at once, then the
+// row with its new expectation and its lines on stdout. Returns the row's exit code.
+int QualifyRow(const Row& row, const QualifyCommand& c, CapacityData* data) {
+  std::unique_ptr<sim::SimServer> embedded;
+  std::string row_url;
+  if (!StartEmbedded(row, c, &embedded, &row_url)) return 3;
+  ProcessTrialRunnerOptions ro = RunnerOptions(row, c, row_url);
+  QualifyOptions qo = RowOptions(row, c, row_url, embedded != nullptr);
+  RowQualification q = Qualify(row, MakeProcessTrialRunner(ro), qo);
+  std::string sim_digest;
+  if (embedded) {
+    sim_digest = embedded->identity_digest();
+    embedded->Stop();
+  }
+  int exit_code = 0;
+  q.complete = q.status != QualifyStatus::kInterrupted && TiersExitCode(q) != 130;
+  data->generated_utc = FormatUtc(RealtimeAnchor::Take().unix_ns);
+  data->rows.push_back(q);
+  if (Status st = WriteOutputs(c.out_dir, *data); !st.ok()) {
+    std::fprintf(stderr, "capq qualify: %s\n", st.ToString().c_str());
+    exit_code = Worse(exit_code, 3);
+  }
+  std::string row_note = WriteRow(row, q, c, sim_digest, &exit_code);
+  exit_code = Worse(exit_code, Worse(QualifyExitCode(q.status), TiersExitCode(q)));
+  PrintRow(q, row_note);
+  return exit_code;
+}
+
+}  // namespace
+
+int RunQualify(const Args& args) {
+  QualifyCommand c;
+  if (std::optional<int> rc = ParseQualify(args, &c)) return *rc;
   InstallQualifySignals();
   CapacityData data;
   data.command = "capq qualify";
   for (const auto& a : args) data.command += " " + a;
 
   int exit_code = 0;
-  std::vector<std::string> row_lines;
-  for (const Row& row : rows) {
+  for (const Row& row : c.rows) {
     if (g_qualify_cancel.load()) break;
-    std::unique_ptr<sim::SimServer> embedded;
-    std::string row_url = url;
-    if (row_url.empty()) {
-      sim::ServerOptions so = sim::ServerOptionsForRow(row);
-      so.faults_path = p.GetOr("sim-faults", "");
-      Result<std::unique_ptr<sim::SimServer>> srv = sim::SimServer::Start(so);
-      if (!srv.ok()) {
-        std::fprintf(stderr, "capq qualify: %s: embedded simulator: %s\n", row.id.c_str(),
-                     srv.status().message().c_str());
-        exit_code = Worse(exit_code, 3);
-        continue;
-      }
-      embedded = std::move(*srv);
-      row_url = embedded->url();
-      std::fprintf(stderr, "[%s] %s: embedded simulator at %s (profile %s, time scale %g)\n",
-                   ClockNow().c_str(), row.id.c_str(), row_url.c_str(),
-                   row.identity.sim_profile.c_str(), row.identity.time_scale);
-    }
-
-    ProcessTrialRunnerOptions ro;
-    ro.exe = exe;
-    ro.row_path = row.source_path;
-    ro.url = row_url;
-    ro.out_dir = out_dir;
-    ro.cancel = &g_qualify_cancel;
-    if (p.Has("insecure")) ro.extra_args.push_back("--insecure");
-    QualifyOptions qo;
-    qo.max_concurrency = static_cast<int>(*max_c);
-    qo.trials = static_cast<int>(*trials);
-    qo.max_trials_per_side = static_cast<int>(*max_trials);
-    qo.url = embedded ? row_url + " (embedded simulator)" : row_url;
-    if (closed_loop) {
-      // Little's law on the closed loop's Cmax: navigation only, like the engine model's guess.
-      Result<int> level =
-          PredictLevelFromClosedLoop(row, *closed_loop, closed_loop_path, &qo.prediction_note);
-      if (level.ok()) qo.predicted_cmax = std::min(*level, qo.max_concurrency);
-    } else {
-      SetPrediction(predict, row, &qo);
-    }
-    qo.cancel = &g_qualify_cancel;
-    qo.progress = [](const std::string& line) {
-      std::fprintf(stderr, "[%s] %s\n", ClockNow().c_str(), line.c_str());
-    };
-    RowQualification q = Qualify(row, MakeProcessTrialRunner(ro), qo);
-    std::string sim_digest;
-    if (embedded) {
-      sim_digest = embedded->identity_digest();
-      embedded->Stop();
-    }
-    q.complete = q.status != QualifyStatus::kInterrupted && TiersExitCode(q) != 130;
-    data.generated_utc = FormatUtc(RealtimeAnchor::Take().unix_ns);
-    data.rows.push_back(q);
-    std::string data_path = (fs::path(out_dir) / "capacity-data.json").string();
-    if (Status st = WriteOutputs(out_dir, data); !st.ok()) {
-      std::fprintf(stderr, "capq qualify: %s\n", st.ToString().c_str());
-      exit_code = Worse(exit_code, 3);
-    }
-
-    std::string row_note;
-    if (q.status == QualifyStatus::kProven ||
-        (q.status == QualifyStatus::kLowered && q.operating_point)) {
-      Row updated = RowWithQualification(row, q, Today(), data_path);
-      if (!sim_digest.empty() && updated.identity.image.empty()) {
-        // Pin the profile the boundary was measured on, so a changed profile fails the row.
-        updated.identity.image = "capq-sim@" + sim_digest;
-      }
-      std::string beside = (fs::path(out_dir) / (row.id + ".yaml")).string();
-      if (Status st = capdata::WriteFileAtomic(beside, RowToYaml(updated)); !st.ok()) {
-        std::fprintf(stderr, "capq qualify: %s\n", st.ToString().c_str());
-        exit_code = Worse(exit_code, 3);
-      }
-      row_note = updated.expect.rmax_rps
-                     ? "row with expect.rmax_rps = " +
-                           LoadScaleOf(row).Value(LevelAtRate(row, *updated.expect.rmax_rps))
-                     : "row with expect.cmax = " + std::to_string(*updated.expect.cmax);
-      row_note += ": " + beside;
-      if (p.Has("update") && q.status == QualifyStatus::kProven) {
-        Result<std::string> original = capdata::ReadFileToString(row.source_path);
-        Result<std::string> spliced =
-            original.ok() ? SpliceRowExpectation(*original, updated, row.source_path)
-                          : Result<std::string>(original.status());
-        Status st =
-            spliced.ok() ? capdata::WriteFileAtomic(row.source_path, *spliced) : spliced.status();
-        if (st.ok()) {
-          row_note += "; updated in place: " + row.source_path;
-        } else {
-          std::fprintf(stderr, "capq qualify: --update %s: %s\n", row.source_path.c_str(),
-                       st.ToString().c_str());
-          exit_code = Worse(exit_code, 3);
-        }
-      } else if (p.Has("update")) {
-        row_note += " (not updated in place: the boundary is not proven)";
-      }
-    }
-    exit_code = Worse(exit_code, Worse(QualifyExitCode(q.status), TiersExitCode(q)));
-    std::printf("%s\n", q.summary_line.c_str());
-    PrintTiers(q);
-    std::printf("  cost: %s\n", CostLine(q).c_str());
-    if (!row_note.empty()) std::printf("  %s\n", row_note.c_str());
-    std::printf("  %s\n", RecommendationLine(q).c_str());
-    std::fflush(stdout);
+    exit_code = Worse(exit_code, QualifyRow(row, c, &data));
   }
   if (g_qualify_cancel.load()) exit_code = 130;
   std::printf("capacity data: %s\nreport: %s\n",
-              (fs::path(out_dir) / "capacity-data.json").string().c_str(),
-              (fs::path(out_dir) / "report.html").string().c_str());
+              (fs::path(c.out_dir) / "capacity-data.json").string().c_str(),
+              (fs::path(c.out_dir) / "report.html").string().c_str());
   return exit_code;
 }
 

@@ -37,7 +37,12 @@ std::string Parent(const std::string& path) {
 
 }  // namespace
 
-Status WriteFileAtomic(const std::string& path, const std::string& bytes) {
+Status WriteFileAtomic(const std::string& path, const std::string& bytes, ParentDirs parents) {
+  if (parents == ParentDirs::kCreate && fs::path(path).has_parent_path()) {
+    // A folder that cannot be made shows as the temporary file's open error below.
+    std::error_code ec;
+    fs::create_directories(fs::path(path).parent_path(), ec);
+  }
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Status::IoError(tmp + ": " + std::strerror(errno));

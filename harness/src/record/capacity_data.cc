@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "capq/model/reuse.h"
+#include "capq/record/artifacts.h"
 
 namespace capq {
 
@@ -917,37 +918,6 @@ Result<std::string> ReadFileToString(const std::string& path) {
   return ss.str();
 }
 
-Status WriteFileAtomic(const std::string& path, const std::string& content) {
-  fs::path target(path);
-  std::error_code ec;
-  if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::IoError(tmp + ": cannot create: " + std::strerror(errno));
-  size_t off = 0;
-  while (off < content.size()) {
-    ssize_t n = ::write(fd, content.data() + off, content.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      std::string err = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Status::IoError(tmp + ": write failed: " + err);
-    }
-    off += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return Status::IoError(tmp + ": fsync/close failed");
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string err = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return Status::IoError(path + ": rename failed: " + err);
-  }
-  return Status::Ok();
-}
-
 }  // namespace capdata
 
 Result<CapacityData> ReadCapacityData(const std::string& path) {
@@ -961,7 +931,7 @@ Result<CapacityData> ReadCapacityData(const std::string& path) {
 }
 
 Status WriteCapacityData(const std::string& path, const CapacityData& d) {
-  return capdata::WriteFileAtomic(path, CapacityDataToJson(d).dump(2) + "\n");
+  return WriteFileAtomic(path, CapacityDataToJson(d).dump(2) + "\n", ParentDirs::kCreate);
 }
 
 Result<TrialSummary> ReadTrialDir(const std::string& dir) {

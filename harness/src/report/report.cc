@@ -9,6 +9,7 @@
 #include "capq/qualify/deciding_gate.h"
 #include "capq/qualify/qualify.h"
 #include "capq/qualify/recommend.h"
+#include "capq/record/artifacts.h"
 #include "report_mix.h"
 #include "report_reuse.h"
 #include "report_svg.h"
@@ -1290,7 +1291,7 @@ std::string RenderReportHtml(const CapacityData& d) {
 }
 
 Status WriteReport(const std::string& html_path, const CapacityData& data) {
-  return capdata::WriteFileAtomic(html_path, RenderReportHtml(data));
+  return WriteFileAtomic(html_path, RenderReportHtml(data), ParentDirs::kCreate);
 }
 
 }  // namespace capq

@@ -351,8 +351,6 @@ Result<CapacityData> ReadCapacityData(const std::string& path);
 Status WriteCapacityData(const std::string& path, const CapacityData& d);
 
 namespace capdata {
-// Writes `content` to a temporary file beside `path`, fsyncs it and renames it over `path`.
-Status WriteFileAtomic(const std::string& path, const std::string& content);
 Result<std::string> ReadFileToString(const std::string& path);
 }  // namespace capdata
 
