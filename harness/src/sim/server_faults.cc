@@ -1,5 +1,5 @@
-// The triggers of the faults that change a stream's shape (faults.h): the streaming writer in
-// server.cc asks each one how the frame in hand must look.
+// The triggers of the faults that change a stream's shape (faults.h): the streaming code
+// (server_stream.cc, server_write.cc) asks each one how the frame in hand must look.
 #include <event2/buffer.h>
 #include <event2/http.h>
 #include <event2/http_struct.h>
