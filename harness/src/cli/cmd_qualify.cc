@@ -378,7 +378,8 @@ void UpdateInPlace(const Row& row, const Row& updated, std::string* row_note, in
   Result<std::string> spliced = original.ok()
                                     ? SpliceRowExpectation(*original, updated, row.source_path)
                                     : Result<std::string>(original.status());
-  Status st = spliced.ok() ? capdata::WriteFileAtomic(row.source_path, *spliced) : spliced.status();
+  Status st = spliced.ok() ? WriteFileAtomic(row.source_path, *spliced, ParentDirs::kCreate)
+                           : spliced.status();
   if (st.ok()) {
     *row_note += "; updated in place: " + row.source_path;
   } else {
@@ -404,7 +405,7 @@ std::string WriteRow(const Row& row, const RowQualification& q, const QualifyCom
     updated.identity.image = "capq-sim@" + sim_digest;
   }
   std::string beside = (fs::path(c.out_dir) / (row.id + ".yaml")).string();
-  if (Status st = capdata::WriteFileAtomic(beside, RowToYaml(updated)); !st.ok()) {
+  if (Status st = WriteFileAtomic(beside, RowToYaml(updated), ParentDirs::kCreate); !st.ok()) {
     std::fprintf(stderr, "capq qualify: %s\n", st.ToString().c_str());
     *exit_code = Worse(*exit_code, 3);
   }
