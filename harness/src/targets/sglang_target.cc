@@ -1,5 +1,5 @@
-// SGLang's adapter (target.h). Facts are from server-apis.md and the recorded exchanges in
-// tests/data/conformance/recorded/sglang/; each quirk is commented where it is handled.
+// SGLang's adapter (target.h). Facts are from server-apis.md, SGLang's sources where cited and
+// the recorded exchanges in tests/data/conformance/; each quirk is commented where it is handled.
 #include <memory>
 #include <string>
 #include <utility>
