@@ -445,93 +445,116 @@ nlohmann::json PlanToJson(const TrialPlan& plan) {
   return j;
 }
 
+namespace {
+
+// Who, what and when the plan is for, and the arrival of a session or open-loop plan.
+Status PlanHeaderFromJson(const nlohmann::json& j, TrialPlan* plan) {
+  plan->row_id = j.at("row_id").get<std::string>();
+  plan->engine = j.at("engine").get<std::string>();
+  plan->concurrency = j.at("concurrency").get<int>();
+  plan->trial_index = j.at("trial").get<int>();
+  plan->seed = j.at("seed").get<uint64_t>();
+  plan->phase = j.at("phase").get<std::string>();
+  plan->corpus_id = j.at("corpus").at("id").get<std::string>();
+  plan->corpus_seed = j.at("corpus").at("generator_seed").get<uint64_t>();
+  plan->calibration = j.at("calibration").get<std::string>();
+  plan->calibration_note = j.value("calibration_note", "");
+  plan->warmup_concurrency = j.at("warmup_concurrency").get<int>();
+  plan->expected_measured = j.at("expected_measured").get<int>();
+  plan->first_token_check = j.value("first_token_check", "");
+  plan->skipped_leads = j.value("skipped_leads", std::vector<std::string>{});
+  if (j.contains("arrival")) {
+    const auto& a = j.at("arrival");
+    plan->arrival = a.at("kind").get<std::string>();
+    plan->schedule_seed = a.at("schedule_seed").get<uint64_t>();
+  }
+  if (plan->open_loop()) {
+    const auto& a = j.at("arrival");
+    if (plan->arrival != "constant" && plan->arrival != "poisson" && plan->arrival != "gamma") {
+      return Status::InvalidArgument("plan.json: arrival.kind '" + plan->arrival +
+                                     "' is not an open-loop kind");
+    }
+    plan->rate_rps = a.at("rate_rps").get<double>();
+    plan->arrival_cv = a.at("cv").get<double>();
+    plan->ramp_requests = a.at("ramp_requests").get<int>();
+    plan->measured_start_ns = a.at("measured_start_ns").get<int64_t>();
+    plan->measured_end_ns = a.at("measured_end_ns").get<int64_t>();
+  }
+  return Status::Ok();
+}
+
+// One warm-up or measured entry; a measured entry of an open-loop plan also gives its send offset
+// (appended to plan->send_offsets_ns).
+PlanRequest RequestFromJson(const nlohmann::json& e, bool warmup, TrialPlan* plan) {
+  PlanRequest r;
+  r.warmup = warmup;
+  if (!r.warmup && plan->open_loop()) {
+    r.ramp = e.at("ramp").get<bool>();
+    plan->send_offsets_ns.push_back(e.at("send_offset_ns").get<int64_t>());
+  }
+  r.id = e.at("id").get<std::string>();
+  r.index = e.at("index").get<int>();
+  r.max_tokens = e.at("max_tokens").get<int64_t>();
+  r.traffic_class = e.value("class", "");
+  r.prefix = e.value("prefix", -1);
+  r.prime = e.value("prime", false);
+  if (e.contains("declared_cached_tokens")) {
+    r.declared_cached_tokens = e.at("declared_cached_tokens").get<int64_t>();
+  }
+  r.session = e.value("session", -1);
+  r.turn = e.value("turn", 0);
+  r.think_s = e.value("think_s", 0.0);
+  r.body = e.at("body").get<std::string>();
+  const auto& p = e.at("prompt");
+  r.prompt.text = p.at("text").get<std::string>();
+  r.prompt.sha256 = p.at("sha256").get<std::string>();
+  r.prompt.lead_word = p.value("lead_word", "");
+  r.prompt.generator_index = p.at("generator_index").get<int>();
+  r.prompt.target_tokens = p.at("target_tokens").get<int64_t>();
+  r.prompt.message_tokens = p.at("message_tokens").get<int64_t>();
+  r.prompt.calibrated = p.value("calibrated", false);
+  return r;
+}
+
+// The ramp comes first and the schedule never runs backwards, as MakeTrialPlan made them.
+Status CheckOpenLoopOrder(const TrialPlan& plan) {
+  const int n = static_cast<int>(plan.measured.size());
+  if (plan.ramp_requests < 0 || plan.ramp_requests > n) {
+    return Status::InvalidArgument("plan.json: arrival.ramp_requests " +
+                                   std::to_string(plan.ramp_requests) + " of " + std::to_string(n) +
+                                   " measured entries");
+  }
+  for (int i = 0; i < n; ++i) {
+    if (plan.measured[i].ramp != (i < plan.ramp_requests)) {
+      return Status::InvalidArgument("plan.json: measured entry " + plan.measured[i].id +
+                                     " is out of place: the ramp requests come first");
+    }
+    if (i > 0 && plan.send_offsets_ns[i] < plan.send_offsets_ns[i - 1]) {
+      return Status::InvalidArgument("plan.json: send_offset_ns of " + plan.measured[i].id +
+                                     " is before the previous request's");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<TrialPlan> PlanFromJson(const nlohmann::json& j) {
   try {
     if (j.value("schema", "") != kPlanSchema) {
       return Status::InvalidArgument("plan.json: schema is not " + std::string(kPlanSchema));
     }
     TrialPlan plan;
-    plan.row_id = j.at("row_id").get<std::string>();
-    plan.engine = j.at("engine").get<std::string>();
-    plan.concurrency = j.at("concurrency").get<int>();
-    plan.trial_index = j.at("trial").get<int>();
-    plan.seed = j.at("seed").get<uint64_t>();
-    plan.phase = j.at("phase").get<std::string>();
-    plan.corpus_id = j.at("corpus").at("id").get<std::string>();
-    plan.corpus_seed = j.at("corpus").at("generator_seed").get<uint64_t>();
-    plan.calibration = j.at("calibration").get<std::string>();
-    plan.calibration_note = j.value("calibration_note", "");
-    plan.warmup_concurrency = j.at("warmup_concurrency").get<int>();
-    plan.expected_measured = j.at("expected_measured").get<int>();
-    plan.first_token_check = j.value("first_token_check", "");
-    plan.skipped_leads = j.value("skipped_leads", std::vector<std::string>{});
-    if (j.contains("arrival")) {
-      const auto& a = j.at("arrival");
-      plan.arrival = a.at("kind").get<std::string>();
-      plan.schedule_seed = a.at("schedule_seed").get<uint64_t>();
-    }
-    if (plan.open_loop()) {
-      const auto& a = j.at("arrival");
-      if (plan.arrival != "constant" && plan.arrival != "poisson" && plan.arrival != "gamma") {
-        return Status::InvalidArgument("plan.json: arrival.kind '" + plan.arrival +
-                                       "' is not an open-loop kind");
-      }
-      plan.rate_rps = a.at("rate_rps").get<double>();
-      plan.arrival_cv = a.at("cv").get<double>();
-      plan.ramp_requests = a.at("ramp_requests").get<int>();
-      plan.measured_start_ns = a.at("measured_start_ns").get<int64_t>();
-      plan.measured_end_ns = a.at("measured_end_ns").get<int64_t>();
-    }
+    if (Status s = PlanHeaderFromJson(j, &plan); !s.ok()) return s;
     for (const char* key : {"warmup", "measured"}) {
+      const bool warmup = std::string(key) == "warmup";
       for (const auto& e : j.at(key)) {
-        PlanRequest r;
-        r.warmup = std::string(key) == "warmup";
-        if (!r.warmup && plan.open_loop()) {
-          r.ramp = e.at("ramp").get<bool>();
-          plan.send_offsets_ns.push_back(e.at("send_offset_ns").get<int64_t>());
-        }
-        r.id = e.at("id").get<std::string>();
-        r.index = e.at("index").get<int>();
-        r.max_tokens = e.at("max_tokens").get<int64_t>();
-        r.traffic_class = e.value("class", "");
-        r.prefix = e.value("prefix", -1);
-        r.prime = e.value("prime", false);
-        if (e.contains("declared_cached_tokens")) {
-          r.declared_cached_tokens = e.at("declared_cached_tokens").get<int64_t>();
-        }
-        r.session = e.value("session", -1);
-        r.turn = e.value("turn", 0);
-        r.think_s = e.value("think_s", 0.0);
-        r.body = e.at("body").get<std::string>();
-        const auto& p = e.at("prompt");
-        r.prompt.text = p.at("text").get<std::string>();
-        r.prompt.sha256 = p.at("sha256").get<std::string>();
-        r.prompt.lead_word = p.value("lead_word", "");
-        r.prompt.generator_index = p.at("generator_index").get<int>();
-        r.prompt.target_tokens = p.at("target_tokens").get<int64_t>();
-        r.prompt.message_tokens = p.at("message_tokens").get<int64_t>();
-        r.prompt.calibrated = p.value("calibrated", false);
-        (r.warmup ? plan.warmup : plan.measured).push_back(std::move(r));
+        PlanRequest r = RequestFromJson(e, warmup, &plan);
+        (warmup ? plan.warmup : plan.measured).push_back(std::move(r));
       }
     }
     if (plan.open_loop()) {
-      // The ramp comes first and the schedule never runs backwards, as MakeTrialPlan made them.
-      const int n = static_cast<int>(plan.measured.size());
-      if (plan.ramp_requests < 0 || plan.ramp_requests > n) {
-        return Status::InvalidArgument("plan.json: arrival.ramp_requests " +
-                                       std::to_string(plan.ramp_requests) + " of " +
-                                       std::to_string(n) + " measured entries");
-      }
-      for (int i = 0; i < n; ++i) {
-        if (plan.measured[i].ramp != (i < plan.ramp_requests)) {
-          return Status::InvalidArgument("plan.json: measured entry " + plan.measured[i].id +
-                                         " is out of place: the ramp requests come first");
-        }
-        if (i > 0 && plan.send_offsets_ns[i] < plan.send_offsets_ns[i - 1]) {
-          return Status::InvalidArgument("plan.json: send_offset_ns of " + plan.measured[i].id +
-                                         " is before the previous request's");
-        }
-      }
+      if (Status s = CheckOpenLoopOrder(plan); !s.ok()) return s;
     }
     return plan;
   } catch (const nlohmann::json::exception& e) {
