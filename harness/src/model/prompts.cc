@@ -124,6 +124,98 @@ Result<std::vector<Prompt>> MakePrompts(const PromptGenerator& gen, int first_in
   return MakePrompts(gen, indices, target_tokens, counter);
 }
 
+namespace {
+
+// What the word-count search learned about one prompt.
+struct WordFit {
+  bool met = false;       // a word count gave exactly the target (the prompt holds its text)
+  int64_t lo = 0;         // the longest word count known to fit below the target
+  int64_t lo_tokens = 0;  // its length in tokens
+};
+
+Status CountingError(const Status& status, int index) {
+  return status.WithContext("counting the tokens of prompt " + std::to_string(index));
+}
+
+// Phase 1: the largest word count whose text is not longer than the target (a word may be more
+// than one token, so a word count alone cannot always hit the target). The first guess comes from
+// *tokens_per_word, which an exact hit updates.
+Status FitWords(const PromptGenerator& gen, int index, int64_t target, const TokenCounter& counter,
+                double* tokens_per_word, Prompt* p, WordFit* fit) {
+  int64_t words = std::max<int64_t>(1, std::llround(target / *tokens_per_word));
+  int64_t hi = 0;  // the shortest known overshoot
+  for (int attempt = 0; attempt < 32 && !fit->met; ++attempt) {
+    std::string text = gen.Text(index, words);
+    Result<int64_t> count = counter(text);
+    if (!count.ok()) return CountingError(count.status(), index);
+    const int64_t n = *count;
+    if (n == target) {
+      p->text = std::move(text);
+      p->message_tokens = n;
+      fit->met = true;
+      if (words > 0 && n > 0) *tokens_per_word = static_cast<double>(n) / words;
+      break;
+    }
+    if (n < target) {
+      if (words > fit->lo) fit->lo = words, fit->lo_tokens = n;
+    } else {
+      hi = hi == 0 ? words : std::min(hi, words);
+    }
+    if (hi > 0 && hi - fit->lo <= 1 && fit->lo > 0) break;
+    if (hi == 1) break;  // the lead word alone is already too long
+    int64_t next = words + (target - n);
+    if (hi > 0) next = std::min(next, hi - 1);
+    if (fit->lo > 0) next = std::max(next, fit->lo + 1);
+    if (next == words) next = hi > 0 ? (fit->lo + hi) / 2 : words + 1;
+    words = std::max<int64_t>(1, next);
+  }
+  return Status::Ok();
+}
+
+// Phase 2: pad the longest fit with one-letter words (" a": one token in every tokenizer we know
+// of) until the count is exact.
+Status PadToTarget(const PromptGenerator& gen, int index, int64_t target,
+                   const TokenCounter& counter, const WordFit& fit, Prompt* p, bool* met) {
+  const std::string base = gen.Text(index, fit.lo);
+  int64_t pad = target - fit.lo_tokens;
+  for (int attempt = 0; attempt < 8 && pad > 0 && !*met; ++attempt) {
+    std::string text = base;
+    for (int64_t i = 0; i < pad; ++i) text += " a";
+    Result<int64_t> count = counter(text);
+    if (!count.ok()) return CountingError(count.status(), index);
+    if (*count == target) {
+      p->text = std::move(text);
+      p->message_tokens = target;
+      *met = true;
+    } else {
+      pad += target - *count;
+    }
+  }
+  return Status::Ok();
+}
+
+// The text of prompt `index` with exactly `target` tokens as `counter` counts them.
+Status CalibratePrompt(const PromptGenerator& gen, int index, int64_t target,
+                       const TokenCounter& counter, double* tokens_per_word, Prompt* p) {
+  WordFit fit;
+  if (Status s = FitWords(gen, index, target, counter, tokens_per_word, p, &fit); !s.ok()) {
+    return s;
+  }
+  bool met = fit.met;
+  if (!met && fit.lo > 0) {
+    if (Status s = PadToTarget(gen, index, target, counter, fit, p, &met); !s.ok()) return s;
+  }
+  if (!met) {
+    return Status::FailedPrecondition(
+        "prompt " + std::to_string(index) + ": could not reach exactly " + std::to_string(target) +
+        " tokens in the server's tokenizer by adding or removing words");
+  }
+  p->calibrated = true;
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<std::vector<Prompt>> MakePrompts(const PromptGenerator& gen, const std::vector<int>& indices,
                                         const std::vector<int64_t>& target_tokens,
                                         const TokenCounter* counter) {
@@ -147,69 +239,9 @@ Result<std::vector<Prompt>> MakePrompts(const PromptGenerator& gen, const std::v
     if (counter == nullptr) {
       p.text = gen.Text(index, target);
       p.message_tokens = target;
-    } else {
-      int64_t words = std::max<int64_t>(1, std::llround(target / tokens_per_word));
-      // Phase 1: the largest word count whose text is not longer than the target (a word may be
-      // more than one token, so a word count alone cannot always hit the target).
-      int64_t lo = 0, lo_tokens = 0, hi = 0;  // lo: longest known fit; hi: shortest known overshoot
-      bool met = false;
-      for (int attempt = 0; attempt < 32 && !met; ++attempt) {
-        std::string text = gen.Text(index, words);
-        Result<int64_t> count = (*counter)(text);
-        if (!count.ok()) {
-          return count.status().WithContext("counting the tokens of prompt " +
-                                            std::to_string(index));
-        }
-        const int64_t n = *count;
-        if (n == target) {
-          p.text = std::move(text);
-          p.message_tokens = n;
-          met = true;
-          if (words > 0 && n > 0) tokens_per_word = static_cast<double>(n) / words;
-          break;
-        }
-        if (n < target) {
-          if (words > lo) lo = words, lo_tokens = n;
-        } else {
-          hi = hi == 0 ? words : std::min(hi, words);
-        }
-        if (hi > 0 && hi - lo <= 1 && lo > 0) break;
-        if (hi == 1) break;  // the lead word alone is already too long
-        int64_t next = words + (target - n);
-        if (hi > 0) next = std::min(next, hi - 1);
-        if (lo > 0) next = std::max(next, lo + 1);
-        if (next == words) next = hi > 0 ? (lo + hi) / 2 : words + 1;
-        words = std::max<int64_t>(1, next);
-      }
-      // Phase 2: pad the longest fit with one-letter words (" a": one token in every tokenizer
-      // we know of) until the count is exact.
-      if (!met && lo > 0) {
-        const std::string base = gen.Text(index, lo);
-        int64_t pad = target - lo_tokens;
-        for (int attempt = 0; attempt < 8 && pad > 0 && !met; ++attempt) {
-          std::string text = base;
-          for (int64_t i = 0; i < pad; ++i) text += " a";
-          Result<int64_t> count = (*counter)(text);
-          if (!count.ok()) {
-            return count.status().WithContext("counting the tokens of prompt " +
-                                              std::to_string(index));
-          }
-          if (*count == target) {
-            p.text = std::move(text);
-            p.message_tokens = target;
-            met = true;
-          } else {
-            pad += target - *count;
-          }
-        }
-      }
-      if (!met) {
-        return Status::FailedPrecondition(
-            "prompt " + std::to_string(index) + ": could not reach exactly " +
-            std::to_string(target) +
-            " tokens in the server's tokenizer by adding or removing words");
-      }
-      p.calibrated = true;
+    } else if (Status s = CalibratePrompt(gen, index, target, *counter, &tokens_per_word, &p);
+               !s.ok()) {
+      return s;
     }
     p.sha256 = TextSha256Hex(p.text);
     out.push_back(std::move(p));
