@@ -1,0 +1,105 @@
+// The confirmation of a located boundary (capq/qualify/qualify.h): independent trials at the
+// candidate and one level above, alternating; on overlap more trials per side, then the operating
+// point at or below the candidate, never rounded toward more traffic.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "capq/qualify/qualify.h"
+#include "capq/text.h"
+#include "qualify_internal.h"
+
+namespace capq::qualify_internal {
+
+namespace {
+
+int Passes(const std::vector<const TrialSummary*>& ts) {
+  int n = 0;
+  for (const auto* t : ts) n += t->passed();
+  return n;
+}
+
+}  // namespace
+
+bool Run::FillTo(int c, int n, int c_up, int n_up) {
+  int total = 0;
+  auto count = [&](int cc) { return static_cast<int>(q_.Trials("confirm", cc).size()); };
+  total = std::max(0, n - count(c)) + (c_up ? std::max(0, n_up - count(c_up)) : 0);
+  int done = 0;
+  while (count(c) < n || (c_up && count(c_up) < n_up)) {
+    for (int side : {c, c_up}) {
+      if (!side) continue;
+      int want = side == c ? n : n_up;
+      if (count(side) >= want) continue;
+      if (Cancelled()) {
+        Interrupt("confirm");
+        return false;
+      }
+      int k = count(side) + 1;
+      ++done;
+      Say("confirm " + std::to_string(done) + "/" + std::to_string(total) + ": " + L(side) +
+          " trial " + std::to_string(k) + Eta(total - done + 1));
+      const TrialSummary& t = RunOne("confirm", side, k, "");
+      Say("confirm: " + L(side) + " trial " + std::to_string(k) + " " + Brief(t) +
+          Fmt(" (%.1f s)", t.wall_s));
+      if (StopOn(t)) return false;
+    }
+  }
+  return true;
+}
+
+void Run::Confirm(int c) {
+  if (!FillTo(c, trials_, c + 1, trials_)) return;
+  auto low = q_.Trials("confirm", c);
+  auto high = q_.Trials("confirm", c + 1);
+  if (Passes(low) == static_cast<int>(low.size()) && Passes(high) == 0) {
+    q_.status = QualifyStatus::kProven;
+    if (row_.open_loop()) {
+      q_.rmax_rps = scale_.Rate(c);
+    } else {
+      q_.cmax = c;
+    }
+    q_.operating_point = c;
+    q_.message = "every " + L(c) + " trial passed and every " + L(c + 1) + " trial failed";
+    return;
+  }
+  Lower(c);
+}
+
+void Run::Lower(int c) {
+  auto low = q_.Trials("confirm", c);
+  auto high = q_.Trials("confirm", c + 1);
+  // Overlap: measure the noise with more trials on both sides, then never round upward.
+  Say("confirm: sides overlap (" + L(c) + " " + SideWord(low) + ", " + L(c + 1) + " " +
+      SideWord(high) + "); extending to " + std::to_string(max_per_side_) + " trials per side");
+  if (!FillTo(c, max_per_side_, c + 1, max_per_side_)) return;
+  low = q_.Trials("confirm", c);
+  high = q_.Trials("confirm", c + 1);
+  std::string noise = L(c) + " passed " + std::to_string(Passes(low)) + " of " +
+                      std::to_string(low.size()) + " trials, " + L(c + 1) + " passed " +
+                      std::to_string(Passes(high)) + " of " + std::to_string(high.size());
+  int candidate = c;
+  int steps = 0;
+  while (true) {
+    auto at = q_.Trials("confirm", candidate);
+    if (!at.empty() && Passes(at) == static_cast<int>(at.size())) break;
+    if (candidate <= 1 || steps >= opt_.max_steps_down) {
+      q_.status = QualifyStatus::kLowered;
+      q_.operating_point.reset();
+      q_.message = "noisy boundary (" + noise + ") and no level down to " + L(candidate) +
+                   " passed every trial: no operating point";
+      return;
+    }
+    --candidate;
+    ++steps;
+    Say("confirm: moving down to " + L(candidate));
+    if (!FillTo(candidate, trials_, 0, 0)) return;
+  }
+  q_.status = QualifyStatus::kLowered;
+  q_.operating_point = candidate;
+  q_.message = "noisy boundary: " + noise + ". Operating point " + L(candidate) +
+               " (every trial passed); it is not a proven " + scale_.Max() + " because " +
+               L(candidate + 1) + " did not fail every trial";
+}
+
+}  // namespace capq::qualify_internal

@@ -1,0 +1,238 @@
+// What a qualification says in words (capq/qualify/qualify.h): the progress lines' pieces, the
+// summary and cost lines, and the row with its new expectation and the margins behind it.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "capq/qualify/deciding_gate.h"
+#include "capq/qualify/qualify.h"
+#include "capq/text.h"
+#include "qualify_internal.h"
+
+namespace capq {
+
+namespace qualify_internal {
+
+std::string SideWord(const std::vector<const TrialSummary*>& ts) {
+  size_t pass = 0;
+  for (const auto* t : ts) pass += t->passed();
+  if (pass == ts.size()) return "pass";
+  if (pass == 0) return "fail";
+  return std::to_string(pass) + "/" + std::to_string(ts.size()) + " pass";
+}
+
+std::string FailedGateNames(const TrialSummary& t) {
+  std::string gates;
+  std::vector<std::string> names;
+  for (const auto& g : t.failed_gates) {
+    std::string name = g.substr(0, g.find(':'));
+    if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+    if (!gates.empty()) gates += ", ";
+    gates += name;
+    names.push_back(std::move(name));
+  }
+  return gates.empty() ? "unnamed gate" : gates;
+}
+
+std::string DecidedBy(const TrialSummary& t) {
+  std::string by = DecidingGateText(t);
+  return by.empty() ? "no SLO gate measured" : by;
+}
+
+std::string MeasuredText(const Row& row, int level) {
+  if (!row.open_loop())
+    return std::to_string(row.measured.RequestsAt(level)) + " measured requests";
+  const OpenLoop& o = row.workload.open_loop;
+  std::string what = o.requests ? std::to_string(*o.requests) + " measured requests"
+                                : Fmt("%g", o.duration_s.value_or(0)) + " s measured";
+  return what + (o.ramp_s > 0 ? " after a " + Fmt("%g", o.ramp_s) + " s ramp" : "");
+}
+
+std::string Reasons(const TrialSummary& t) {
+  std::string out;
+  for (const auto& r : t.reasons) {
+    if (!out.empty()) out += "; ";
+    out += r;
+  }
+  return out.empty() ? t.outcome : out;
+}
+
+std::string Brief(const TrialSummary& t) {
+  if (t.outcome == "correctness_fail") return t.outcome + " (" + FailedGateNames(t) + ")";
+  if (t.outcome != "pass" && t.outcome != "slo_fail") return t.outcome;
+  return t.outcome + " " + DecidedBy(t);
+}
+
+}  // namespace qualify_internal
+
+namespace {
+
+// The SLO gates that decided a side's trials, each once, in the order the trials name them.
+std::vector<SloCheck> DecidingGates(const std::vector<const TrialSummary*>& ts,
+                                    const SideGates& side) {
+  std::vector<SloCheck> gates;
+  for (size_t k = 0; k < ts.size(); ++k) {
+    int i = side.per_trial[k];
+    if (i < 0) continue;
+    const SloCheck& g = ts[k]->slo[i];
+    bool seen = false;
+    for (const auto& s : gates) seen = seen || SameGate(s, g);
+    if (!seen) gates.push_back(g);
+  }
+  return gates;
+}
+
+// One deciding gate over the side's trials with the spread against its bound: "itl p95 52.0-55.1
+// ms over 3 trials (+4.0% to +10.2% of the 50.0 ms SLO)", or "itl p95 not measured in 2 trials".
+std::string GateSpread(const std::vector<const TrialSummary*>& ts, const SideGates& side,
+                       const SloCheck& g) {
+  double lo = INFINITY, hi = -INFINITY;
+  int n = 0;
+  for (size_t k = 0; k < ts.size(); ++k) {
+    int i = side.per_trial[k];
+    if (i < 0 || !SameGate(ts[k]->slo[i], g)) continue;
+    double v = ts[k]->slo[i].measured_ms;
+    ++n;
+    if (!std::isfinite(v)) continue;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  const std::string unit = GateUnitFor(g.below_ms).name;
+  if (!std::isfinite(lo)) {
+    return GateName(g) + " not measured in " + std::to_string(n) + (n == 1 ? " trial" : " trials");
+  }
+  return GateName(g) + " " + GateFigure(g, lo) + "-" + GateFigure(g, hi) + " " + unit + " over " +
+         std::to_string(n) + (n == 1 ? " trial (" : " trials (") +
+         Fmt("%+.1f", 100.0 * (lo - g.below_ms) / g.below_ms) + "% to " +
+         Fmt("%+.1f", 100.0 * (hi - g.below_ms) / g.below_ms) + "% of the " +
+         GateFigure(g, g.below_ms) + " " + unit + " SLO)";
+}
+
+// The stability gates behind a side: when one decided it, its figures per trial; else each
+// trial's failure in brief. Empty when none did.
+std::string Unstable(const std::vector<const TrialSummary*>& ts, const SideGates& side) {
+  std::string unstable = side.stability_gate.empty() ? "" : SideFigures(ts);
+  for (size_t k = 0; k < ts.size() && side.stability_gate.empty(); ++k) {
+    if (!side.stability[k]) continue;
+    unstable += (unstable.empty() ? "" : ", ") + StabilityBrief(*side.stability[k], ts[k]->slo);
+  }
+  return unstable;
+}
+
+// The margin of one side: one clause per gate that decided its trials, with the spread against
+// that gate's bound: "C=7 itl p95 52.0-55.1 ms over 3 trials (+4.0% to +10.2% of the 50.0 ms
+// SLO)"; on a rate row a stability gate's failures with their figures: "R=1.50 rps queue_bounded
+// client in-flight 14.2 > 5.9, 13.1 > 5.1 (last third against its bound)". Empty without trials.
+std::string Margin(const RowQualification& q, const LoadScale& scale, int cc) {
+  auto ts = q.Trials("confirm", cc);
+  if (ts.empty()) return std::string();
+  SideGates side = DecideSide(ts);
+  std::string out;
+  for (const SloCheck& g : DecidingGates(ts, side)) {
+    out += (out.empty() ? "" : ", ") + GateSpread(ts, side, g);
+  }
+  std::string unstable = Unstable(ts, side);
+  if (!unstable.empty()) {
+    out += (out.empty() ? "" : ", ") + unstable + " (last third against its bound)";
+  }
+  return scale.Label(cc) + " " + (out.empty() ? "no SLO gate measured" : out);
+}
+
+}  // namespace
+
+std::string SideText(const std::string& label, const std::vector<const TrialSummary*>& trials) {
+  return label + " " + SideFigures(trials) + " " + qualify_internal::SideWord(trials);
+}
+
+std::string SummaryLine(const RowQualification& q) {
+  const std::string& id = q.row.id;
+  const LoadScale scale = q.row.scale();
+  auto sides = [&](int c) {
+    std::string s = SideText(scale.Label(c), q.Trials("confirm", c));
+    auto high = q.Trials("confirm", c + 1);
+    if (!high.empty()) s += ", " + SideText(scale.Label(c + 1), high);
+    return s;
+  };
+  // "Cmax = 4", "R = 1.00 rps": a level named as a claim or an operating point.
+  auto at = [&](const std::string& name, int level) { return name + " = " + scale.Value(level); };
+  switch (q.status) {
+    case QualifyStatus::kProven:
+      if (auto level = q.proven_level()) {
+        return id + ": " + at(scale.Max(), *level) + " — " + sides(*level);
+      }
+      return id + ": proven, but the data has no boundary — " + q.message;
+    case QualifyStatus::kLowered:
+      if (q.operating_point) {
+        return id + ": noisy boundary, operating point " + at(scale.Symbol(), *q.operating_point) +
+               " (not a proven " + scale.Max() + ") — " + sides(*q.operating_point);
+      }
+      return id + ": noisy boundary, no operating point — " + q.message;
+    case QualifyStatus::kNoFailUpToCap:
+      return id + ": no failure up to " + at(scale.Symbol(), q.max_concurrency) + " — " +
+             scale.Max() + " >= " + scale.Value(q.max_concurrency) + ", not a claim";
+    case QualifyStatus::kFailsAtOne:
+      return id + ": " + scale.Label(1) + (q.row.open_loop() ? " fails — " : " misses the SLO — ") +
+             q.message;
+    case QualifyStatus::kCorrectnessFail:
+      return id + ": qualification failed — " + q.message;
+    case QualifyStatus::kCouldNotRun:
+      return id + ": could not run — " + q.message;
+    case QualifyStatus::kBaselineMismatch:
+      return id + ": baseline outside tolerance — " + q.message;
+    case QualifyStatus::kInterrupted:
+      return id + ": " + q.message + " (nothing proven; the trials so far are kept)";
+  }
+  return id + ": " + q.message;
+}
+
+std::string CostLine(const RowQualification& q) {
+  std::string out;
+  int total = 0;
+  for (const auto& p : q.phases) {
+    if (!out.empty()) out += ", ";
+    std::string unit = p.name == "locate" ? (p.trials == 1 ? "probe" : "probes")
+                                          : (p.trials == 1 ? "trial" : "trials");
+    out +=
+        p.name + " " + std::to_string(p.trials) + " " + unit + " " + Fmt("%.1f", p.wall_s) + " s";
+    total += p.trials;
+  }
+  out += "; " + std::to_string(total) + (total == 1 ? " trial, " : " trials, ") +
+         Fmt("%.1f", q.wall_s) + " s";
+  if (q.proven_level() && q.probe_budget) {
+    // A rate row's search runs over levels: Rmax in steps of the row's resolution.
+    out += std::string(" (locate budget ceil(log2 ") + (q.row.open_loop() ? "Rmax/step" : "Cmax") +
+           ")+2 = " + std::to_string(q.probe_budget) + ")";
+  }
+  return out;
+}
+
+Row RowWithQualification(const Row& row, const RowQualification& q, const std::string& today,
+                         const std::string& capacity_data_path) {
+  Row out = row;
+  const LoadScale scale = LoadScaleOf(row);
+  int c = q.operating_point.value_or(q.proven_level().value_or(0));
+  if (row.open_loop()) {
+    // The rate as the labels write it, so that 3 steps of 0.1 are written 0.3 (a multiple of the
+    // step to the loader's tolerance), not 0.30000000000000004.
+    out.expect.rmax_rps = std::strtod(scale.Figure(c).c_str(), nullptr);
+    out.expect.cmax.reset();
+  } else {
+    out.expect.cmax = c;
+    out.expect.rmax_rps.reset();
+  }
+  out.provenance.qualified_on = today;
+  // The server URL is a deployment detail and never belongs in a row (row-schema.md).
+  out.provenance.source = "capq qualify";
+  // Per side, the margins of the gates that decided its trials (Margin).
+  std::string notes = q.status == QualifyStatus::kProven ? "proven boundary. " : q.message + ". ";
+  notes += "Margins: " + Margin(q, scale, c);
+  std::string up = Margin(q, scale, c + 1);
+  if (!up.empty()) notes += "; " + up;
+  notes += ". Capacity data: " + capacity_data_path;
+  out.provenance.notes = notes;
+  return out;
+}
+
+}  // namespace capq
