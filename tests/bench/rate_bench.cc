@@ -44,6 +44,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "capq/clock.h"
@@ -205,6 +206,78 @@ Figures Analyse(const capq::LoadResult& lr) {
   return f;
 }
 
+// Everything on CPU 0 (the recorder thread RunLoad starts inherits it from this thread), then the
+// loop, on its first turn, moves itself to CPU 1.
+void RunLoopOnItsOwnCore(const SimChild& sim, capq::LoadSpec* spec) {
+  PinProcess(sim.pid, 0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(0, &one);
+  ::sched_setaffinity(0, sizeof one, &one);
+  spec->on_progress = [moved = false](const capq::LoadProgress&) mutable {
+    if (moved) return;
+    cpu_set_t loop_cpu;
+    CPU_ZERO(&loop_cpu);
+    CPU_SET(1, &loop_cpu);
+    ::sched_setaffinity(0, sizeof loop_cpu, &loop_cpu);
+    moved = true;
+  };
+}
+
+// CPU and scheduler readings taken before and after the load.
+struct CpuReading {
+  rusage self{};
+  double busy = 0, total = 0;
+  double run_ns = 0, wait_ns = 0;
+};
+
+CpuReading ReadCpu() {
+  CpuReading r;
+  ::getrusage(RUSAGE_SELF, &r.self);
+  std::tie(r.busy, r.total) = MachineJiffies();
+  std::tie(r.run_ns, r.wait_ns) = ThreadSchedNs();
+  return r;
+}
+
+void DumpRecords(const capq::LoadResult& res) {
+  const char* dump = std::getenv("CAPQ_RATE_BENCH_DUMP");
+  if (dump == nullptr) return;
+  std::ofstream out(dump);
+  for (const capq::RawRecord& r : res.records) {
+    out << r.intended_send_ns << ' ' << r.actual_send_ns << ' ' << r.first_byte_ns << ' '
+        << r.end_ns << ' ' << r.http_status << ' ' << r.reused_connection << " '"
+        << r.transport_error << "'\n";
+  }
+}
+
+void SetCounters(const capq::LoadResult& res, const Figures& f, const CpuReading& a,
+                 const CpuReading& b, const SimChild& sim, double wall_s, benchmark::State* state) {
+  const auto pct = [](const std::vector<double>& v, double p) {
+    return v.empty() ? -1.0 : capq::Percentile(v, p, capq::PercentileMethod::kLinear);
+  };
+  const double machine_cores =
+      (b.busy - a.busy) / (b.total - a.total) * std::thread::hardware_concurrency();
+  const double client_cores = (CpuSeconds(b.self) - CpuSeconds(a.self)) / wall_s;
+  const double sim_cores = CpuSeconds(sim.usage) / wall_s;
+  auto& c = state->counters;
+  c["late_p50_ms"] = pct(f.window_ms, 50);
+  c["late_p99_ms"] = pct(f.window_ms, 99);
+  c["late_max_ms"] = pct(f.window_ms, 100);
+  c["window_n"] = static_cast<double>(f.window_ms.size());
+  c["window_s"] = capq::NsToS(f.window_last - f.window_first);
+  c["all_p99_ms"] = pct(f.all_ms, 99);
+  c["inflight_peak"] = f.peak;
+  c["failed"] = f.failed;
+  c["reused_pct"] = f.sent > 0 ? 100.0 * f.reused / f.sent : 0;
+  c["recorder_wait_ms"] = static_cast<double>(res.recorder_wait_ns) / 1e6;
+  c["loop_cpu"] = (b.run_ns - a.run_ns) / 1e9 / wall_s;
+  c["loop_runq_ms"] = (b.wait_ns - a.wait_ns) / 1e6;
+  c["cpu_client"] = client_cores;
+  c["cpu_sim"] = sim_cores;
+  c["cpu_other"] = std::max(0.0, machine_cores - client_cores - sim_cores);
+  c["load1"] = Load1();
+}
+
 void BM_SendLateness(benchmark::State& state) {
   const int rps = static_cast<int>(state.range(0));
   const int n = static_cast<int>(state.range(1));
@@ -230,71 +303,23 @@ void BM_SendLateness(benchmark::State& state) {
     capq::LoadSpec spec = Spec(sim.url, rps, n, tokens);
     cpu_set_t all;
     ::sched_getaffinity(0, sizeof all, &all);
-    if (own_core) {
-      // Everything on CPU 0 (the recorder thread RunLoad starts inherits it from this thread),
-      // then the loop, on its first turn, moves itself to CPU 1.
-      PinProcess(sim.pid, 0);
-      cpu_set_t one;
-      CPU_ZERO(&one);
-      CPU_SET(0, &one);
-      ::sched_setaffinity(0, sizeof one, &one);
-      spec.on_progress = [moved = false](const capq::LoadProgress&) mutable {
-        if (moved) return;
-        cpu_set_t loop_cpu;
-        CPU_ZERO(&loop_cpu);
-        CPU_SET(1, &loop_cpu);
-        ::sched_setaffinity(0, sizeof loop_cpu, &loop_cpu);
-        moved = true;
-      };
-    }
-    rusage self0{}, self1{};
-    ::getrusage(RUSAGE_SELF, &self0);
-    const auto [busy0, total0] = MachineJiffies();
-    const auto [run0, wait0] = ThreadSchedNs();
+    if (own_core) RunLoopOnItsOwnCore(sim, &spec);
+    const CpuReading before = ReadCpu();
     const capq::MonoNs t0 = capq::NowNs();
     capq::Result<capq::LoadResult> res = capq::RunLoad(spec);  // its loop runs on this thread
     const double wall_s = capq::NsToS(capq::NowNs() - t0);
-    const auto [run1, wait1] = ThreadSchedNs();
+    CpuReading after;
+    std::tie(after.run_ns, after.wait_ns) = ThreadSchedNs();
     ::sched_setaffinity(0, sizeof all, &all);
-    const auto [busy1, total1] = MachineJiffies();
-    ::getrusage(RUSAGE_SELF, &self1);
+    std::tie(after.busy, after.total) = MachineJiffies();
+    ::getrusage(RUSAGE_SELF, &after.self);
     sim.Stop();
     if (!res.ok()) {
       state.SkipWithError(res.status().ToString().c_str());
       break;
     }
-    const Figures f = Analyse(*res);
-    if (const char* dump = std::getenv("CAPQ_RATE_BENCH_DUMP")) {
-      std::ofstream out(dump);
-      for (const capq::RawRecord& r : res->records) {
-        out << r.intended_send_ns << ' ' << r.actual_send_ns << ' ' << r.first_byte_ns << ' '
-            << r.end_ns << ' ' << r.http_status << ' ' << r.reused_connection << " '"
-            << r.transport_error << "'\n";
-      }
-    }
-    const auto pct = [](const std::vector<double>& v, double p) {
-      return v.empty() ? -1.0 : capq::Percentile(v, p, capq::PercentileMethod::kLinear);
-    };
-    const double machine_cores =
-        (busy1 - busy0) / (total1 - total0) * std::thread::hardware_concurrency();
-    const double client_cores = (CpuSeconds(self1) - CpuSeconds(self0)) / wall_s;
-    const double sim_cores = CpuSeconds(sim.usage) / wall_s;
-    state.counters["late_p50_ms"] = pct(f.window_ms, 50);
-    state.counters["late_p99_ms"] = pct(f.window_ms, 99);
-    state.counters["late_max_ms"] = pct(f.window_ms, 100);
-    state.counters["window_n"] = static_cast<double>(f.window_ms.size());
-    state.counters["window_s"] = capq::NsToS(f.window_last - f.window_first);
-    state.counters["all_p99_ms"] = pct(f.all_ms, 99);
-    state.counters["inflight_peak"] = f.peak;
-    state.counters["failed"] = f.failed;
-    state.counters["reused_pct"] = f.sent > 0 ? 100.0 * f.reused / f.sent : 0;
-    state.counters["recorder_wait_ms"] = static_cast<double>(res->recorder_wait_ns) / 1e6;
-    state.counters["loop_cpu"] = (run1 - run0) / 1e9 / wall_s;
-    state.counters["loop_runq_ms"] = (wait1 - wait0) / 1e6;
-    state.counters["cpu_client"] = client_cores;
-    state.counters["cpu_sim"] = sim_cores;
-    state.counters["cpu_other"] = std::max(0.0, machine_cores - client_cores - sim_cores);
-    state.counters["load1"] = Load1();
+    DumpRecords(*res);
+    SetCounters(*res, Analyse(*res), before, after, sim, wall_s, &state);
   }
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);

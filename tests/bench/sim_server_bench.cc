@@ -115,6 +115,73 @@ void NoteFrames(Conn* c, const char* data, size_t n, capq::MonoNs now) {
   if (end != std::string::npos) c->request_id = c->head.substr(at + 6, end - at - 6);
 }
 
+// One streaming chat request on a new non-blocking connection to 127.0.0.1:`port`, watched by `ep`
+// under index `i`.
+void OpenStream(int ep, const sockaddr_in& addr, int i, int max_tokens, Conn* c) {
+  c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  int one = 1;
+  setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  connect(c->fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+  const std::string body = nlohmann::json{
+      {"messages",
+       {{{"role", "user"},
+         {"content", "bench stream " + std::to_string(i) + " with a few more words of prompt"}}}},
+      {"max_tokens", max_tokens},
+      {"ignore_eos", true},
+      {"temperature", 0},
+      {"stream", true},
+      {"stream_options",
+       {{"include_usage",
+         true}}}}.dump();
+  c->out =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+      "application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLOUT;
+  ev.data.u32 = static_cast<uint32_t>(i);
+  epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
+}
+
+// Sends what is left of the request; once all is sent, watches for the answer only.
+void SendMore(int ep, uint32_t index, Conn* c) {
+  ssize_t w = send(c->fd, c->out.data() + c->sent, c->out.size() - c->sent, MSG_NOSIGNAL);
+  if (w > 0) c->sent += static_cast<size_t>(w);
+  if (c->sent == c->out.size()) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u32 = index;
+    epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
+  }
+}
+
+// Reads all that is ready; the stream is done at its terminating chunk or when the peer is gone.
+void ReadReady(Conn* c, std::vector<char>* buf, int* open, ClientResult* res) {
+  for (;;) {
+    ssize_t r = recv(c->fd, buf->data(), buf->size(), 0);
+    if (r > 0) {
+      if (!c->first_byte) {
+        c->first_byte = true;
+        res->peak_open = std::max(res->peak_open, ++*open);
+      }
+      c->bytes += r;
+      // NoteFrames keeps the last 5 bytes: the stream is complete at the terminating chunk.
+      NoteFrames(c, buf->data(), static_cast<size_t>(r), capq::NowNs());
+      if (std::memcmp(c->tail, "0\r\n\r\n", 5) == 0) {
+        c->done = true;
+        ++res->completed;
+        return;
+      }
+      continue;
+    }
+    if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+      c->done = true;
+      ++res->failed;
+    }
+    return;
+  }
+}
+
 // Opens `streams` connections at once, sends one streaming chat request on each and reads every
 // answer to its terminating chunk.
 ClientResult RunClient(int port, int streams, int max_tokens) {
@@ -127,32 +194,8 @@ ClientResult RunClient(int port, int streams, int max_tokens) {
   addr.sin_port = htons(static_cast<uint16_t>(port));
   inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
   const capq::MonoNs start = capq::NowNs();
-  for (int i = 0; i < streams; ++i) {
-    Conn& c = conns[static_cast<size_t>(i)];
-    c.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-    int one = 1;
-    setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    connect(c.fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    const std::string body = nlohmann::json{
-        {"messages",
-         {{{"role", "user"},
-           {"content", "bench stream " + std::to_string(i) + " with a few more words of prompt"}}}},
-        {"max_tokens", max_tokens},
-        {"ignore_eos", true},
-        {"temperature", 0},
-        {"stream", true},
-        {"stream_options",
-         {{"include_usage",
-           true}}}}.dump();
-    c.out =
-        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
-        "application/json\r\nContent-Length: " +
-        std::to_string(body.size()) + "\r\n\r\n" + body;
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLOUT;
-    ev.data.u32 = static_cast<uint32_t>(i);
-    epoll_ctl(ep, EPOLL_CTL_ADD, c.fd, &ev);
-  }
+  for (int i = 0; i < streams; ++i)
+    OpenStream(ep, addr, i, max_tokens, &conns[static_cast<size_t>(i)]);
   int open = 0;
   int finished = 0;
   std::vector<epoll_event> evs(1024);
@@ -161,42 +204,12 @@ ClientResult RunClient(int port, int streams, int max_tokens) {
   while (finished < streams && capq::NowNs() < deadline) {
     int n = epoll_wait(ep, evs.data(), static_cast<int>(evs.size()), 1000);
     for (int k = 0; k < n; ++k) {
-      Conn& c = conns[evs[static_cast<size_t>(k)].data.u32];
+      const epoll_event& e = evs[static_cast<size_t>(k)];
+      Conn& c = conns[e.data.u32];
       if (c.done) continue;
-      if ((evs[static_cast<size_t>(k)].events & EPOLLOUT) && c.sent < c.out.size()) {
-        ssize_t w = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
-        if (w > 0) c.sent += static_cast<size_t>(w);
-        if (c.sent == c.out.size()) {
-          epoll_event ev{};
-          ev.events = EPOLLIN;
-          ev.data.u32 = evs[static_cast<size_t>(k)].data.u32;
-          epoll_ctl(ep, EPOLL_CTL_MOD, c.fd, &ev);
-        }
-      }
-      if (!(evs[static_cast<size_t>(k)].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) continue;
-      for (;;) {
-        ssize_t r = recv(c.fd, buf.data(), buf.size(), 0);
-        if (r > 0) {
-          if (!c.first_byte) {
-            c.first_byte = true;
-            res.peak_open = std::max(res.peak_open, ++open);
-          }
-          c.bytes += r;
-          // NoteFrames keeps the last 5 bytes: the stream is complete at the terminating chunk.
-          NoteFrames(&c, buf.data(), static_cast<size_t>(r), capq::NowNs());
-          if (std::memcmp(c.tail, "0\r\n\r\n", 5) == 0) {
-            c.done = true;
-            ++res.completed;
-            break;
-          }
-          continue;
-        }
-        if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
-          c.done = true;
-          ++res.failed;
-        }
-        break;
-      }
+      if ((e.events & EPOLLOUT) && c.sent < c.out.size()) SendMore(ep, e.data.u32, &c);
+      if (!(e.events & (EPOLLIN | EPOLLHUP | EPOLLERR))) continue;
+      ReadReady(&c, &buf, &open, &res);
       if (c.done) {
         if (c.first_byte) --open;
         ++finished;
