@@ -1,21 +1,29 @@
 // Pieces of the trial shared by RunTrial() and ValidateTrialDir(), so that `capq validate`
-// re-derives the verdict with exactly the code that decided it.
+// re-derives the verdict with exactly the code that decided it; and the state RunTrial()'s phases
+// pass on from one to the next, each phase in the file of its concern.
 #pragma once
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "capq/clock.h"
 #include "capq/measurement/arrival.h"
 #include "capq/measurement/decode.h"
+#include "capq/measurement/evidence_log.h"
+#include "capq/measurement/fail_fast.h"
+#include "capq/measurement/loadgen.h"
 #include "capq/measurement/metrics.h"
 #include "capq/measurement/stability.h"
 #include "capq/measurement/validator.h"
 #include "capq/model/plan.h"
 #include "capq/model/row.h"
+#include "capq/record/artifacts.h"
 #include "capq/record/capacity_data.h"
 #include "capq/targets/target.h"
+#include "capq/trial/trial.h"
 
 namespace capq {
 class Target;
@@ -112,5 +120,71 @@ ReuseFigures MeasureReuse(const TrialPlan& plan, const ValidationInput& in, doub
 // A session row's measured arrivals: its sessions, `plan.concurrency` at once, their think times
 // in wall time; the plan and row must outlive the load.
 ArrivalFactory SessionArrivalFactory(const Row& row, const TrialPlan& plan, double time_scale);
+
+// ---- The phases of a trial ------------------------------------------------------------------
+// Each returns std::nullopt to go on, or the report of a trial that ended there (could not run,
+// interrupted). They pass their results to the next through TrialState and Trial.
+
+// The line `capq trial` shows of what the trial is doing now.
+inline void Progress(const TrialOptions& o, const std::string& line) {
+  if (o.on_progress) o.on_progress(line);
+}
+
+struct TrialState {
+  const Row* row = nullptr;
+  const TrialOptions* opt = nullptr;
+  VerdictContext ctx;
+  TrialVerdict verdict;
+  std::optional<TrialMetrics> metrics;
+  std::optional<TrialPlan> plan;
+  std::optional<LoadResult> load;
+  std::vector<RequestResult> warm, meas;  // the decoded streams, by phase, in record order
+  nlohmann::json identity = {{"schema", kIdentitySchema}};
+  nlohmann::json server_info = {{"schema", kServerInfoSchema}};
+  std::vector<nlohmann::json> server_metrics;
+  nlohmann::json metrics_extra = nlohmann::json::object();
+  nlohmann::json recount;  // recount.json; null until the text was re-counted
+  FailFastRules fail_fast;
+  // Opened when the load starts: the staging directory, and raw.jsonl(.zst) in it, written while
+  // the load runs (raw_evidence.h).
+  std::optional<TrialDirWriter> dir;
+  std::unique_ptr<EvidenceWriter> evidence;
+  // plan.json in `dir` is the plan as it stands: written when the load starts and again when the
+  // calibration rewords it, so the trial's end need not build its JSON (MBs at thousands of
+  // prompts) a second time when the streams' results are largest.
+  bool plan_written = false;
+};
+
+// What the phases share beyond the evidence in TrialState.
+struct Trial {
+  TrialState s;
+  Row effective;  // the row as sent: a sim row's model name comes from its profile
+  TargetOptions topts;
+  std::unique_ptr<Target> target;
+  MonoNs t0 = 0;
+  MonoNs setup_deadline = 0;
+  double scale = 1.0;
+  Evidence ev;  // what the verdict needs besides the records (identity.json, recount)
+  std::string before_text, after_text;  // /metrics around the load
+};
+
+using PhaseEnd = std::optional<TrialReport>;
+
+// trial.cc runs them in this order.
+PhaseEnd PinIdentity(Trial& t);         // trial_prepare.cc
+PhaseEnd FlushAndProbe(Trial& t);       // trial_prepare.cc
+PhaseEnd PlanPrompts(Trial& t);         // trial_prepare.cc
+PhaseEnd QuietPeriod(Trial& t);         // trial_prepare.cc
+PhaseEnd Load(Trial& t);                // trial_load.cc
+void Decode(Trial& t);                  // trial_readback.cc
+PhaseEnd ReadBackAndRecount(Trial& t);  // trial_readback.cc
+void Judge(Trial& t);                   // trial_judge.cc
+PhaseEnd CheckCompleted(Trial& t);      // trial_judge.cc
+
+// trial_write.cc: plan.json as the plan stands; the trial directory with whatever the trial has
+// (Finish), and the same for a trial that ended before its verdict (CouldNotRun).
+Status WritePlan(TrialState& s);
+TrialReport Finish(TrialState& s);
+TrialReport CouldNotRun(TrialState& s, const std::string& why, bool interrupted = false);
 
 }  // namespace capq::internal
