@@ -174,12 +174,157 @@ ValidateReport Unfinished(const std::string& dir, const std::string& why, Valida
   return rep;
 }
 
+// verdict.json that does not read as a verdict: the directory can say nothing.
+ValidateReport Unreadable(const Status& why, ValidateReport rep) {
+  rep.problems.push_back(why.message());
+  rep.verdict.outcome = TrialOutcome::kCouldNotRun;
+  rep.verdict.reasons.push_back("incomplete: unreadable verdict.json");
+  return rep;
+}
+
+// Setup failed before any load: nothing to re-derive; the recorded reasons stand.
+ValidateReport WithoutEvidence(const StoredVerdict& stored, ValidateReport rep) {
+  rep.verdict = stored.verdict;
+  if (rep.complete) rep.problems.push_back("raw.jsonl: missing although the trial is complete");
+  rep.complete = false;
+  if (rep.verdict.outcome == TrialOutcome::kPass) rep.verdict.outcome = TrialOutcome::kCouldNotRun;
+  return rep;
+}
+
+// The raw evidence read back: the streams by phase, every record slim for the fail-fast stop, and
+// the fail-fast header of its end line. A cut file or a missing end line is a problem of the
+// directory and leaves it incomplete.
+struct RawRead {
+  std::vector<RequestResult> warm, meas;
+  std::vector<SlimRecord> records;  // every record, slim, for the fail-fast stop
+  nlohmann::json fail_fast;
+};
+Result<RawRead> ReadRecords(const std::string& dir, const std::string& raw_name,
+                            ValidateReport* rep) {
+  RawRead b;
+  Result<RawEvidenceSummary> raw =
+      ReadRawEvidence(dir + "/" + raw_name, [&](RawRecord&& meta, RequestResult&& d) {
+        d.output_text.clear();  // re-counted during the trial: recount.json has the counts
+        d.output_text.shrink_to_fit();
+        std::string().swap(d.content_text);
+        b.records.push_back(Slim(meta, d));
+        (d.phase == Phase::kWarmup ? b.warm : b.meas).push_back(std::move(d));
+      });
+  if (!raw.ok()) return raw.status();
+  if (!raw->cut.empty()) rep->problems.push_back(raw->cut);
+  const nlohmann::json& end = raw->end;
+  if (end.is_null()) rep->problems.push_back(raw_name + ": no end line (the load did not finish)");
+  if (!raw->cut.empty() || end.is_null()) rep->complete = false;
+  b.fail_fast = end.is_object() && end.contains("fail_fast") && end["fail_fast"].is_object()
+                    ? end["fail_fast"]
+                    : nlohmann::json::object();
+  return b;
+}
+
+// What the verdict needs besides the records: identity.json (none when unreadable) and
+// recount.json (when the trial re-counted).
+Result<internal::Evidence> ReadEvidence(const std::string& dir) {
+  std::error_code ec;
+  nlohmann::json identity = nlohmann::json::object(), recount;
+  if (Result<nlohmann::json> ij = ReadJson(dir + "/identity.json"); ij.ok()) identity = *ij;
+  if (std::filesystem::exists(dir + "/recount.json", ec)) {
+    Result<nlohmann::json> rj = ReadJson(dir + "/recount.json");
+    if (!rj.ok()) return rj.status();
+    recount = *rj;
+  }
+  return internal::EvidenceFromJson(identity, recount);
+}
+
+// The verdict again from the records, through the code that decided it (trial_internal.h).
+TrialVerdict DeriveVerdict(const std::string& dir, const Row& row, const TrialPlan& plan,
+                           internal::Evidence evidence, RawRead* b,
+                           std::vector<std::string>* problems) {
+  evidence.counted_as_zero =
+      internal::ApplyCacheCounterRule(evidence.cache_counter, &b->warm, &b->meas);
+  internal::ColdPrefix cold =
+      internal::EstimateColdPrefix(plan, b->warm, b->meas, evidence.template_prefix_tokens);
+  ValidationInput vin = internal::MakeValidationInput(row, plan, b->warm, b->meas, cold, evidence);
+  CorrectnessReport correctness = Validate(vin);
+  internal::LatencyJudgement lat = internal::JudgeLatency(
+      row, plan, &b->meas, internal::ServerLoadSamples(ReadServerMetrics(dir, problems)),
+      row.identity.time_scale);
+  std::optional<StreamBreak> stop = DeriveStop(row, b->fail_fast, b->records, problems);
+  TrialVerdict derived = Decide(row, lat.metrics, correctness, stop, lat.stability);
+  ApplyClassGates(row, JudgeClasses(row, plan, b->meas, row.identity.time_scale), &derived);
+  return derived;
+}
+
+// What verdict.json records against what the raw records give: each difference is a problem.
+void CompareVerdicts(const TrialVerdict& derived, const StoredVerdict& stored,
+                     std::vector<std::string>* problems) {
+  CompareClasses(derived.classes, stored.verdict.classes, problems);
+  const TrialVerdict& was = stored.verdict;
+  CompareGates(derived.slo, was.slo, "SLO gates", problems);
+  CompareGates(derived.tier_slo, was.tier_slo, "tier gates", problems);
+  const auto stop_words = [](const std::optional<StreamBreak>& b) {
+    return b ? b->gate + " on " + b->request_id : std::string("no fail-fast stop");
+  };
+  if (stop_words(derived.stopped_at) != stop_words(was.stopped_at)) {
+    problems->push_back("verdict.json records " + stop_words(was.stopped_at) +
+                        ", the raw records give " + stop_words(derived.stopped_at));
+  }
+  if (stored.context.complete && derived.outcome != was.outcome &&
+      was.outcome != TrialOutcome::kCouldNotRun) {
+    problems->push_back(std::string("verdict.json says ") + TrialOutcomeName(was.outcome) +
+                        ", the raw records give " + TrialOutcomeName(derived.outcome));
+  }
+}
+
+// The verdict validate reports: the derived one, except that a recorded lost server or signal
+// stands and an incomplete directory never passes.
+void SettleVerdict(TrialVerdict derived, const StoredVerdict& stored, bool sums_ok,
+                   ValidateReport* rep) {
+  const TrialVerdict& was = stored.verdict;
+  rep->verdict = std::move(derived);
+  if (was.outcome == TrialOutcome::kCouldNotRun || was.outcome == TrialOutcome::kInterrupted) {
+    // A lost server or a signal is not visible in the records' gates alone: the recorded
+    // outcome stands, with its reasons first.
+    rep->verdict.outcome = was.outcome;
+    rep->verdict.reasons = was.reasons;
+  }
+  if (!rep->complete) {
+    rep->verdict.reasons.insert(
+        rep->verdict.reasons.begin(),
+        sums_ok ? "incomplete: the trial did not finish" : "incomplete: the checksums do not hold");
+    if (rep->verdict.outcome == TrialOutcome::kPass) {
+      rep->verdict.outcome = stored.context.complete ? TrialOutcome::kCouldNotRun : was.outcome;
+      if (rep->verdict.outcome == TrialOutcome::kPass)
+        rep->verdict.outcome = TrialOutcome::kCouldNotRun;
+    }
+  }
+}
+
+// A trial with raw evidence: its row and plan, the records read back, the verdict re-derived and
+// set against the recorded one.
+Result<ValidateReport> Rederive(const std::string& dir, const std::string& raw_name,
+                                const StoredVerdict& stored, bool sums_ok, ValidateReport rep) {
+  Result<Row> row = LoadRow(dir + "/row.yaml");
+  if (!row.ok()) return row.status().WithContext("row.yaml");
+  Result<nlohmann::json> pj = ReadJson(dir + "/plan.json");
+  if (!pj.ok()) return pj.status();
+  Result<TrialPlan> plan = PlanFromJson(*pj);
+  if (!plan.ok()) return plan.status();
+  Result<RawRead> records = ReadRecords(dir, raw_name, &rep);
+  if (!records.ok()) return records.status();
+  Result<internal::Evidence> evidence = ReadEvidence(dir);
+  if (!evidence.ok()) return evidence.status();
+  TrialVerdict derived =
+      DeriveVerdict(dir, *row, *plan, std::move(*evidence), &*records, &rep.problems);
+  CompareVerdicts(derived, stored, &rep.problems);
+  SettleVerdict(std::move(derived), stored, sums_ok, &rep);
+  return rep;
+}
+
 }  // namespace
 
 Result<ValidateReport> ValidateTrialDir(const std::string& dir) {
-  namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return Status::NotFound(dir + ": not a directory");
+  if (!std::filesystem::is_directory(dir, ec)) return Status::NotFound(dir + ": not a directory");
   ValidateReport rep;
   ChecksumReport sums = VerifyChecksums(dir);
   rep.checksums_ok = sums.ok;
@@ -188,106 +333,11 @@ Result<ValidateReport> ValidateTrialDir(const std::string& dir) {
   Result<nlohmann::json> vj = ReadJson(dir + "/verdict.json");
   if (!vj.ok()) return Unfinished(dir, vj.status().message(), std::move(rep));
   Result<StoredVerdict> stored = VerdictFromJson(*vj);
-  if (!stored.ok()) {
-    rep.problems.push_back(stored.status().message());
-    rep.verdict.outcome = TrialOutcome::kCouldNotRun;
-    rep.verdict.reasons.push_back("incomplete: unreadable verdict.json");
-    return rep;
-  }
+  if (!stored.ok()) return Unreadable(stored.status(), std::move(rep));
   rep.complete = stored->context.complete && sums.ok;
-
   const std::string raw_name = RawEvidenceName(dir);
-  if (raw_name.empty()) {
-    // Setup failed before any load: nothing to re-derive; the recorded reasons stand.
-    rep.verdict = stored->verdict;
-    if (rep.complete) rep.problems.push_back("raw.jsonl: missing although the trial is complete");
-    rep.complete = false;
-    if (rep.verdict.outcome == TrialOutcome::kPass)
-      rep.verdict.outcome = TrialOutcome::kCouldNotRun;
-    return rep;
-  }
-
-  Result<Row> row = LoadRow(dir + "/row.yaml");
-  if (!row.ok()) return row.status().WithContext("row.yaml");
-  Result<nlohmann::json> pj = ReadJson(dir + "/plan.json");
-  if (!pj.ok()) return pj.status();
-  Result<TrialPlan> plan = PlanFromJson(*pj);
-  if (!plan.ok()) return plan.status();
-
-  std::vector<RequestResult> warm, meas;
-  std::vector<SlimRecord> records;  // every record, slim, for the fail-fast stop
-  Result<RawEvidenceSummary> raw =
-      ReadRawEvidence(dir + "/" + raw_name, [&](RawRecord&& meta, RequestResult&& d) {
-        d.output_text.clear();  // re-counted during the trial: recount.json has the counts
-        d.output_text.shrink_to_fit();
-        std::string().swap(d.content_text);
-        records.push_back(Slim(meta, d));
-        (d.phase == Phase::kWarmup ? warm : meas).push_back(std::move(d));
-      });
-  if (!raw.ok()) return raw.status();
-  if (!raw->cut.empty()) rep.problems.push_back(raw->cut);
-  const nlohmann::json& end = raw->end;
-  if (end.is_null()) rep.problems.push_back(raw_name + ": no end line (the load did not finish)");
-  if (!raw->cut.empty() || end.is_null()) rep.complete = false;
-  nlohmann::json fail_fast =
-      end.is_object() && end.contains("fail_fast") && end["fail_fast"].is_object()
-          ? end["fail_fast"]
-          : nlohmann::json::object();
-
-  nlohmann::json identity = nlohmann::json::object(), recount;
-  if (Result<nlohmann::json> ij = ReadJson(dir + "/identity.json"); ij.ok()) identity = *ij;
-  if (fs::exists(dir + "/recount.json", ec)) {
-    Result<nlohmann::json> rj = ReadJson(dir + "/recount.json");
-    if (!rj.ok()) return rj.status();
-    recount = *rj;
-  }
-  internal::Evidence evidence = internal::EvidenceFromJson(identity, recount);
-  evidence.counted_as_zero = internal::ApplyCacheCounterRule(evidence.cache_counter, &warm, &meas);
-  internal::ColdPrefix cold =
-      internal::EstimateColdPrefix(*plan, warm, meas, evidence.template_prefix_tokens);
-  ValidationInput vin = internal::MakeValidationInput(*row, *plan, warm, meas, cold, evidence);
-  CorrectnessReport correctness = Validate(vin);
-  internal::LatencyJudgement lat = internal::JudgeLatency(
-      *row, *plan, &meas, internal::ServerLoadSamples(ReadServerMetrics(dir, &rep.problems)),
-      row->identity.time_scale);
-  std::optional<StreamBreak> stop = DeriveStop(*row, fail_fast, records, &rep.problems);
-  TrialVerdict derived = Decide(*row, lat.metrics, correctness, stop, lat.stability);
-  ApplyClassGates(*row, JudgeClasses(*row, *plan, meas, row->identity.time_scale), &derived);
-  CompareClasses(derived.classes, stored->verdict.classes, &rep.problems);
-
-  const TrialVerdict& was = stored->verdict;
-  CompareGates(derived.slo, was.slo, "SLO gates", &rep.problems);
-  CompareGates(derived.tier_slo, was.tier_slo, "tier gates", &rep.problems);
-  const auto stop_words = [](const std::optional<StreamBreak>& b) {
-    return b ? b->gate + " on " + b->request_id : std::string("no fail-fast stop");
-  };
-  if (stop_words(derived.stopped_at) != stop_words(was.stopped_at)) {
-    rep.problems.push_back("verdict.json records " + stop_words(was.stopped_at) +
-                           ", the raw records give " + stop_words(derived.stopped_at));
-  }
-  if (stored->context.complete && derived.outcome != was.outcome &&
-      was.outcome != TrialOutcome::kCouldNotRun) {
-    rep.problems.push_back(std::string("verdict.json says ") + TrialOutcomeName(was.outcome) +
-                           ", the raw records give " + TrialOutcomeName(derived.outcome));
-  }
-  rep.verdict = derived;
-  if (was.outcome == TrialOutcome::kCouldNotRun || was.outcome == TrialOutcome::kInterrupted) {
-    // A lost server or a signal is not visible in the records' gates alone: the recorded
-    // outcome stands, with its reasons first.
-    rep.verdict.outcome = was.outcome;
-    rep.verdict.reasons = was.reasons;
-  }
-  if (!rep.complete) {
-    rep.verdict.reasons.insert(
-        rep.verdict.reasons.begin(),
-        sums.ok ? "incomplete: the trial did not finish" : "incomplete: the checksums do not hold");
-    if (rep.verdict.outcome == TrialOutcome::kPass) {
-      rep.verdict.outcome = stored->context.complete ? TrialOutcome::kCouldNotRun : was.outcome;
-      if (rep.verdict.outcome == TrialOutcome::kPass)
-        rep.verdict.outcome = TrialOutcome::kCouldNotRun;
-    }
-  }
-  return rep;
+  if (raw_name.empty()) return WithoutEvidence(*stored, std::move(rep));
+  return Rederive(dir, raw_name, *stored, sums.ok, std::move(rep));
 }
 
 }  // namespace capq
