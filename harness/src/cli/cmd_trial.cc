@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "capq/cli/args.h"
 #include "capq/cli/commands.h"
@@ -111,6 +113,102 @@ void PrintTrialSummary(const Row& row, const TrialOptions& o, const TrialReport&
               v.ExitCode(), by.c_str(), rep.dir.c_str());
 }
 
+namespace {
+
+// The trial's numbers and the options the flags set alone; false (said on stderr) when one of
+// them does not parse.
+bool ReadTrialOptions(const ArgParser& p, TrialOptions* o) {
+  Result<long long> c = p.GetInt("concurrency", 1);
+  Result<long long> k = p.GetInt("trial", 1);
+  Result<double> setup = p.GetDouble("setup-timeout", 120);
+  for (const Status& st : {c.status(), k.status(), setup.status()}) {
+    if (!st.ok()) {
+      std::fprintf(stderr, "capq trial: %s\n", st.message().c_str());
+      return false;
+    }
+  }
+  o->concurrency = static_cast<int>(*c);
+  o->trial_index = static_cast<int>(*k);
+  o->setup_timeout_s = *setup;
+  if (auto s = p.Get("seed")) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(s->c_str(), &end, 10);
+    if (s->empty() || *end) {
+      std::fprintf(stderr, "capq trial: --seed: expected an integer, got '%s'\n", s->c_str());
+      return false;
+    }
+    o->seed = v;
+  }
+  o->phase = p.GetOr("phase", "confirm");
+  o->insecure_tls = p.Has("insecure");
+  o->skip_quiet_period = p.Has("skip-quiet-period");
+  o->ignore_tokenize_endpoint = p.Has("no-tokenize");
+  if (auto e = p.Get("evidence")) {
+    if (*e == "zstd") {
+      o->evidence_compression = EvidenceCompression::kZstd;
+    } else if (*e == "none") {
+      o->evidence_compression = EvidenceCompression::kNone;
+    } else if (*e != "auto") {
+      std::fprintf(stderr, "capq trial: --evidence: expected auto, zstd or none, got '%s'\n",
+                   e->c_str());
+      return false;
+    }
+  }
+  if (const char* key = std::getenv("CAPQ_API_KEY")) o->api_key = key;
+  return true;
+}
+
+// Where the trial directory goes, and the command line command.txt records.
+void NameTrial(const Row& row, const ArgParser& p, const Args& args, TrialOptions* o) {
+  o->out_dir = p.GetOr("out", "capq-trials/" + row.id + "_c" + std::to_string(o->concurrency) +
+                                  "_t" + std::to_string(o->trial_index));
+  o->command_line = "capq trial";
+  for (const auto& a : args) o->command_line += " " + ShellQuote(a);
+}
+
+// The server: --url, else CAPQ_URL, else a sim row's embedded simulator, started here with the
+// faults and truth log the flags name. False (said on stderr) when there is none.
+bool ConnectServer(const Row& row, const ArgParser& p, TrialOptions* o,
+                   std::unique_ptr<sim::SimServer>* embedded) {
+  std::string url = p.GetOr("url", "");
+  if (url.empty()) {
+    if (const char* e = std::getenv("CAPQ_URL")) url = e;
+  }
+  if (url.empty()) {
+    if (row.identity.engine != Engine::kSim) {
+      std::fprintf(stderr, "capq trial: no server URL: pass --url or set CAPQ_URL\n");
+      return false;
+    }
+    sim::ServerOptions so = sim::ServerOptionsForRow(row);
+    so.faults_path = p.GetOr("sim-faults", "");
+    so.truth_log_path = p.GetOr("sim-truth-log", "");
+    Result<std::unique_ptr<sim::SimServer>> srv = sim::SimServer::Start(so);
+    if (!srv.ok()) {
+      std::fprintf(stderr, "capq trial: embedded simulator: %s\n", srv.status().message().c_str());
+      return false;
+    }
+    *embedded = std::move(*srv);
+    url = (*embedded)->url();
+    o->command_line += "   # embedded simulator at " + url;
+  }
+  o->url = url;
+  return true;
+}
+
+// Progress on stderr: on a terminal one line redrawn in place, else every line but the load's
+// running counts.
+std::function<void(const std::string&)> ProgressPrinter(bool tty) {
+  return [tty](const std::string& line) {
+    if (tty) {
+      std::fprintf(stderr, "\r\033[K%s", line.c_str());
+    } else if (line.rfind("warm-up", 0) != 0 && line.rfind("measured", 0) != 0) {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+  };
+}
+
+}  // namespace
+
 int RunTrial(const Args& args) {
   ArgParser p({"row", "concurrency", "trial", "url", "out", "seed", "phase", "setup-timeout",
                "sim-faults", "sim-truth-log", "evidence"},
@@ -131,85 +229,16 @@ int RunTrial(const Args& args) {
     std::fprintf(stderr, "capq trial: %s\n", row.status().message().c_str());
     return 3;
   }
-  Result<long long> c = p.GetInt("concurrency", 1);
-  Result<long long> k = p.GetInt("trial", 1);
-  Result<double> setup = p.GetDouble("setup-timeout", 120);
-  for (const Status& st : {c.status(), k.status(), setup.status()}) {
-    if (!st.ok()) {
-      std::fprintf(stderr, "capq trial: %s\n", st.message().c_str());
-      return 3;
-    }
-  }
   TrialOptions o;
-  o.concurrency = static_cast<int>(*c);
-  o.trial_index = static_cast<int>(*k);
-  o.setup_timeout_s = *setup;
-  if (auto s = p.Get("seed")) {
-    char* end = nullptr;
-    unsigned long long v = std::strtoull(s->c_str(), &end, 10);
-    if (s->empty() || *end) {
-      std::fprintf(stderr, "capq trial: --seed: expected an integer, got '%s'\n", s->c_str());
-      return 3;
-    }
-    o.seed = v;
-  }
-  o.phase = p.GetOr("phase", "confirm");
-  o.insecure_tls = p.Has("insecure");
-  o.skip_quiet_period = p.Has("skip-quiet-period");
-  o.ignore_tokenize_endpoint = p.Has("no-tokenize");
-  if (auto e = p.Get("evidence")) {
-    if (*e == "zstd") {
-      o.evidence_compression = EvidenceCompression::kZstd;
-    } else if (*e == "none") {
-      o.evidence_compression = EvidenceCompression::kNone;
-    } else if (*e != "auto") {
-      std::fprintf(stderr, "capq trial: --evidence: expected auto, zstd or none, got '%s'\n",
-                   e->c_str());
-      return 3;
-    }
-  }
-  if (const char* key = std::getenv("CAPQ_API_KEY")) o.api_key = key;
-  o.out_dir = p.GetOr("out", "capq-trials/" + row->id + "_c" + std::to_string(o.concurrency) +
-                                 "_t" + std::to_string(o.trial_index));
-  o.command_line = "capq trial";
-  for (const auto& a : args) o.command_line += " " + ShellQuote(a);
-
-  std::string url = p.GetOr("url", "");
-  if (url.empty()) {
-    if (const char* e = std::getenv("CAPQ_URL")) url = e;
-  }
+  if (!ReadTrialOptions(p, &o)) return 3;
+  NameTrial(*row, p, args, &o);
   std::unique_ptr<sim::SimServer> embedded;
-  if (url.empty()) {
-    if (row->identity.engine != Engine::kSim) {
-      std::fprintf(stderr, "capq trial: no server URL: pass --url or set CAPQ_URL\n");
-      return 3;
-    }
-    sim::ServerOptions so = sim::ServerOptionsForRow(*row);
-    so.faults_path = p.GetOr("sim-faults", "");
-    so.truth_log_path = p.GetOr("sim-truth-log", "");
-    Result<std::unique_ptr<sim::SimServer>> srv = sim::SimServer::Start(so);
-    if (!srv.ok()) {
-      std::fprintf(stderr, "capq trial: embedded simulator: %s\n", srv.status().message().c_str());
-      return 3;
-    }
-    embedded = std::move(*srv);
-    url = embedded->url();
-    o.command_line += "   # embedded simulator at " + url;
-  }
-  o.url = url;
+  if (!ConnectServer(*row, p, &o, &embedded)) return 3;
 
   InstallSignals();
   o.cancel = &g_cancel;
   const bool tty = isatty(STDERR_FILENO) && !p.Has("no-progress");
-  if (!p.Has("no-progress")) {
-    o.on_progress = [tty](const std::string& line) {
-      if (tty) {
-        std::fprintf(stderr, "\r\033[K%s", line.c_str());
-      } else if (line.rfind("warm-up", 0) != 0 && line.rfind("measured", 0) != 0) {
-        std::fprintf(stderr, "%s\n", line.c_str());
-      }
-    };
-  }
+  if (!p.Has("no-progress")) o.on_progress = ProgressPrinter(tty);
   TrialReport rep = capq::RunTrial(*row, o);
   if (tty) std::fprintf(stderr, "\r\033[K");
   if (embedded) embedded->Stop();
