@@ -1,16 +1,16 @@
-#include "capq/model/row_loader.h"
-
+// The row parser: what the shipped and test rows mean, the documented defaults, each engine's
+// pinned limits, simulator profiles, SLO tiers, sample sizes, gates, seeds, garbage input, and the
+// written row read back.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "capq/model/engine_limits.h"
+#include "capq/model/row_loader.h"
+#include "row_test_files.h"
 #include "row_text.h"
 
 namespace capq {
@@ -18,51 +18,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
+using testing::FindRow;
+using testing::ReadAll;
+using testing::Replace;
+using testing::TempDir;
+using testing::WriteFile;
+
 const std::string kSource = CAPQ_SOURCE_DIR;
 const std::string kGood = kSource + "/tests/data/rows_good";
-
-using testing::ReadAll;
-void WriteFile(const fs::path& path, const std::string& text) {
-  fs::create_directories(path.parent_path());
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
-
-std::string Replace(std::string text, const std::string& from, const std::string& to) {
-  auto at = text.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  if (at != std::string::npos) text.replace(at, from.size(), to);
-  return text;
-}
-
-// A fresh directory per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() /
-            ("capq_row_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
-
-const Row* FindRow(const std::vector<Row>& rows, const std::string& id) {
-  for (const auto& r : rows) {
-    if (r.id == id) return &r;
-  }
-  return nullptr;
-}
 
 TEST(SeedRows, TheThreeB70RowsCarryWhatThePostPins) {
   Result<std::vector<Row>> rows = LoadRows({kSource + "/rows/b70"});
@@ -396,85 +359,6 @@ TEST(RowToYaml, ResolvedYamlLoadsFromAFileInAFolderOfTheSameFamily) {
   EXPECT_EQ(RowToYaml(*again), RowToYaml(*r));
 }
 
-TEST(LoadRows, DuplicateIdsAcrossFilesAreRefusedAtTheSecondFile) {
-  TempDir dir;
-  const std::string row = ReadAll(kGood + "/realfam/minimal_real.yaml");
-  WriteFile(dir.path() / "a" / "first.yaml", row);
-  WriteFile(dir.path() / "b" / "second.yaml", row);
-  RowSet set = CheckRows({dir.path().string()});
-  ASSERT_EQ(set.rows.size(), 1u);
-  EXPECT_EQ(set.rows[0].source_path, (dir.path() / "a" / "first.yaml").string());
-  ASSERT_EQ(set.errors.size(), 1u);
-  const RowError& e = set.errors[0];
-  EXPECT_EQ(e.file, (dir.path() / "b" / "second.yaml").string());
-  EXPECT_EQ(e.key_path, "id");
-  EXPECT_EQ(e.line, 3);  // "id: minimal_real" is the file's third line
-  EXPECT_EQ(e.column, 5);
-  EXPECT_NE(e.message.find("duplicate id 'minimal_real'"), std::string::npos) << e.message;
-  EXPECT_NE(e.message.find((dir.path() / "a" / "first.yaml").string() + ":3:5"), std::string::npos)
-      << e.message;
-
-  Result<std::vector<Row>> all = LoadRows({dir.path().string()});
-  ASSERT_FALSE(all.ok());
-  EXPECT_NE(all.status().message().find("duplicate id"), std::string::npos);
-}
-
-TEST(LoadRows, TheSameFileGivenTwiceIsADuplicateToo) {
-  const std::string path = kGood + "/realfam/minimal_real.yaml";
-  RowSet set = CheckRows({path, path});
-  EXPECT_EQ(set.rows.size(), 1u);
-  ASSERT_EQ(set.errors.size(), 1u);
-  EXPECT_NE(set.errors[0].message.find("duplicate id"), std::string::npos);
-}
-
-TEST(LoadRows, ProfilesFoldersAreSkippedAndYmlFilesAreNotSilentlyIgnored) {
-  TempDir dir;
-  WriteFile(dir.path() / "fam" / "good.yaml", ReadAll(kGood + "/realfam/minimal_real.yaml"));
-  WriteFile(dir.path() / "fam" / "profiles" / "engine.yaml", "name: not a row\nb0_s: 0.1\n");
-  WriteFile(dir.path() / "fam" / "notes.txt", "not yaml\n");
-  Result<std::vector<Row>> rows = LoadRows({dir.path().string()});
-  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
-  EXPECT_EQ(rows->size(), 1u);
-
-  WriteFile(dir.path() / "fam" / "typo.yml", "schema: capq/row/v1\n");
-  RowSet set = CheckRows({dir.path().string()});
-  EXPECT_EQ(set.rows.size(), 1u);
-  ASSERT_EQ(set.errors.size(), 1u);
-  EXPECT_NE(set.errors[0].file.find("typo.yml"), std::string::npos);
-  EXPECT_NE(set.errors[0].message.find(".yaml"), std::string::npos);
-}
-
-TEST(LoadRows, MissingPathsAndEmptySelectionsAreErrors) {
-  RowSet missing = CheckRows({kSource + "/tests/data/no_such_dir"});
-  ASSERT_EQ(missing.errors.size(), 1u);
-  EXPECT_NE(missing.errors[0].ToString().find("no such file or directory"), std::string::npos);
-
-  TempDir dir;
-  RowSet empty = CheckRows({dir.path().string()});
-  EXPECT_TRUE(empty.rows.empty());
-  ASSERT_EQ(empty.errors.size(), 1u);
-  EXPECT_NE(empty.errors[0].message.find("no row files"), std::string::npos);
-
-  Result<Row> r = LoadRow(kSource + "/tests/data/no_such_row.yaml");
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), Status::Code::kIoError);
-}
-
-TEST(LoadRows, CheckRowsReportsOneErrorPerBadFileAndKeepsTheGoodRows) {
-  TempDir dir;
-  const std::string good = ReadAll(kGood + "/realfam/minimal_real.yaml");
-  WriteFile(dir.path() / "f" / "a_good.yaml", good);
-  // Two defects in one file: only the first is reported, so each file contributes one error.
-  WriteFile(dir.path() / "f" / "b_bad.yaml", Replace(Replace(good, "id: minimal_real", "id: Bad"),
-                                                     "input_tokens: 1024", "input_tokens: 0"));
-  WriteFile(dir.path() / "f" / "c_bad.yaml", Replace(good, "below_ms: 500", "at_most_ms: 500"));
-  RowSet set = CheckRows({dir.path().string()});
-  ASSERT_EQ(set.rows.size(), 1u);
-  ASSERT_EQ(set.errors.size(), 2u);
-  EXPECT_EQ(set.errors[0].key_path, "id");
-  EXPECT_EQ(set.errors[1].key_path, "slo[0].at_most_ms");
-}
-
 TEST(SampleSize, MeasuredRequestsMustReachTheGatedPercentile) {
   EXPECT_EQ(MinRequestsForPercentile(50), 2);
   EXPECT_EQ(MinRequestsForPercentile(90), 10);
@@ -573,221 +457,6 @@ TEST(Robustness, GarbageNeverThrowsAndAlwaysNamesAPosition) {
     EXPECT_GE(error.line, 1) << error.ToString();
     EXPECT_FALSE(error.message.empty());
   }
-}
-
-const std::string kRate = kGood + "/ratefam";
-
-TEST(RateRows, APoissonRowWithADurationAndAClaim) {
-  Result<Row> r = LoadRow(kRate + "/rate_poisson_duration.yaml");
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_TRUE(r->open_loop());
-  EXPECT_EQ(r->workload.arrival_kind, ArrivalKind::kPoisson);
-  EXPECT_EQ(r->workload.arrival, "poisson");
-  const OpenLoop& o = r->workload.open_loop;
-  EXPECT_EQ(o.rate_step_rps, 0.5);
-  EXPECT_EQ(o.cv, 1);
-  ASSERT_TRUE(o.duration_s.has_value());
-  EXPECT_EQ(*o.duration_s, 300);
-  EXPECT_FALSE(o.requests.has_value());
-  EXPECT_EQ(o.ramp_s, 10);
-  // The stability gates take their documented defaults.
-  EXPECT_EQ(r->stability.queue_growth_pct, 25);
-  EXPECT_EQ(r->stability.queue_slack, 2);
-  EXPECT_EQ(r->stability.latency_drift_factor, 1.5);
-  EXPECT_EQ(r->stability.max_send_lateness_ms, 2);
-  ASSERT_TRUE(r->expect.rmax_rps.has_value());
-  EXPECT_EQ(*r->expect.rmax_rps, 4.5);
-  EXPECT_FALSE(r->expect.cmax.has_value());
-  EXPECT_EQ(MeasuredRequestsAtOneStep(*r), 150);
-  EXPECT_EQ(RateAtLevel(*r, 9), 4.5);
-  EXPECT_EQ(LevelAtRate(*r, 4.5), 9);
-}
-
-TEST(RateRows, AGammaRowWithACountEveryStabilityGateAndNoClaim) {
-  Result<Row> r = LoadRow(kRate + "/rate_gamma_requests.yaml");
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->workload.arrival_kind, ArrivalKind::kGamma);
-  const OpenLoop& o = r->workload.open_loop;
-  EXPECT_EQ(o.rate_step_rps, 0.25);
-  EXPECT_EQ(o.cv, 2.0);
-  EXPECT_FALSE(o.duration_s.has_value());
-  ASSERT_TRUE(o.requests.has_value());
-  EXPECT_EQ(*o.requests, 600);
-  EXPECT_EQ(o.ramp_s, 0);
-  EXPECT_EQ(r->stability.queue_growth_pct, 10);
-  EXPECT_EQ(r->stability.queue_slack, 3.5);
-  EXPECT_EQ(r->stability.latency_drift_factor, 1.25);
-  EXPECT_EQ(r->stability.max_send_lateness_ms, 1);
-  EXPECT_FALSE(r->expect.rmax_rps.has_value());
-  EXPECT_FALSE(r->expect.cmax.has_value());
-  EXPECT_EQ(MeasuredRequestsAtOneStep(*r), 600);
-}
-
-TEST(RateRows, AConstantRowAndAClaimAtAFractionalStep) {
-  Result<Row> r = LoadRow(kRate + "/rate_constant.yaml");
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->workload.arrival_kind, ArrivalKind::kConstant);
-  EXPECT_EQ(r->workload.open_loop.cv, 0);
-  EXPECT_EQ(r->stability.queue_growth_pct, 0);
-  EXPECT_EQ(r->stability.queue_slack, 2);
-  // 0.7 is not 7 * 0.1 in binary; it is a multiple within the relative tolerance.
-  ASSERT_TRUE(r->expect.rmax_rps.has_value());
-  EXPECT_EQ(*r->expect.rmax_rps, 0.7);
-  EXPECT_EQ(LevelAtRate(*r, 0.7), 7);
-  EXPECT_EQ(MeasuredRequestsAtOneStep(*r), 120);
-}
-
-TEST(RateRows, ClosedLoopRowsKeepTheirShape) {
-  Result<Row> r = LoadRow(kGood + "/realfam/minimal_real.yaml");
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_FALSE(r->open_loop());
-  EXPECT_EQ(r->workload.arrival_kind, ArrivalKind::kClosedLoop);
-  EXPECT_EQ(r->workload.arrival, "closed_loop");
-  EXPECT_FALSE(r->expect.rmax_rps.has_value());
-  EXPECT_EQ(RateAtLevel(*r, 4), 0);
-  EXPECT_EQ(LevelAtRate(*r, 2), 0);
-  EXPECT_EQ(MeasuredRequestsAtOneStep(*r), 0);
-  EXPECT_EQ(RowToYaml(*r).find("stability"), std::string::npos);
-  EXPECT_NE(RowToYaml(*r).find("arrival: {kind: closed_loop}\n"), std::string::npos);
-}
-
-TEST(RateRows, KindNamesAndLevels) {
-  EXPECT_STREQ(ArrivalKindName(ArrivalKind::kClosedLoop), "closed_loop");
-  EXPECT_STREQ(ArrivalKindName(ArrivalKind::kConstant), "constant");
-  EXPECT_STREQ(ArrivalKindName(ArrivalKind::kPoisson), "poisson");
-  EXPECT_STREQ(ArrivalKindName(ArrivalKind::kGamma), "gamma");
-  Row row;
-  row.workload.arrival_kind = ArrivalKind::kPoisson;
-  row.workload.open_loop.rate_step_rps = 0.3;
-  for (int level : {1, 2, 3, 7, 10, 1000}) {
-    EXPECT_DOUBLE_EQ(RateAtLevel(row, level), level * 0.3);
-    EXPECT_EQ(LevelAtRate(row, RateAtLevel(row, level)), level);
-  }
-}
-
-// One helper writes a level wherever it is shown: C on a closed-loop row, the rate with the step's
-// decimals on a rate row, and a name-safe slug for test names and trial folders.
-TEST(RateRows, ALevelReadsAsAConcurrencyOrARate) {
-  Row closed;
-  EXPECT_EQ(LoadLabel(closed, 6), "C=6");
-  EXPECT_EQ(LoadScaleOf(closed).Max(), "Cmax");
-  EXPECT_EQ(LoadScaleOf(closed).Slug(6), "c6");
-  EXPECT_EQ(LoadScaleOf(closed).Rate(6), 0);
-  Row rate;
-  rate.workload.arrival_kind = ArrivalKind::kPoisson;
-  rate.workload.open_loop.rate_step_rps = 0.25;
-  EXPECT_EQ(LoadLabel(rate, 5), "R=1.25 rps");
-  EXPECT_EQ(LoadLabel(rate, 6), "R=1.50 rps");
-  EXPECT_EQ(LoadScaleOf(rate).Value(4), "1.00 rps");
-  EXPECT_EQ(LoadScaleOf(rate).Max(), "Rmax");
-  EXPECT_EQ(LoadScaleOf(rate).Slug(5), "r1p25");
-  rate.workload.open_loop.rate_step_rps = 0.1;
-  EXPECT_EQ(LoadLabel(rate, 3), "R=0.3 rps");  // 3 * 0.1 is 0.30000000000000004 in binary
-  rate.workload.open_loop.rate_step_rps = 2;
-  EXPECT_EQ(LoadLabel(rate, 3), "R=6 rps");
-  EXPECT_EQ(LoadScaleOf(rate).Slug(3), "r6");
-}
-
-// Every open-loop field written by RowToYaml loads back to the same value.
-TEST(RateRows, RowToYamlRoundTripsEveryOpenLoopField) {
-  for (const char* name :
-       {"rate_poisson_duration.yaml", "rate_gamma_requests.yaml", "rate_constant.yaml"}) {
-    SCOPED_TRACE(name);
-    Result<Row> r = LoadRow(kRate + "/" + name);
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    const std::string yaml = RowToYaml(*r);
-    Result<Row> again = LoadRowFromString(yaml, r->source_path);
-    ASSERT_TRUE(again.ok()) << again.status().ToString() << "\n" << yaml;
-    EXPECT_EQ(RowToYaml(*again), yaml);
-    const OpenLoop &a = r->workload.open_loop, &b = again->workload.open_loop;
-    EXPECT_EQ(again->workload.arrival_kind, r->workload.arrival_kind);
-    EXPECT_EQ(again->workload.arrival, r->workload.arrival);
-    EXPECT_EQ(b.rate_step_rps, a.rate_step_rps);
-    EXPECT_EQ(b.cv, a.cv);
-    EXPECT_EQ(b.duration_s, a.duration_s);
-    EXPECT_EQ(b.requests, a.requests);
-    EXPECT_EQ(b.ramp_s, a.ramp_s);
-    EXPECT_EQ(again->stability.queue_growth_pct, r->stability.queue_growth_pct);
-    EXPECT_EQ(again->stability.queue_slack, r->stability.queue_slack);
-    EXPECT_EQ(again->stability.latency_drift_factor, r->stability.latency_drift_factor);
-    EXPECT_EQ(again->stability.max_send_lateness_ms, r->stability.max_send_lateness_ms);
-    EXPECT_EQ(again->expect.rmax_rps, r->expect.rmax_rps);
-    EXPECT_EQ(again->expect.cmax, r->expect.cmax);
-    // The claim is in the expect: block that qualify splices into the row file.
-    if (r->expect.rmax_rps) {
-      EXPECT_NE(yaml.find("expect:\n  rmax_rps: "), std::string::npos) << yaml;
-    }
-  }
-}
-
-TEST(RateRows, ARateRowWithoutAnExpectationGainsOneInTheWrittenRow) {
-  Result<Row> r = LoadRow(kRate + "/rate_gamma_requests.yaml");
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  Row claimed = *r;
-  claimed.expect.rmax_rps = 1.25;
-  Result<Row> again = LoadRowFromString(RowToYaml(claimed), r->source_path);
-  ASSERT_TRUE(again.ok()) << again.status().ToString();
-  EXPECT_EQ(again->expect.rmax_rps, 1.25);
-}
-
-TEST(RateRows, EachThirdMustHoldTwoSamplesBeyondEveryGatedPercentile) {
-  EXPECT_EQ(MinRequestsPerThirdForPercentile(95), 40);
-  EXPECT_EQ(MinRequestsPerThirdForPercentile(99), 200);
-  EXPECT_EQ(MinRequestsPerThirdForPercentile(90), 20);
-  EXPECT_EQ(MinRequestsPerThirdForPercentile(50), 4);
-  EXPECT_EQ(MinRequestsPerThirdForPercentile(99.9), 2000);
-  EXPECT_EQ(MinRequestsPerThirdForPercentile(0), 0);
-  EXPECT_EQ(MinRequestsPerThirdForPercentile(100), 0);
-
-  const std::string base = ReadAll(kRate + "/rate_poisson_duration.yaml");
-  const std::string path = kRate + "/x.yaml";
-  struct Case {
-    const char* interval;
-    const char* step;
-    bool ok;
-  };
-  // p95: 120 requests at one step.
-  for (const Case& c :
-       {Case{"duration_s: 240", "0.5", true}, Case{"duration_s: 239.9", "0.5", false},
-        Case{"requests: 120", "0.5", true}, Case{"requests: 119", "0.5", false},
-        Case{"duration_s: 1200", "0.1", true}, Case{"duration_s: 1199", "0.1", false}}) {
-    SCOPED_TRACE(std::string(c.interval) + " at step " + c.step);
-    std::string text = Replace(base, "duration_s: 300", c.interval);
-    text = Replace(text, "rate_step_rps: 0.5", std::string("rate_step_rps: ") + c.step);
-    text = Replace(text, "rmax_rps: 4.5", "rmax_rps: 1");
-    Result<Row> r = LoadRowFromString(text, path);
-    EXPECT_EQ(r.ok(), c.ok) << r.status().ToString();
-    if (!c.ok) {
-      EXPECT_NE(r.status().message().find("needs at least 40 requests"), std::string::npos)
-          << r.status().message();
-      EXPECT_NE(r.status().message().find(":28:"), std::string::npos) << r.status().message();
-    }
-  }
-  // floor(duration_s * rate_step_rps) is taken on the decimal values: 90 s at 0.7/s is 63, though
-  // the binary product is 62.99999999999999.
-  Row row;
-  row.workload.arrival_kind = ArrivalKind::kConstant;
-  row.workload.open_loop.rate_step_rps = 0.7;
-  row.workload.open_loop.duration_s = 90;
-  EXPECT_EQ(MeasuredRequestsAtOneStep(row), 63);
-}
-
-TEST(RateRows, TheSimRateRowLoadsWithItsClaimOnTheStep) {
-  Result<Row> r = LoadRow(kSource + "/rows/sim/sim_small_rate.yaml");
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_TRUE(r->open_loop());
-  EXPECT_EQ(r->workload.arrival_kind, ArrivalKind::kPoisson);
-  ASSERT_TRUE(r->expect.rmax_rps.has_value());
-  EXPECT_EQ(LevelAtRate(*r, *r->expect.rmax_rps), 1);  // one step: 0.75 rps
-  EXPECT_FALSE(r->expect.cmax.has_value());
-  Result<Row> reference = LoadRow(kSource + "/rows/sim/sim_small_reference.yaml");
-  ASSERT_TRUE(reference.ok()) << reference.status().ToString();
-  EXPECT_EQ(r->identity.sim_profile, reference->identity.sim_profile);
-  EXPECT_EQ(r->identity.image, reference->identity.image);
-  EXPECT_EQ(r->identity.time_scale, reference->identity.time_scale);
-  ASSERT_EQ(r->slo.size(), reference->slo.size());
-  EXPECT_EQ(r->slo[0].below_ms, reference->slo[0].below_ms);
-  EXPECT_EQ(r->slo[0].percentile, reference->slo[0].percentile);
 }
 
 }  // namespace
