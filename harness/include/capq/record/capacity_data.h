@@ -3,7 +3,7 @@
 // without the trial directories: latency percentiles, ITL, E2E, throughput, request rate, the
 // server's prompt range, correctness totals, the verdict, the command and the checksums.
 //
-// Pure data + JSON; the only I/O is reading a trial directory and the atomic file helpers.
+// Pure data + JSON; the only I/O is reading a trial directory and reading and writing the file.
 #pragma once
 
 #include <cmath>

@@ -1,0 +1,52 @@
+// What the codecs of capacity data share: the number and field readers every codec uses, and
+// the codecs one part of the data lends another (a trial inside a row, a row's tiers).
+#pragma once
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "capq/record/capacity_data.h"
+#include "capq/status.h"
+
+namespace capq::capjson {
+
+using nlohmann::json;
+
+inline json Num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+// A number or NaN; throws json::type_error for a value of the wrong type (caught by the caller).
+inline double GetNum(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return NAN;
+  if (!it->is_number()) {
+    throw json::type_error::create(302, std::string("key '") + key + "' must be a number", &j);
+  }
+  return it->get<double>();
+}
+
+template <typename T>
+T Get(const json& j, const char* key, T fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  return it->get<T>();
+}
+
+// A trial's checks and figures (trial_summary.cc).
+json ChecksToJson(const std::vector<SloCheck>& checks);
+std::vector<SloCheck> ChecksFromJson(const json& a);
+TrialSummary TrialFromJson(const json& j);
+
+// A row's SLO gates (capacity_data_json.cc).
+Result<SloMetric> ParseSloMetric(const std::string& s);
+json GatesToJson(const std::vector<SloGate>& gates);
+
+// A row's recommendation and tiers (capacity_decisions_json.cc).
+json RecommendationToJson(const Recommendation& r, const LoadScale& scale);
+Recommendation RecommendationFromJson(const json& j);
+void AddTiersJson(const RowQualification& q, json* j);
+// Throws json exceptions on a wrong type (the caller catches them); a bad name is a Status.
+Status TiersFromJson(const json& rj, RowQualification* q);
+
+}  // namespace capq::capjson

@@ -1,0 +1,455 @@
+// A trial as capacity data keeps it: its summary's codec, and the summary read from a trial
+// directory (verdict.json, metrics.json and the files beside them).
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <optional>
+
+#include "capacity_data_internal.h"
+#include "capq/record/capacity_data.h"
+
+namespace capq {
+
+namespace fs = std::filesystem;
+using namespace capjson;
+
+namespace {
+
+json DistToJson(const Distribution& d) {
+  return json{{"n", d.n},          {"min", Num(d.min)}, {"p50", Num(d.p50)}, {"p90", Num(d.p90)},
+              {"p95", Num(d.p95)}, {"p99", Num(d.p99)}, {"max", Num(d.max)}, {"mean", Num(d.mean)}};
+}
+
+Distribution DistFromJson(const json& j) {
+  Distribution d;
+  if (!j.is_object()) {
+    d.min = d.p50 = d.p90 = d.p95 = d.p99 = d.max = d.mean = NAN;
+    return d;
+  }
+  d.n = Get<size_t>(j, "n", 0);
+  d.min = GetNum(j, "min");
+  d.p50 = GetNum(j, "p50");
+  d.p90 = GetNum(j, "p90");
+  d.p95 = GetNum(j, "p95");
+  d.p99 = GetNum(j, "p99");
+  d.max = GetNum(j, "max");
+  d.mean = GetNum(j, "mean");
+  return d;
+}
+
+json TotalsToJson(const CorrectnessTotals& t) {
+  return json{{"streams", t.streams},
+              {"completion_tokens", t.completion_tokens},
+              {"nonempty_chunks", t.nonempty_chunks},
+              {"utf8_bytes", t.utf8_bytes},
+              {"unique_output_hashes", t.unique_output_hashes},
+              {"warmup_prompts", t.warmup_prompts},
+              {"measured_prompts", t.measured_prompts}};
+}
+
+CorrectnessTotals TotalsFromJson(const json& j) {
+  CorrectnessTotals t;
+  if (!j.is_object()) return t;
+  t.streams = Get<int64_t>(j, "streams", 0);
+  t.completion_tokens = Get<int64_t>(j, "completion_tokens", 0);
+  t.nonempty_chunks = Get<int64_t>(j, "nonempty_chunks", 0);
+  t.utf8_bytes = Get<int64_t>(j, "utf8_bytes", 0);
+  t.unique_output_hashes = Get<int64_t>(j, "unique_output_hashes", 0);
+  t.warmup_prompts = Get<int64_t>(j, "warmup_prompts", 0);
+  t.measured_prompts = Get<int64_t>(j, "measured_prompts", 0);
+  return t;
+}
+
+// [[t_s, in_flight, server_waiting or null], ...], as verdict.json and capacity-data.json keep it.
+std::vector<TrialSummary::QueuePoint> QueueSeriesFromJson(const json& a) {
+  std::vector<TrialSummary::QueuePoint> out;
+  if (!a.is_array()) return out;
+  for (const json& p : a) {
+    if (!p.is_array() || p.size() != 3 || !p[0].is_number() || !p[1].is_number()) continue;
+    out.push_back(
+        {p[0].get<double>(), p[1].get<double>(), p[2].is_number() ? p[2].get<double>() : -1.0});
+  }
+  return out;
+}
+
+json QueueSeriesToJson(const std::vector<TrialSummary::QueuePoint>& series) {
+  json a = json::array();
+  for (const auto& p : series) {
+    a.push_back({p.t_s, p.in_flight, p.server_waiting >= 0 ? json(p.server_waiting) : json()});
+  }
+  return a;
+}
+
+}  // namespace
+
+namespace capjson {
+
+json ChecksToJson(const std::vector<SloCheck>& checks) {
+  json a = json::array();
+  for (const auto& s : checks) {
+    a.push_back({{"metric", s.metric},
+                 {"percentile", s.percentile},
+                 {"below_ms", s.below_ms},
+                 {"measured_ms", Num(s.measured_ms)},
+                 {"passed", s.passed}});
+  }
+  return a;
+}
+
+std::vector<SloCheck> ChecksFromJson(const json& a) {
+  std::vector<SloCheck> out;
+  for (const auto& s : a) {
+    out.push_back(SloCheck{s.at("metric").get<std::string>(), s.at("percentile").get<double>(),
+                           s.at("below_ms").get<double>(), GetNum(s, "measured_ms"),
+                           Get<bool>(s, "passed", false)});
+  }
+  return out;
+}
+
+TrialSummary TrialFromJson(const json& j) {
+  TrialSummary t;
+  t.phase = j.at("phase").get<std::string>();
+  // A rate row's trial names its level and rate; a closed-loop trial its concurrency.
+  t.concurrency = j.contains("level") ? j.at("level").get<int>() : j.at("concurrency").get<int>();
+  t.rate_rps = Get<double>(j, "rate_rps", 0);
+  t.trial = j.at("trial").get<int>();
+  t.seed = Get<uint64_t>(j, "seed", 0);
+  t.corpus = Get<std::string>(j, "corpus", "");
+  t.max_cached_tokens = Get<int64_t>(j, "max_cached_tokens", -1);
+  t.cold_allowed_tokens = Get<int64_t>(j, "cold_allowed_tokens", -1);
+  t.move = Get<std::string>(j, "move", "");
+  t.outcome = j.at("outcome").get<std::string>();
+  t.exit_code = Get<int>(j, "exit_code", 3);
+  t.latency_pass = Get<bool>(j, "latency_pass", false);
+  t.correctness_pass = Get<bool>(j, "correctness_pass", false);
+  t.complete = Get<bool>(j, "complete", false);
+  t.slo = ChecksFromJson(j.value("slo", json::array()));
+  t.tier_slo = ChecksFromJson(j.value("tier_slo", json::array()));
+  t.reasons = j.value("reasons", std::vector<std::string>{});
+  t.failed_gates = j.value("failed_gates", std::vector<std::string>{});
+  t.stability_failures = j.contains("stability_failures")
+                             ? j.at("stability_failures").get<std::vector<std::string>>()
+                             : StabilityFailuresOf(t.reasons);
+  t.queue_series = QueueSeriesFromJson(j.value("queue_series", json()));
+  t.send_lateness_p99_ms = GetNum(j, "send_lateness_p99_ms");
+  t.time_scale = Get<double>(j, "time_scale", 1.0);
+  t.percentile_method = Get<std::string>(j, "percentile_method", "");
+  if (j.contains("latency") && j["latency"].is_object()) {
+    const json& l = j["latency"];
+    t.has_metrics = true;
+    t.requests = Get<size_t>(l, "requests", 0);
+    t.ttft_ms = DistFromJson(l.value("ttft_ms", json()));
+    t.itl_ms = DistFromJson(l.value("itl_ms", json()));
+    t.e2e_ms = DistFromJson(l.value("e2e_ms", json()));
+    t.ttft_p95_steady_ms = GetNum(l, "ttft_p95_steady_ms");
+    for (const auto& v : l.value("ttft_ms_by_arrival", json::array())) {
+      t.ttft_ms_by_arrival.push_back(v.is_number() ? v.get<double>() : NAN);
+    }
+    t.output_tok_s = GetNum(l, "output_tok_s");
+    t.request_per_s = GetNum(l, "request_per_s");
+    t.duration_s = GetNum(l, "duration_s");
+    t.prompt_tokens_min = Get<int64_t>(l, "prompt_tokens_min", 0);
+    t.prompt_tokens_max = Get<int64_t>(l, "prompt_tokens_max", 0);
+  }
+  t.totals = TotalsFromJson(j.value("correctness_totals", json()));
+  t.dir = Get<std::string>(j, "dir", "");
+  t.command = Get<std::string>(j, "command", "");
+  t.sha256sums = Get<std::string>(j, "sha256sums", "");
+  t.started_utc = Get<std::string>(j, "started_utc", "");
+  t.start_offset_s = Get<double>(j, "start_offset_s", 0);
+  t.wall_s = Get<double>(j, "wall_s", 0);
+  t.classes = ClassVerdictsFromJson(j.value("classes", json::array()));
+  t.class_slo = ClassChecksOf(t);
+  if (j.contains("reuse") && j["reuse"].is_object()) t.reuse = ReuseFiguresFromJson(j["reuse"]);
+  return t;
+}
+
+}  // namespace capjson
+
+std::vector<SloCheck> ClassChecksOf(const TrialSummary& t) {
+  std::vector<SloCheck> worst;
+  double worst_ratio = -1;
+  for (const ClassVerdict& c : t.classes) {
+    if (c.gate_ms.size() != t.slo.size()) continue;
+    std::vector<SloCheck> checks = t.slo;
+    double ratio = 0;
+    for (size_t i = 0; i < checks.size(); ++i) {
+      checks[i].metric = c.name + " " + checks[i].metric;
+      checks[i].measured_ms = c.gate_ms[i];
+      checks[i].passed = c.gate_passed[i];
+      const double r = std::isfinite(c.gate_ms[i]) ? c.gate_ms[i] / checks[i].below_ms : INFINITY;
+      ratio = std::max(ratio, r);
+    }
+    if (ratio > worst_ratio) {
+      worst_ratio = ratio;
+      worst = std::move(checks);
+    }
+  }
+  return worst;
+}
+
+bool IsStabilityFailure(const std::string& reason) {
+  // The served reuse of a reuse row fails the latency side the same way (validator.h, capacity).
+  for (const char* gate : {"queue_bounded: ", "stationary: ", "schedule_held: ", "cache_reuse: "}) {
+    if (reason.rfind(gate, 0) == 0) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> StabilityFailuresOf(const std::vector<std::string>& reasons) {
+  std::vector<std::string> out;
+  for (const auto& r : reasons) {
+    if (IsStabilityFailure(r)) out.push_back(r);
+  }
+  return out;
+}
+
+double TrialSummary::GateRatio() const {
+  double worst = NAN;
+  for (const auto& s : slo) {
+    if (!std::isfinite(s.measured_ms) || s.below_ms <= 0) continue;
+    double r = s.measured_ms / s.below_ms;
+    if (!std::isfinite(worst) || r > worst) worst = r;
+  }
+  return worst;
+}
+
+double TrialSummary::GatingMs() const { return slo.empty() ? NAN : slo.front().measured_ms; }
+
+json TrialSummaryToJson(const TrialSummary& t) {
+  json slo = ChecksToJson(t.slo);
+  json j{{"phase", t.phase},
+         {"trial", t.trial},
+         {"seed", t.seed},
+         {"corpus", t.corpus},
+         {"max_cached_tokens", t.max_cached_tokens},
+         {"cold_allowed_tokens", t.cold_allowed_tokens},
+         {"move", t.move},
+         {"outcome", t.outcome},
+         {"exit_code", t.exit_code},
+         {"latency_pass", t.latency_pass},
+         {"correctness_pass", t.correctness_pass},
+         {"complete", t.complete},
+         {"slo", slo},
+         {"reasons", t.reasons},
+         {"failed_gates", t.failed_gates},
+         {"time_scale", t.time_scale},
+         {"percentile_method", t.percentile_method},
+         {"correctness_totals", TotalsToJson(t.totals)},
+         {"dir", t.dir},
+         {"command", t.command},
+         {"sha256sums", t.sha256sums},
+         {"started_utc", t.started_utc},
+         {"start_offset_s", t.start_offset_s},
+         {"wall_s", t.wall_s}};
+  if (!t.tier_slo.empty()) j["tier_slo"] = ChecksToJson(t.tier_slo);
+  if (t.rate_rps > 0) {
+    j["level"] = t.concurrency;
+    j["rate_rps"] = t.rate_rps;
+    j["stability_failures"] = t.stability_failures;
+    j["queue_series"] = QueueSeriesToJson(t.queue_series);
+    j["send_lateness_p99_ms"] = Num(t.send_lateness_p99_ms);
+  } else {
+    j["concurrency"] = t.concurrency;
+  }
+  if (t.has_metrics) {
+    json arrival = json::array();
+    for (double v : t.ttft_ms_by_arrival) arrival.push_back(Num(v));
+    j["latency"] = json{{"requests", t.requests},
+                        {"ttft_ms", DistToJson(t.ttft_ms)},
+                        {"ttft_p95_steady_ms", Num(t.ttft_p95_steady_ms)},
+                        {"itl_ms", DistToJson(t.itl_ms)},
+                        {"e2e_ms", DistToJson(t.e2e_ms)},
+                        {"output_tok_s", Num(t.output_tok_s)},
+                        {"request_per_s", Num(t.request_per_s)},
+                        {"duration_s", Num(t.duration_s)},
+                        {"prompt_tokens_min", t.prompt_tokens_min},
+                        {"prompt_tokens_max", t.prompt_tokens_max},
+                        {"ttft_ms_by_arrival", arrival}};
+  } else {
+    j["latency"] = nullptr;
+  }
+  if (!t.classes.empty()) j["classes"] = ClassVerdictsToJson(t.classes);
+  if (t.reuse) j["reuse"] = ReuseFiguresToJson(*t.reuse);
+  return j;
+}
+
+json ReuseFiguresToJson(const ReuseFigures& r) {
+  return json{{"requests", r.requests},
+              {"declared_ratio", Num(r.declared_ratio)},
+              {"served_ratio", Num(r.served_ratio)},
+              {"think_turns", r.think_turns},
+              {"think_declared_mean_s", Num(r.think_declared_mean_s)},
+              {"think_applied_mean_s", Num(r.think_applied_mean_s)}};
+}
+
+ReuseFigures ReuseFiguresFromJson(const json& j) {
+  ReuseFigures r;
+  r.requests = Get<int>(j, "requests", 0);
+  r.declared_ratio = GetNum(j, "declared_ratio");
+  r.served_ratio = GetNum(j, "served_ratio");
+  r.think_turns = Get<int>(j, "think_turns", 0);
+  r.think_declared_mean_s = GetNum(j, "think_declared_mean_s");
+  r.think_applied_mean_s = GetNum(j, "think_applied_mean_s");
+  return r;
+}
+
+namespace {
+
+// The correctness gates that failed, "name: evidence", the one fail fast stopped at first.
+std::vector<std::string> FailedGatesOf(const json& verdict, const json& corr) {
+  std::vector<std::string> out;
+  for (const auto& g : corr.value("gates", json::array())) {
+    if (Get<bool>(g, "enabled", true) && !Get<bool>(g, "passed", false) &&
+        !Get<bool>(g, "capacity", false)) {
+      out.push_back(Get<std::string>(g, "name", "?") + ": " + Get<std::string>(g, "evidence", ""));
+    }
+  }
+  if (const json ff = verdict.value("fail_fast", json()); ff.is_object()) {
+    // The gate fail fast stopped at comes first: it is what ended the trial.
+    out.insert(out.begin(), Get<std::string>(ff, "gate", "?") + ": stopped at the first broken " +
+                                "stream " + Get<std::string>(ff, "request", "?") + ": " +
+                                Get<std::string>(ff, "evidence", ""));
+  }
+  return out;
+}
+
+// verdict.json: the outcome, its checks and reasons, the queue over time, the failed gates.
+// Throws json exceptions on a wrong type (the caller catches them).
+void VerdictFromJson(const json& v, TrialSummary* t) {
+  t->concurrency = Get<int>(v, "concurrency", 0);
+  t->trial = Get<int>(v, "trial", 1);
+  t->seed = Get<uint64_t>(v, "seed", 0);
+  t->phase = Get<std::string>(v, "phase", "");
+  t->outcome = v.at("outcome").get<std::string>();
+  t->exit_code = Get<int>(v, "exit_code", 3);
+  t->latency_pass = Get<bool>(v, "latency_pass", false);
+  t->correctness_pass = Get<bool>(v, "correctness_pass", false);
+  t->complete = Get<bool>(v, "complete", false);
+  t->time_scale = Get<double>(v, "time_scale", 1.0);
+  t->started_utc = Get<std::string>(v, "started_utc", "");
+  for (const auto& s : v.value("slo", json::array())) {
+    t->slo.push_back(SloCheck{Get<std::string>(s, "metric", ""), Get<double>(s, "percentile", 0),
+                              Get<double>(s, "below_ms", 0), GetNum(s, "measured_ms"),
+                              Get<bool>(s, "passed", false)});
+  }
+  for (const auto& r : v.value("reasons", json::array())) {
+    if (r.is_string()) t->reasons.push_back(r.get<std::string>());
+  }
+  t->tier_slo = ChecksFromJson(v.value("tier_slo", json::array()));
+  t->stability_failures = StabilityFailuresOf(t->reasons);
+  if (const json st = v.value("stability", json()); st.is_object()) {
+    t->queue_series = QueueSeriesFromJson(st.value("series", json()));
+    t->send_lateness_p99_ms = GetNum(st.value("send_lateness_ms", json::object()), "p99");
+  }
+  const json corr = v.value("correctness", json::object());
+  t->failed_gates = FailedGatesOf(v, corr);
+  t->totals = TotalsFromJson(corr.value("totals", json()));
+}
+
+// metrics.json: the latency distributions, throughput and the prompt range.
+// Throws json exceptions on a wrong type (the caller catches them).
+void MetricsFromJson(const json& m, TrialSummary* t) {
+  t->has_metrics = true;
+  t->percentile_method = Get<std::string>(m, "percentile_method", "");
+  t->requests = Get<size_t>(m, "requests", 0);
+  t->ttft_ms = DistFromJson(m.value("ttft_ms", json()));
+  t->itl_ms = DistFromJson(m.value("itl_ms", json()));
+  t->e2e_ms = DistFromJson(m.value("e2e_ms", json()));
+  t->ttft_p95_steady_ms = GetNum(m, "ttft_p95_steady_ms");
+  for (const auto& x : m.value("ttft_ms_by_arrival", json::array())) {
+    t->ttft_ms_by_arrival.push_back(x.is_number() ? x.get<double>() : NAN);
+  }
+  t->output_tok_s = GetNum(m, "output_tok_s");
+  t->request_per_s = GetNum(m, "request_per_s");
+  t->duration_s = GetNum(m, "duration_s");
+  t->prompt_tokens_min = Get<int64_t>(m, "prompt_tokens_min", 0);
+  t->prompt_tokens_max = Get<int64_t>(m, "prompt_tokens_max", 0);
+  t->tokens_per_chunk_mean = GetNum(m, "tokens_per_chunk_mean");
+  if (!std::isfinite(t->tokens_per_chunk_mean)) t->tokens_per_chunk_mean = 0;
+  if (m.contains("reuse") && m["reuse"].is_object()) t->reuse = ReuseFiguresFromJson(m["reuse"]);
+}
+
+std::string TrialFile(const std::string& dir, const char* name) {
+  return (fs::path(dir) / name).string();
+}
+
+// The file `name` of the trial directory as a JSON object; nullopt when it is missing or is not
+// one.
+std::optional<json> OptionalObject(const std::string& dir, const char* name) {
+  Result<std::string> text = capdata::ReadFileToString(TrialFile(dir, name));
+  if (!text.ok()) return std::nullopt;
+  json j = json::parse(*text, nullptr, false);
+  if (!j.is_object()) return std::nullopt;
+  return j;
+}
+
+// What the other files of the directory add, each read only when it is there and well formed:
+// the corpus (plan.json), the cold prefix (identity.json), the server's limits (server_info.json),
+// the command and the checksums.
+void ExtrasFromDir(const std::string& dir, TrialSummary* t) {
+  if (auto plan = OptionalObject(dir, "plan.json")) {
+    if (plan->contains("corpus") && (*plan)["corpus"].is_object()) {
+      t->corpus = Get<std::string>((*plan)["corpus"], "id", "");
+    }
+  }
+  if (auto id = OptionalObject(dir, "identity.json")) {
+    if (id->contains("cold_prefix") && (*id)["cold_prefix"].is_object()) {
+      const json& c = (*id)["cold_prefix"];
+      t->cold_allowed_tokens = Get<int64_t>(c, "allowed_tokens", -1);
+      if (c.contains("max_cached_tokens") && c["max_cached_tokens"].is_number_integer()) {
+        t->max_cached_tokens = c["max_cached_tokens"].get<int64_t>();
+      }
+    }
+  }
+  if (auto info = OptionalObject(dir, "server_info.json")) {
+    if (info->contains("limits") && (*info)["limits"].is_object()) {
+      for (const auto& [k, v] : (*info)["limits"].items()) {
+        if (v.is_string()) t->server_limits[k] = v.get<std::string>();
+      }
+    }
+  }
+  if (auto c = capdata::ReadFileToString(TrialFile(dir, "command.txt")); c.ok()) {
+    std::string s = *c;
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+    t->command = s;
+  }
+  if (auto c = capdata::ReadFileToString(TrialFile(dir, "SHA256SUMS")); c.ok()) {
+    t->sha256sums = *c;
+  }
+}
+
+}  // namespace
+
+Result<TrialSummary> ReadTrialDir(const std::string& dir) {
+  TrialSummary t;
+  t.dir = dir;
+  auto vtext = capdata::ReadFileToString(TrialFile(dir, "verdict.json"));
+  if (!vtext.ok()) return vtext.status();
+  json v = json::parse(*vtext, nullptr, false);
+  if (v.is_discarded() || !v.is_object()) {
+    return Status::InvalidArgument(dir + "/verdict.json: not a JSON object");
+  }
+  try {
+    VerdictFromJson(v, &t);
+  } catch (const json::exception& e) {
+    return Status::InvalidArgument(dir + "/verdict.json: " + e.what());
+  }
+  if (auto mtext = capdata::ReadFileToString(TrialFile(dir, "metrics.json")); mtext.ok()) {
+    json m = json::parse(*mtext, nullptr, false);
+    if (m.is_discarded() || !m.is_object()) {
+      return Status::InvalidArgument(dir + "/metrics.json: not a JSON object");
+    }
+    try {
+      MetricsFromJson(m, &t);
+    } catch (const json::exception& e) {
+      return Status::InvalidArgument(dir + "/metrics.json: " + e.what());
+    }
+  }
+  ExtrasFromDir(dir, &t);
+  t.classes = ClassVerdictsFromJson(v.value("classes", json::array()));
+  t.class_slo = ClassChecksOf(t);
+  return t;
+}
+
+}  // namespace capq
