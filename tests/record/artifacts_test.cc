@@ -29,6 +29,13 @@ TEST(WriteFileAtomic, WritesAndReplacesWithoutLeftovers) {
   EXPECT_FALSE(WriteFileAtomic(d + "/no/such/dir/a.txt", "x").ok());
 }
 
+// Capacity data, reports and rows go where the user says, folders made as needed.
+TEST(WriteFileAtomic, CreatesMissingFoldersWhenAsked) {
+  std::string d = Scratch("atomic-dirs");
+  ASSERT_TRUE(WriteFileAtomic(d + "/new/dir/a.txt", "one", ParentDirs::kCreate).ok());
+  EXPECT_EQ(*ReadWholeFile(d + "/new/dir/a.txt"), "one");
+}
+
 TEST(TrialDirWriter, CommitsWithChecksumsAndReplacesAPreviousTrial) {
   std::string d = Scratch("writer");
   for (const char* content : {"first", "second"}) {
