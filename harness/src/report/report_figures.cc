@@ -1,0 +1,413 @@
+// The report's figures against load and across rows: TTFT percentiles and output throughput
+// against C (or a rate row's R), the protocol timeline (Figure 4), the boundary of every row
+// (Figure 2) and the capacity surface across request shapes (Figure 3).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "capq/qualify/qualify.h"
+#include "report_internal.h"
+#include "report_svg.h"
+
+namespace capq::report {
+
+namespace {
+
+// The gate that decided a side, for captions: "itl p95", or "several gates" when its trials
+// failed on different ones.
+std::string SideGateName(const std::vector<const TrialSummary*>& ts) {
+  SideGates s = DecideSide(ts);
+  if (!s.stability_gate.empty()) return s.stability_gate;
+  return s.gate ? GateName(*s.gate) : std::string("several gates");
+}
+
+// Where a level sits on a figure's x axis: C itself, or a rate row's rate in requests/s.
+double LevelX(const LoadScale& scale, int level) {
+  return scale.open_loop ? scale.Rate(level) : level;
+}
+
+// The x axis of the figures against load: concurrency, or a rate row's arrival rate.
+Axis LoadAxis(const LoadScale& scale, int max_level) {
+  if (!scale.open_loop) {
+    return NiceAxis(0, max_level + 1, std::min(max_level + 1, 12), "concurrency C", true);
+  }
+  return NiceAxis(0, scale.Rate(max_level + 1), std::min(max_level + 1, 12),
+                  "arrival rate R (requests/s)");
+}
+
+// A jitter in the x axis's unit: a step of a rate row is rate_step_rps wide.
+double JitterX(const LoadScale& scale, double jitter) {
+  return scale.open_loop ? jitter * scale.rate_step_rps : jitter;
+}
+
+// "C", "R": what a figure plots against, for titles and captions.
+std::string Against(const LoadScale& scale) {
+  return scale.open_loop ? "arrival rate" : "concurrency";
+}
+
+std::vector<const TrialSummary*> WithMetrics(const RowQualification& q) {
+  std::vector<const TrialSummary*> out;
+  for (const auto& t : q.trials) {
+    if (t.has_metrics) out.push_back(&t);
+  }
+  return out;
+}
+
+// The engine model's predicted curve on the TTFT figure, when it predicted the p95 TTFT gate: a
+// dashed line through the predicted points inside the axis. Returns whether it drew one.
+bool DrawPredictedCurve(const RowQualification& q, const Axis& x, const Unit& u, Plot* p) {
+  const RowInfo& r = q.row;
+  if (q.predicted_curve.empty() || r.slo.empty() || r.slo.front().metric != SloMetric::kTtft ||
+      r.slo.front().percentile != 95 || r.open_loop()) {
+    return false;
+  }
+  const PredictedPoint* last = nullptr;
+  for (const PredictedPoint& pt : q.predicted_curve) {
+    if (pt.level > x.max || !std::isfinite(pt.gating_ms)) break;
+    const double y = pt.gating_ms / u.div;
+    if (last) p->Line(last->level, last->gating_ms / u.div, pt.level, y, "pred");
+    p->Circle(pt.level, y, 2.5, "pred-pt",
+              "predicted " + r.scale().Label(pt.level) + ": p95 " + F(y, u.decimals) + " " +
+                  u.name + (pt.passes ? " (pass)" : " (fail)"));
+    last = &pt;
+  }
+  return last != nullptr;
+}
+
+}  // namespace
+
+// Figure: p95 TTFT (with p50 and p99) against C, every trial a point, the verdict per C on top.
+std::string FigTtft(const RowQualification& q) {
+  const RowInfo& r = q.row;
+  Unit u = TtftUnit(r);
+  const SloGate* gate = TtftGate(r);
+  auto ts = WithMetrics(q);
+  int max_c = 1;
+  double max_y = gate ? gate->below_ms : NAN;
+  for (const auto* t : ts) {
+    max_c = std::max(max_c, t->concurrency);
+    for (double v : {t->ttft_ms.p99, t->ttft_ms.p95}) {
+      if (std::isfinite(v)) max_y = std::isfinite(max_y) ? std::max(max_y, v) : v;
+    }
+  }
+  for (const PredictedPoint& pt : q.predicted_curve) {
+    if (pt.level <= max_c && std::isfinite(pt.gating_ms)) max_y = std::max(max_y, pt.gating_ms);
+  }
+  const LoadScale scale = r.scale();
+  Axis x = LoadAxis(scale, max_c);
+  Axis y =
+      NiceAxis(0, (std::isfinite(max_y) ? max_y : 1) * 1.08 / u.div, 6, "TTFT (" + u.name + ")");
+  Plot p(596, 360, x, y);
+  p.top = 34;
+  if (gate) {
+    p.HLine(gate->below_ms / u.div, "slo", "SLO: " + GateSpec(*gate));
+  }
+  const bool curve = DrawPredictedCurve(q, x, u, &p);
+  std::map<int, std::vector<const TrialSummary*>> by_c;
+  for (const auto* t : ts) by_c[t->concurrency].push_back(t);
+  for (const auto& [c, list] : by_c) {
+    int pass = 0;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const TrialSummary& t = *list[i];
+      pass += t.passed();
+      double xc = LevelX(scale, c) +
+                  JitterX(scale, Jitter(static_cast<int>(i), static_cast<int>(list.size())));
+      std::string what = t.phase + " " + scale.Label(c) + " trial " + std::to_string(t.trial);
+      p.Marker(xc, t.ttft_ms.p50 / u.div, "dash", "aux p50",
+               what + ": p50 " + F(t.ttft_ms.p50 / u.div, u.decimals) + " " + u.name);
+      p.Marker(xc, t.ttft_ms.p99 / u.div, "tri", "aux p99",
+               what + ": p99 " + F(t.ttft_ms.p99 / u.div, u.decimals) + " " + u.name);
+      p.Circle(xc, t.ttft_ms.p95 / u.div, 4.5, "pt " + VerdictClass(t) + " " + t.phase,
+               what + ": p95 " + F(t.ttft_ms.p95 / u.div, u.decimals) + " " + u.name + ", " +
+                   VerdictTip(t));
+    }
+    std::string cls =
+        pass == static_cast<int>(list.size()) ? "pass" : (pass == 0 ? "fail" : "mixed");
+    std::string mark = cls == "pass"   ? "✓"
+                       : cls == "fail" ? "✗"
+                                       : std::to_string(pass) + "/" + std::to_string(list.size());
+    p.TextPx(p.X(LevelX(scale, c)), p.top - 10, mark, "verdict " + cls);
+  }
+  std::string html = "<figure id=\"" + Id("fig-ttft", r.id) + "\">\n";
+  html += p.Render(r.id + ": TTFT percentiles against " + Against(scale));
+  html +=
+      "<div class=\"legend\"><span><i class=\"sw\" style=\"background:var(--pass)\"></i>confirm "
+      "pass</span><span><i class=\"sw\" style=\"background:var(--fail)\"></i>confirm fail</span>"
+      "<span><i class=\"sw\" style=\"border:2px solid var(--probe)\"></i>baseline / probe "
+      "(navigation)</span><span>▲ p99 &nbsp;– p50</span><span>✓ ✗ verdict per " +
+      scale.Symbol() + "</span>" +
+      (curve ? "<span><i class=\"sw\" style=\"border-top:2px dashed #8c6bb1\"></i>predicted "
+               "p95 (engine model)</span>"
+             : "") +
+      "</div>\n";
+  html += "<figcaption><b>TTFT percentiles against " + scale.Symbol() + "</b> for every trial of " +
+          Esc(r.id) + " (" + std::to_string(ts.size()) +
+          " points). Circles are p95, triangles p99, dashes p50; " +
+          (gate ? "the dashed line is the TTFT gate. " : "the row has no TTFT gate. ") +
+          "Medians stay flat while the tail decides the boundary." +
+          (r.slo.size() > 1
+               ? " The colour is the trial's verdict over every gate (SLO: " + Esc(SloText(r)) +
+                     "); each point's title names the gate that "
+                     "decided it."
+               : "") +
+          "</figcaption>\n</figure>\n";
+  return html;
+}
+
+// Figure 1: output throughput against C; the Cmax and Cmax+1 ranges drawn as bands.
+std::string FigThroughput(const RowQualification& q) {
+  const RowInfo& r = q.row;
+  auto ts = WithMetrics(q);
+  int max_c = 1;
+  double max_y = 0;
+  for (const auto* t : ts) {
+    max_c = std::max(max_c, t->concurrency);
+    if (std::isfinite(t->output_tok_s)) max_y = std::max(max_y, t->output_tok_s);
+  }
+  const LoadScale scale = r.scale();
+  Axis x = LoadAxis(scale, max_c);
+  Axis y = NiceAxis(0, std::max(1.0, max_y * 1.1), 6, "output tok/s (all streams)");
+  Plot p(596, 360, x, y);
+  std::string caption;
+  if (auto b = Boundary(q)) {
+    auto side = [&](int c, const std::string& cls, const std::string& anchor) {
+      double lo = INFINITY, hi = -INFINITY;
+      for (const auto* t : q.Trials("confirm", c)) {
+        if (!std::isfinite(t->output_tok_s)) continue;
+        lo = std::min(lo, t->output_tok_s);
+        hi = std::max(hi, t->output_tok_s);
+      }
+      if (std::isfinite(lo)) {
+        // Unlabelled: the caption and the legend carry the numbers, the points stay readable.
+        p.HBand(lo, hi, cls, "", anchor);
+      }
+      return std::make_pair(lo, hi);
+    };
+    auto a = side(*b, "band-pass", "start");
+    auto c = side(*b + 1, "band-fail", "end");
+    if (std::isfinite(a.first) && std::isfinite(c.first)) {
+      bool overlap = a.first <= c.second && c.first <= a.second;
+      caption = " At the boundary " + scale.Label(*b) + " emitted " + F(a.first, 1) + "–" +
+                F(a.second, 1) + " tok/s and " + scale.Label(*b + 1) + " " + F(c.first, 1) + "–" +
+                F(c.second, 1) + " tok/s: the ranges " +
+                (overlap ? "<b>overlap</b>" : "do not overlap") + ", while the " +
+                (scale.open_loop ? "SLO and stability gates give" : "SLO gives") +
+                " the pass/fail decision (" + scale.Label(*b) + " on " +
+                Esc(SideGateName(q.Trials("confirm", *b))) + ", " + scale.Label(*b + 1) + " on " +
+                Esc(SideGateName(q.Trials("confirm", *b + 1))) + ").";
+    }
+  }
+  std::map<int, std::vector<const TrialSummary*>> by_c;
+  for (const auto* t : ts) by_c[t->concurrency].push_back(t);
+  for (const auto& [c, list] : by_c) {
+    for (size_t i = 0; i < list.size(); ++i) {
+      const TrialSummary& t = *list[i];
+      double xc = LevelX(scale, c) +
+                  JitterX(scale, Jitter(static_cast<int>(i), static_cast<int>(list.size())));
+      p.Circle(xc, t.output_tok_s, 4.5, "pt " + VerdictClass(t) + " " + t.phase,
+               t.phase + " " + scale.Label(c) + " trial " + std::to_string(t.trial) + ": " +
+                   F(t.output_tok_s, 1) + " tok/s, " + VerdictTip(t));
+    }
+  }
+  std::string html = "<figure id=\"" + Id("fig-throughput", r.id) + "\">\n";
+  html += p.Render(r.id + ": output throughput against " + Against(scale));
+  if (auto b = Boundary(q)) {
+    html +=
+        "<div class=\"legend\"><span><i class=\"sw\" style=\"background:rgba(26,127,55,0.35)\">"
+        "</i>range of the " +
+        scale.Label(*b) +
+        " trials</span><span><i class=\"sw\" "
+        "style=\"background:rgba(198,40,40,0.35)\"></i>range of the " +
+        scale.Label(*b + 1) + " trials</span></div>\n";
+  }
+  html += "<figcaption><b>Figure 1 — output throughput against " + scale.Symbol() + "</b> (" +
+          std::to_string(ts.size()) + " trials)." + caption +
+          " Throughput describes completed work, not admission.</figcaption>\n</figure>\n";
+  return html;
+}
+
+// Figure 4: the protocol timeline, one lane per phase, one bar per trial.
+std::string FigTimeline(const RowQualification& q) {
+  double end = std::max(q.wall_s, 1e-3);
+  for (const auto& t : q.trials) end = std::max(end, t.start_offset_s + t.wall_s);
+  Axis x = NiceAxis(0, end, 8, "wall time since the qualification started (s)");
+  Axis y;
+  y.min = -0.6;
+  y.max = 2.6;
+  y.ticks = {0, 1, 2};
+  y.tick_labels = {"confirm", "locate", "baseline"};
+  y.label = "";
+  Plot p(1000, 190, x, y);
+  p.left = 80;
+  auto lane = [](const std::string& phase) {
+    return phase == "baseline" ? 2.0 : phase == "probe" ? 1.0 : 0.0;
+  };
+  for (const auto& t : q.trials) {
+    double l = lane(t.phase);
+    p.Rect(t.start_offset_s, l - 0.32, t.start_offset_s + std::max(t.wall_s, end * 0.002), l + 0.32,
+           "bar " + t.phase + " " + VerdictClass(t),
+           t.phase + " " + q.row.scale().Label(t.concurrency) + " trial " +
+               std::to_string(t.trial) + ": " + VerdictTip(t) + ", " + F(t.wall_s, 1) + " s");
+    if (t.wall_s > end * 0.035) {
+      // A rate label is wider: the bar must be too.
+      if (!q.row.open_loop() || t.wall_s > end * 0.08) {
+        p.Text(t.start_offset_s + t.wall_s / 2, l - 0.12, q.row.scale().Label(t.concurrency),
+               "bar-text");
+      }
+    }
+  }
+  std::string costs;
+  for (const auto& ph : q.phases) {
+    if (!costs.empty()) costs += " · ";
+    std::string unit = ph.name == "locate" ? "probe" : "trial";
+    costs += ph.name + " " + std::to_string(ph.trials) + " " + unit + (ph.trials == 1 ? "" : "s") +
+             " " + F(ph.wall_s, 1) + " s";
+  }
+  std::string html = "<figure class=\"wide\" id=\"" + Id("fig-timeline", q.row.id) + "\">\n";
+  html += p.Render(q.row.id + ": protocol timeline");
+  html +=
+      "<figcaption><b>Figure 4 — protocol timeline</b> (" + std::to_string(q.trials.size()) +
+      " trials, " + F(q.wall_s, 1) + " s): " + Esc(costs) +
+      ". The locator saves test time; the adjacent confirmations carry the claim.</figcaption>\n"
+      "</figure>\n";
+  return html;
+}
+
+// Figure 2: every row's boundary with its trials on both sides.
+std::string FigBoundary(const CapacityData& d) {
+  std::string panels;
+  int points = 0;
+  for (const auto& q : d.rows) {
+    auto b = Boundary(q);
+    if (!b) continue;
+    auto low = q.Trials("confirm", *b);
+    auto high = q.Trials("confirm", *b + 1);
+    SideGates gl = DecideSide(low), gh = DecideSide(high);
+    const LoadScale scale = q.row.scale();
+    // One gate decided both sides: its values against its bound. Otherwise each trial's deciding
+    // gate as a share of its own bound, so that the line at 100% is every gate's bound.
+    const SloCheck* one =
+        gl.gate && (high.empty() || (gh.gate && SameGate(*gl.gate, *gh.gate))) ? gl.gate : nullptr;
+    Unit u = one ? UnitFor(one->below_ms) : Unit{};
+    auto value = [&](const SloCheck& g) {
+      return one ? g.measured_ms / u.div : 100.0 * GateRatio(g);
+    };
+    double y_max = one ? one->below_ms / u.div : 100.0;
+    // A trial a stability gate decided sits at its last third as a share of its bound.
+    auto stability_value = [](const std::string* f) {
+      return f ? 100.0 * StabilityRatio(*f) : static_cast<double>(NAN);
+    };
+    for (const auto& [list, side] : {std::make_pair(&low, &gl), std::make_pair(&high, &gh)}) {
+      for (size_t k = 0; k < list->size(); ++k) {
+        int i = side->per_trial[k];
+        double v = i >= 0 ? value((*list)[k]->slo[i]) : stability_value(side->stability[k]);
+        if (std::isfinite(v)) y_max = std::max(y_max, v);
+      }
+    }
+    auto tick = [&](int c, const SideGates& s) {
+      return scale.Label(c) + " " +
+             (s.gate ? GateName(*s.gate)
+                     : (!s.stability_gate.empty() ? s.stability_gate : std::string("(mixed)")));
+    };
+    Axis x;
+    x.min = -0.6;
+    x.max = 1.6;
+    x.ticks = {0, 1};
+    x.tick_labels = {tick(*b, gl), tick(*b + 1, gh)};
+    x.label = Shape(q.row) + " tokens";
+    Axis y = NiceAxis(0, y_max * 1.1, 5,
+                      one ? GateName(*one) + " (" + u.name + ")" : "deciding gate, % of its bound");
+    Plot p(300, 320, x, y);
+    p.HLine(one ? one->below_ms / u.div : 100.0, "slo", one ? "SLO" : "bound");
+    int side_x = 0;
+    for (const auto& [list, side] : {std::make_pair(&low, &gl), std::make_pair(&high, &gh)}) {
+      for (size_t k = 0; k < list->size(); ++k) {
+        const TrialSummary& t = *(*list)[k];
+        int i = side->per_trial[k];
+        if (i < 0) {
+          const std::string* f = side->stability[k];
+          double v = stability_value(f);
+          if (!std::isfinite(v)) continue;
+          p.Circle(side_x + Jitter(static_cast<int>(k), static_cast<int>(list->size()), 0.16), v, 5,
+                   "pt " + VerdictClass(t) + " confirm",
+                   scale.Label(t.concurrency) + " trial " + std::to_string(t.trial) + ": " + *f +
+                       " (" + F(v, 0) + "% of the bound), " + VerdictWord(t));
+          ++points;
+          continue;
+        }
+        const SloCheck& g = t.slo[i];
+        p.Circle(side_x + Jitter(static_cast<int>(k), static_cast<int>(list->size()), 0.16),
+                 value(g), 5, "pt " + VerdictClass(t) + " confirm",
+                 scale.Label(t.concurrency) + " trial " + std::to_string(t.trial) + ": " +
+                     GateVerdictText(g) +
+                     (one ? "" : " (" + F(100.0 * GateRatio(g), 0) + "% of the bound)") + ", " +
+                     VerdictWord(t));
+        ++points;
+      }
+      ++side_x;
+    }
+    p.TextPx(p.left, 16, q.row.id + (q.status == QualifyStatus::kLowered ? " (noisy)" : ""),
+             "panel-title", "start");
+    panels += p.Render(q.row.id + ": boundary trials");
+  }
+  if (panels.empty()) return "";
+  return "<figure class=\"wide\" id=\"fig-boundary\">\n<div class=\"panels\">\n" + panels +
+         "</div>\n<figcaption><b>Figure 2 — the boundary of every row</b> (" +
+         std::to_string(points) +
+         " confirmation trials): independent cold-cache trials at Cmax (left) and Cmax+1 "
+         "(right), or at Rmax and Rmax + one step on a rate row, each at the value of the gate "
+         "that decided its side, named under the side. When different gates decided, every point "
+         "is its gate's value as a share of that gate's bound (a stability gate's last third "
+         "against its bound).</figcaption>\n</figure>\n";
+}
+
+// Figure 3: the capacity surface across rows.
+std::string FigSurface(const CapacityData& d) {
+  // Concurrency across shapes: a rate row's boundary is another quantity and stays out of it.
+  std::vector<const RowQualification*> rows;
+  for (const auto& q : d.rows) {
+    if (!q.row.open_loop()) rows.push_back(&q);
+  }
+  if (rows.size() < 2) return "";
+  std::stable_sort(rows.begin(), rows.end(), [](const auto* a, const auto* b) {
+    return a->row.input_tokens + a->row.output_tokens < b->row.input_tokens + b->row.output_tokens;
+  });
+  int max_c = 1;
+  for (const auto* q : rows) {
+    if (auto b = Boundary(*q)) max_c = std::max(max_c, *b);
+  }
+  Axis x;
+  x.min = -0.6;
+  x.max = rows.size() - 0.4;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    x.ticks.push_back(static_cast<double>(i));
+    x.tick_labels.push_back(Shape(rows[i]->row));
+  }
+  x.label = "request shape (input / output tokens)";
+  Axis y = NiceAxis(0, max_c * 1.15 + 1, 6, "max passing concurrency", true);
+  Plot p(std::max(420, 210 * static_cast<int>(rows.size()) + 120), 320, x, y);
+  int points = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    auto b = Boundary(*rows[i]);
+    if (!b) {
+      p.Text(static_cast<double>(i), y.max * 0.1, "no boundary", "tick");
+      continue;
+    }
+    p.Rect(i - 0.3, 0, i + 0.3, *b, "bar row",
+           rows[i]->row.id + ": " + std::to_string(*b) +
+               (rows[i]->status == QualifyStatus::kLowered ? " (noisy, lowered)" : ""));
+    p.Circle(static_cast<double>(i), *b, 4, "pt pass confirm", rows[i]->row.id);
+    p.Text(static_cast<double>(i), *b + y.max * 0.04, std::to_string(*b) + " — " + rows[i]->row.id,
+           "bar-label");
+    ++points;
+  }
+  return "<figure id=\"fig-surface\">\n" + p.Render("capacity surface across rows") +
+         "<figcaption><b>Figure 3 — capacity across request shapes</b> (" + std::to_string(points) +
+         " rows with an operating point). The maxima are alternatives, not quantities to add: "
+         "a mixed queue needs its own experiment.</figcaption>\n</figure>\n";
+}
+
+}  // namespace capq::report
