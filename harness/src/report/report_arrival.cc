@@ -144,11 +144,71 @@ std::string FigQueue(const RowQualification& q) {
          "gate).</figcaption>\n</figure>\n";
 }
 
+namespace {
+
+// The figure's legend and caption: a rate row's requests in the order they were scheduled; a
+// closed loop's opening burst apart from its steady state.
+std::string ArrivalLegendAndCaption(const RowQualification& q, int b, int requests) {
+  const LoadScale scale = q.row.scale();
+  std::string html;
+  if (scale.open_loop) {
+    // A rate row sends on a schedule: no opening burst, and its ramp is sent but not measured.
+    html +=
+        "<div class=\"legend\"><span><i class=\"sw\" style=\"background:#3b6fb6\"></i>measured "
+        "requests in the order they were scheduled</span><span>- - full p95</span></div>\n";
+    html += "<figcaption><b>TTFT by arrival order at " + scale.Label(b) + " and " +
+            scale.Label(b + 1) + "</b> (" + std::to_string(requests) +
+            " measured requests, after the ramp). A queue that grows shows as TTFT that climbs "
+            "with the arrival order; a bounded one as a flat band.</figcaption>\n";
+  } else {
+    html +=
+        "<div class=\"legend\"><span><i class=\"sw\" style=\"background:var(--burst)\"></i>opening "
+        "burst (the first C requests, sent together, queue for prefill)</span><span><i "
+        "class=\"sw\" "
+        "style=\"background:#3b6fb6\"></i>steady state</span><span>- - full p95</span><span>· · "
+        "steady-state p95 (requests after the first C)</span></div>\n";
+    html += "<figcaption><b>TTFT by arrival order at C=" + std::to_string(b) +
+            " and C=" + std::to_string(b + 1) + "</b> (" + std::to_string(requests) +
+            " measured requests). With few measured requests the slowest handful decide p95; the "
+            "table below says how many of them belong to the opening burst and what p95 would be "
+            "without it.</figcaption>\n";
+  }
+  return html;
+}
+
+// Per-trial burst share: each confirmation trial at the boundary and one level above, its full and
+// steady-state p95 and how many of its slowest requests the opening burst holds.
+std::string TblArrival(const RowQualification& q, int b, const Unit& u) {
+  const LoadScale scale = q.row.scale();
+  std::string html = "<table id=\"" + Id("tbl-arrival", q.row.id) + "\"><tr><th>" +
+                     (scale.open_loop ? "R (rps)" : "C") +
+                     "</th><th>trial</th><th>requests</th><th>full p95</th><th>steady p95" +
+                     (scale.open_loop ? "" : " (after first C)") +
+                     "</th><th>slowest 5% in opening burst</th><th>verdict</th><th "
+                     "class=\"l\">decided by</th></tr>\n";
+  for (int c : {b, b + 1}) {
+    for (const auto* t : q.Trials("confirm", c)) {
+      ArrivalStats s = ArrivalOf(*t, scale.open_loop ? 0 : c);
+      html +=
+          "<tr><td>" + scale.Figure(c) + "</td><td>" + std::to_string(t->trial) + "</td><td>" +
+          std::to_string(t->ttft_ms_by_arrival.size()) + "</td><td>" +
+          F(s.p95_full / u.div, u.decimals) + " " + u.name + "</td><td>" +
+          F(s.p95_steady / u.div, u.decimals) + " " + u.name + "</td><td>" +
+          (scale.open_loop ? std::string("—")
+                           : std::to_string(s.tail_in_burst) + " of " + std::to_string(s.tail)) +
+          "</td><td class=\"" + VerdictClass(*t) + "\">" + VerdictWord(*t) +
+          "</td><td class=\"l\">" + Esc(DecidedBy(*t)) + "</td></tr>\n";
+    }
+  }
+  return html + "</table>\n";
+}
+
+}  // namespace
+
 std::string FigArrival(const RowQualification& q) {
   auto b = Boundary(q);
   if (!b) return "";
   Unit u = TtftUnit(q.row);
-  const LoadScale scale = q.row.scale();
   double y_max = TtftGate(q.row) ? TtftGate(q.row)->below_ms : 0;
   int requests = 0;
   for (int c : {*b, *b + 1}) {
@@ -164,50 +224,9 @@ std::string FigArrival(const RowQualification& q) {
   html += FigArrivalPanel(q, *b, u, y_max);
   html += FigArrivalPanel(q, *b + 1, u, y_max);
   html += "</div>\n";
-  if (scale.open_loop) {
-    // A rate row sends on a schedule: no opening burst, and its ramp is sent but not measured.
-    html +=
-        "<div class=\"legend\"><span><i class=\"sw\" style=\"background:#3b6fb6\"></i>measured "
-        "requests in the order they were scheduled</span><span>- - full p95</span></div>\n";
-    html += "<figcaption><b>TTFT by arrival order at " + scale.Label(*b) + " and " +
-            scale.Label(*b + 1) + "</b> (" + std::to_string(requests) +
-            " measured requests, after the ramp). A queue that grows shows as TTFT that climbs "
-            "with the arrival order; a bounded one as a flat band.</figcaption>\n";
-  } else {
-    html +=
-        "<div class=\"legend\"><span><i class=\"sw\" style=\"background:var(--burst)\"></i>opening "
-        "burst (the first C requests, sent together, queue for prefill)</span><span><i "
-        "class=\"sw\" "
-        "style=\"background:#3b6fb6\"></i>steady state</span><span>- - full p95</span><span>· · "
-        "steady-state p95 (requests after the first C)</span></div>\n";
-    html += "<figcaption><b>TTFT by arrival order at C=" + std::to_string(*b) +
-            " and C=" + std::to_string(*b + 1) + "</b> (" + std::to_string(requests) +
-            " measured requests). With few measured requests the slowest handful decide p95; the "
-            "table below says how many of them belong to the opening burst and what p95 would be "
-            "without it.</figcaption>\n";
-  }
-  // Per-trial burst share.
-  html += "<table id=\"" + Id("tbl-arrival", q.row.id) + "\"><tr><th>" +
-          (scale.open_loop ? "R (rps)" : "C") +
-          "</th><th>trial</th><th>requests</th><th>full p95</th><th>steady p95" +
-          (scale.open_loop ? "" : " (after first C)") +
-          "</th><th>slowest 5% in opening burst</th><th>verdict</th><th "
-          "class=\"l\">decided by</th></tr>\n";
-  for (int c : {*b, *b + 1}) {
-    for (const auto* t : q.Trials("confirm", c)) {
-      ArrivalStats s = ArrivalOf(*t, scale.open_loop ? 0 : c);
-      html +=
-          "<tr><td>" + scale.Figure(c) + "</td><td>" + std::to_string(t->trial) + "</td><td>" +
-          std::to_string(t->ttft_ms_by_arrival.size()) + "</td><td>" +
-          F(s.p95_full / u.div, u.decimals) + " " + u.name + "</td><td>" +
-          F(s.p95_steady / u.div, u.decimals) + " " + u.name + "</td><td>" +
-          (scale.open_loop ? std::string("—")
-                           : std::to_string(s.tail_in_burst) + " of " + std::to_string(s.tail)) +
-          "</td><td class=\"" + VerdictClass(*t) + "\">" + VerdictWord(*t) +
-          "</td><td class=\"l\">" + Esc(DecidedBy(*t)) + "</td></tr>\n";
-    }
-  }
-  html += "</table>\n</figure>\n";
+  html += ArrivalLegendAndCaption(q, *b, requests);
+  html += TblArrival(q, *b, u);
+  html += "</figure>\n";
   return html;
 }
 
