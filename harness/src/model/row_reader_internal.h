@@ -1,7 +1,8 @@
 // What the pieces of the row parser share (row_loader.h states the rules they enforce): the bounds
 // a row is checked against, the text of values in messages, a YAML mapping walked in file order,
 // and RowParser, whose sections live in files of their own:
-//   row_reader.cc           the document, its top-level keys and the rules across sections
+//   row_reader.cc           the document, its top-level keys and the rules across sections, and
+//                           ParseRow and LoadRowFromString
 //   row_reader_values.cc    mappings, keys and typed scalars, each refused with its position
 //   row_reader_identity.cc  identity and identity.server_expect
 //   row_reader_workload.cc  workload, its arrival, cache, warmup, measured and stability
