@@ -1,6 +1,6 @@
 // What capq probe asks a server, per engine (probe_internal.h): the requests its adapter makes
-// (targets/adapters.cc: info documents, tokenize, template rendering, flush, metrics), each with
-// the body the adapter sends, and the streamed chats a trial sends.
+// (targets/<engine>_target.cc: info documents, tokenize, template rendering, flush, metrics), each
+// with the body the adapter sends, and the streamed chats a trial sends.
 #include <cstdio>
 
 #include "probe_internal.h"

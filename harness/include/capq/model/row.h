@@ -14,8 +14,8 @@
 namespace capq {
 
 // kOpenai: any OpenAI-compatible server (TGI, trtllm-serve, Ollama, a gateway), known only by
-// /v1/models: no flush, no limits, maybe no tokenizer (targets/adapters.cc says what each gate can
-// prove there).
+// /v1/models: no flush, no limits, maybe no tokenizer (targets/openai_target.cc says what each gate
+// can prove there).
 enum class Engine { kSglang, kVllm, kLlamacpp, kSim, kOpenai };
 const char* EngineName(Engine e);  // "sglang", "vllm", "llamacpp", "sim", "openai"
 
