@@ -1,6 +1,4 @@
 // What the report's figures and tables share (report_internal.h).
-#include "report_internal.h"
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -9,6 +7,7 @@
 #include <vector>
 
 #include "capq/qualify/qualify.h"
+#include "report_internal.h"
 
 namespace capq::report {
 

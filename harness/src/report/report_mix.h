@@ -1,6 +1,6 @@
 // The report's mixed-replay section (report.cc): per-class TTFT tails against total C, the class
 // mix actually sent, and the mixed boundary beside the isolated rows of the same identity.
-// Private to the protocol layer.
+// Private to the report layer.
 #pragma once
 
 #include <string>

@@ -1,6 +1,6 @@
 // Inline SVG for the report: a small plot builder (linear axes with round ticks, points, lines,
 // bands, bars, text). Everything renders to a string; no scripts, no external resources.
-// Private to the protocol layer (report.cc).
+// Private to the report layer (its figures).
 #pragma once
 
 #include <string>

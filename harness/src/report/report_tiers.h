@@ -1,5 +1,5 @@
 // The report's SLO tier section (report.cc's row sections): every tier of a row side by side with
-// the trials that decided it, and the order a stricter tier must keep. Private to the protocol
+// the trials that decided it, and the order a stricter tier must keep. Private to the report
 // layer.
 #pragma once
 
