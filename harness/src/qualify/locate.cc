@@ -79,53 +79,61 @@ Locator::State Locator::state() const {
 
 std::optional<Locator::Choice> Locator::Choose() const {
   if (state() != State::kSearching) return std::nullopt;
-  const int cap = options_.max_concurrency;
   const int hi = first_fail();
   const int lo = last_pass();
+  if (std::optional<Choice> c = ChooseByPrediction(lo, hi)) return c;
+  if (hi == 0) return ChooseUpward(lo);
+  return ChooseInBracket(lo, hi);
+}
 
-  if (prediction_ >= 1) {
-    const int pc = std::min(prediction_, cap);
-    const ProbePoint* at = Find(pc);
-    if (!at && pc > lo && (hi == 0 || pc < hi)) return Choice{pc, "predicted Cmax"};
-    if (at && at->verdict == ProbeVerdict::kPass && pc + 1 <= cap && !Find(pc + 1) &&
-        (hi == 0 || pc + 1 < hi)) {
-      return Choice{pc + 1, "predicted Cmax + 1"};
+std::optional<Locator::Choice> Locator::ChooseByPrediction(int lo, int hi) const {
+  if (prediction_ < 1) return std::nullopt;
+  const int cap = options_.max_concurrency;
+  const int pc = std::min(prediction_, cap);
+  const ProbePoint* at = Find(pc);
+  if (!at && pc > lo && (hi == 0 || pc < hi)) return Choice{pc, "predicted Cmax"};
+  if (at && at->verdict == ProbeVerdict::kPass && pc + 1 <= cap && !Find(pc + 1) &&
+      (hi == 0 || pc + 1 < hi)) {
+    return Choice{pc + 1, "predicted Cmax + 1"};
+  }
+  if (at && at->verdict == ProbeVerdict::kSloFail && pc - 1 > lo && !Find(pc - 1)) {
+    return Choice{pc - 1, "predicted Cmax - 1"};
+  }
+  return std::nullopt;
+}
+
+Locator::Choice Locator::ChooseUpward(int lo) const {
+  const int cap = options_.max_concurrency;
+  if (lo == 0) return Choice{1, "start at C=1"};
+  Choice c{std::min(2 * lo, cap), "double"};
+  const ProbePoint* at_lo = Find(lo);
+  if (options_.interpolate && at_lo && Usable(at_lo->gate_ratio) && at_lo->gate_ratio < 1) {
+    // Extrapolate the gate ratio to 1 from the last two passes (or, with one pass, assume it
+    // grows in proportion to C). Jumps are bounded to 4x so a flat curve cannot run away.
+    const ProbePoint* below = nullptr;
+    for (const auto& p : points_) {
+      if (p.verdict == ProbeVerdict::kPass && p.concurrency < lo && Usable(p.gate_ratio) &&
+          (!below || p.concurrency > below->concurrency)) {
+        below = &p;
+      }
     }
-    if (at && at->verdict == ProbeVerdict::kSloFail && pc - 1 > lo && !Find(pc - 1)) {
-      return Choice{pc - 1, "predicted Cmax - 1"};
+    double crossing = NAN;
+    if (below && at_lo->gate_ratio > below->gate_ratio) {
+      double slope = (at_lo->gate_ratio - below->gate_ratio) / (lo - below->concurrency);
+      crossing = lo + (1.0 - at_lo->gate_ratio) / slope;
+    } else if (!below) {
+      crossing = lo / at_lo->gate_ratio;
+    }
+    if (std::isfinite(crossing)) {
+      double target = std::floor(crossing);
+      target = std::clamp(target, static_cast<double>(lo + 1), 2.0 * lo);
+      c = Choice{std::min(static_cast<int>(target), cap), "extrapolate"};
     }
   }
+  return c;
+}
 
-  if (hi == 0) {
-    if (lo == 0) return Choice{1, "start at C=1"};
-    Choice c{std::min(2 * lo, cap), "double"};
-    const ProbePoint* at_lo = Find(lo);
-    if (options_.interpolate && at_lo && Usable(at_lo->gate_ratio) && at_lo->gate_ratio < 1) {
-      // Extrapolate the gate ratio to 1 from the last two passes (or, with one pass, assume it
-      // grows in proportion to C). Jumps are bounded to 4x so a flat curve cannot run away.
-      const ProbePoint* below = nullptr;
-      for (const auto& p : points_) {
-        if (p.verdict == ProbeVerdict::kPass && p.concurrency < lo && Usable(p.gate_ratio) &&
-            (!below || p.concurrency > below->concurrency)) {
-          below = &p;
-        }
-      }
-      double crossing = NAN;
-      if (below && at_lo->gate_ratio > below->gate_ratio) {
-        double slope = (at_lo->gate_ratio - below->gate_ratio) / (lo - below->concurrency);
-        crossing = lo + (1.0 - at_lo->gate_ratio) / slope;
-      } else if (!below) {
-        crossing = lo / at_lo->gate_ratio;
-      }
-      if (std::isfinite(crossing)) {
-        double target = std::floor(crossing);
-        target = std::clamp(target, static_cast<double>(lo + 1), 2.0 * lo);
-        c = Choice{std::min(static_cast<int>(target), cap), "extrapolate"};
-      }
-    }
-    return c;
-  }
-
+Locator::Choice Locator::ChooseInBracket(int lo, int hi) const {
   // Bracketed: lo passes (or nothing known below), hi fails, hi - lo >= 2.
   Choice c{lo + (hi - lo) / 2, "bisect"};
   const ProbePoint* at_lo = lo > 0 ? Find(lo) : nullptr;

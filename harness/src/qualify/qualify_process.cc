@@ -169,6 +169,31 @@ Result<std::string> SpliceRowExpectation(const std::string& original_text, const
   return out;
 }
 
+namespace {
+
+// The wall seconds a trial process may run: `configured` when set; otherwise 600 s of setup plus
+// every warm-up and measured request at its full request timeout, in the row's time scale.
+double TrialDeadlineS(const Row& row, const TrialRequest& req, double configured) {
+  double deadline_s = configured;
+  if (deadline_s <= 0) {
+    deadline_s = 0;
+    double scale = row.identity.time_scale > 0 ? row.identity.time_scale : 1;
+    double requests = row.measured.RequestsAt(req.concurrency);
+    if (row.open_loop()) {
+      // The schedule's length plus every request it sends at its full timeout.
+      const OpenLoop& o = row.workload.open_loop;
+      const double rate = RateAtLevel(row, req.concurrency);
+      const double span_s = o.ramp_s + o.duration_s.value_or(0);
+      requests = rate * span_s + o.requests.value_or(0);
+      deadline_s = (span_s + (rate > 0 ? o.requests.value_or(0) / rate : 0)) / scale;
+    }
+    deadline_s += 600 + (row.warmup.requests + requests) * row.request_timeout_s / scale;
+  }
+  return deadline_s;
+}
+
+}  // namespace
+
 TrialRunner MakeProcessTrialRunner(const ProcessTrialRunnerOptions& options) {
   return [options](const Row& row, const TrialRequest& req) -> TrialSummary {
     // "<row>/confirm/c7-t1"; a rate row's folders name the rate: "<row>/confirm/r1p25-t1".
@@ -193,21 +218,7 @@ TrialRunner MakeProcessTrialRunner(const ProcessTrialRunnerOptions& options) {
     argv.insert(argv.end(), options.extra_args.begin(), options.extra_args.end());
     std::string log = dir.string() + ".log";
     std::string error;
-    double deadline_s = options.trial_deadline_s;
-    if (deadline_s <= 0) {
-      deadline_s = 0;
-      double scale = row.identity.time_scale > 0 ? row.identity.time_scale : 1;
-      double requests = row.measured.RequestsAt(req.concurrency);
-      if (row.open_loop()) {
-        // The schedule's length plus every request it sends at its full timeout.
-        const OpenLoop& o = row.workload.open_loop;
-        const double rate = RateAtLevel(row, req.concurrency);
-        const double span_s = o.ramp_s + o.duration_s.value_or(0);
-        requests = rate * span_s + o.requests.value_or(0);
-        deadline_s = (span_s + (rate > 0 ? o.requests.value_or(0) / rate : 0)) / scale;
-      }
-      deadline_s += 600 + (row.warmup.requests + requests) * row.request_timeout_s / scale;
-    }
+    double deadline_s = TrialDeadlineS(row, req, options.trial_deadline_s);
     bool timed_out = false;
     int code = SpawnAndWait(argv, log, options.cancel, deadline_s, &timed_out, &error);
     if (code < 0) return CouldNotRun(rel, error);

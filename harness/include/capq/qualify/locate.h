@@ -80,6 +80,12 @@ class Locator {
     std::string move;
   };
   std::optional<Choice> Choose() const;
+  // The predicted level and its neighbours, while they are unprobed and inside the bracket.
+  std::optional<Choice> ChooseByPrediction(int lo, int hi) const;
+  // No failure yet: double from the last pass, or extrapolate its gate ratio to 1.
+  Choice ChooseUpward(int lo) const;
+  // Bracketed: bisect, or interpolate the gate ratios of both ends.
+  Choice ChooseInBracket(int lo, int hi) const;
   const ProbePoint* Find(int c) const;
 
   Options options_;
