@@ -1,6 +1,16 @@
 // The simulated server's shared internals: the state of one chat stream and the server's
-// loop-thread state. server.cc has the engine driving, streaming and the common endpoints;
-// server_llamacpp.cc the endpoints only llama.cpp has.
+// loop-thread state. Where each part lives:
+//   server.cc           SimServer: start-up, accessors, stop
+//   server_loop.cc      the loop: its callbacks, the engine driving, a stream's connection
+//   server_routes.cc    a path to its endpoint; the endpoints all dialects share but chat
+//   server_chat.cc      the chat endpoint: a request becomes a stream in the engine
+//   chat_request.cc     a chat request's messages and options read and checked
+//   server_stream.cc    a chat reply's chunks: framing, tokens, mid-stream faults, finish, usage
+//   server_write.cc     how a stream's frames reach its socket, and the truth log of the writes
+//   server_http.cc      the HTTP answers every endpoint shares, in the dialect's shape
+//   server_faults.cc    the triggers of the faults that change a stream's shape
+//   server_llamacpp.cc  the endpoints only llama.cpp has
+//   chunk_parts.cc      the constant pieces of a stream's chunks
 #pragma once
 
 #include <event2/buffer.h>
@@ -67,32 +77,37 @@ struct ChunkParts {
 };
 ChunkParts BuildChunkParts(const DialectSpec& spec, const StreamVariation& v);
 
-std::string BodyOf(evhttp_request* req);
-// Whether a mid-stream fault acts once `count` output tokens are out.
-bool FaultDue(const RequestFaults& f, int64_t count);
-// Stream-shape fault triggers (server_faults.cc).
-void TruncatePrompt(const RequestFaults& f, std::vector<uint32_t>* ids);
-// The words of a content chunk of `words` tokens from `first` that carry text.
-int64_t HollowWords(const RequestFaults& f, int64_t first, int64_t words);
 struct Stream;
-void AppendPromptDetails(const Stream* s, std::string* usage);
-// Every message's text content joined by newlines (what the sim template wraps); false and a
-// reason when a message is malformed.
-// Every message's content + "\n", joined (what faults match on), and the messages themselves for
-// the per-message chat template (sim/tokenizer.h).
-bool MessagesText(const json& messages, std::string* text, std::string* error,
-                  std::vector<ChatMessage>* parsed = nullptr);
-void AppendInt(std::string* out, int64_t v);
-// The HTTP plumbing (server_http.cc): a status's reason phrase, and the dialect's error object
-// (what a stream's error frame wraps in {"error": ...}) and error body.
+
+// The HTTP plumbing (server_http.cc): a request's body, a status's reason phrase, and the
+// dialect's error object (what a stream's error frame wraps in {"error": ...}) and error body.
+std::string BodyOf(evhttp_request* req);
 const char* ReasonPhrase(int status);
 json ErrorInner(ErrorStyle style, int status, const std::string& message);
 std::string ErrorBody(ErrorStyle style, int status, const std::string& message);
+
 // The loop's callbacks that start-up registers (server_loop.cc): the engine timer, every request,
 // and the stop event Stop() wakes.
 void OnEngineTimer(evutil_socket_t, short, void* arg);
 void OnRequest(evhttp_request* req, void* arg);
 void OnStop(evutil_socket_t, short, void* arg);
+
+// Streaming (server_stream.cc): a number's digits appended, and whether a mid-stream fault acts
+// once `count` output tokens are out.
+void AppendInt(std::string* out, int64_t v);
+bool FaultDue(const RequestFaults& f, int64_t count);
+
+// Stream-shape fault triggers (server_faults.cc).
+void TruncatePrompt(const RequestFaults& f, std::vector<uint32_t>* ids);
+// The words of a content chunk of `words` tokens from `first` that carry text.
+int64_t HollowWords(const RequestFaults& f, int64_t first, int64_t words);
+void AppendPromptDetails(const Stream* s, std::string* usage);
+
+// A chat request's messages (chat_request.cc): every message's content + "\n", joined (what faults
+// match on), and the messages themselves for the per-message chat template (sim/tokenizer.h);
+// false and a reason when a message is malformed.
+bool MessagesText(const json& messages, std::string* text, std::string* error,
+                  std::vector<ChatMessage>* parsed = nullptr);
 
 // One chat completion request, from arrival to the end of its answer.
 struct Stream {
@@ -237,14 +252,26 @@ struct SimServer::Impl {
   }
   bool Busy() const { return !engine->Idle() || delayed > 0; }
 
-  // Engine driving.
+  // The loop (server_loop.cc): the engine driving, and a stream's connection from its watch to
+  // its end.
   void Pump(VirtNs now);
   void Rearm();
   void Dispatch(const EngineEvent& e);
   void Snapshot();
   void SubmitStream(Stream* s);
+  void WatchConnection(Stream* s);
+  void DelaySubmit(Stream* s, double delay_ms);
+  void Forget(Stream* s);
+  void CutNow(Stream* s);
+  void ClientGone(Stream* s);
+  // Streams whose last frame went out in this Pump; their replies end after the step's writes.
+  // No I/O callback runs inside Pump, so nothing else can forget them in between.
+  std::vector<Stream*> finished;
 
-  // Streams.
+  // Streaming (server_stream.cc).
+  void ChooseFraming();
+  void ChooseVariation(Stream* s);
+  void SetChunkHeadAndTail(Stream* s) const;
   void OnTokens(Stream* s, const EngineEvent& e);
   void CountFirstToken(Stream* s, VirtNs t);
   bool HoldBack(const Stream* s) const;
@@ -253,14 +280,18 @@ struct SimServer::Impl {
   bool SendHeld(Stream* s, VirtNs v, FinishKind finish);
   void BeginRoleFrame(Stream* s);  // the role chunk, in `frame`
   void SendRole(Stream* s, VirtNs v);
-  void SendComment(Stream* s);  // an SSE comment (": ping") outside the truth log's frames
-  void ChooseVariation(Stream* s);
-  void ChooseFraming();
+  bool SendAndApplyFaults(Stream* s, int64_t count, VirtNs v);
+  void SendErrorFrameAndEnd(Stream* s, int status, const std::string& message, VirtNs v);
   void OnFinished(Stream* s, const EngineEvent& e);
-  void AnswerWhole(Stream* s, const char* reason, VirtNs t);
   bool SendFinishAndUsage(Stream* s, const char* reason, VirtNs t);
   void AppendUsageChunk(Stream* s, VirtNs t);
+  std::string UsageJson(const Stream* s) const;
+  std::string TimingsJson(const Stream* s, VirtNs finish_v) const;
+  void AnswerWhole(Stream* s, const char* reason, VirtNs t);
+  std::string NonStreamBody(const Stream* s, const char* finish_reason, VirtNs finish_v) const;
   void OnRejected(Stream* s, const EngineEvent& e);
+
+  // Writing a stream's frames to its socket (server_write.cc).
   void StartReply(Stream* s);
   void WriteFrame(Stream* s, std::string_view payload, VirtNs v,
                   void (*done_cb)(evhttp_connection*, void*) = nullptr);
@@ -273,9 +304,17 @@ struct SimServer::Impl {
     frame += "data: ";
     return frame;
   }
+  // Several frames can share one HTTP chunk (llama.cpp): NextFrame starts another in `frame`.
+  std::string& NextFrame() {
+    frame += "\n\ndata: ";
+    ++frame_count;
+    return frame;
+  }
+  int frame_count = 1;
   void SendFrame(Stream* s, VirtNs v, void (*done_cb)(evhttp_connection*, void*) = nullptr);
   void FlushStaged();
   static void WriteNow(bufferevent* bev);  // writes what its output holds, now
+  void SendComment(Stream* s);  // an SSE comment (": ping") outside the truth log's frames
   // Truth log: each staged frame is logged once the socket write that carried it returns.
   void WatchWrites(Stream* s);
   void LogUnwritten(Stream* s, MonoNs written_ns);  // every frame written by now (0: unknown)
@@ -291,12 +330,7 @@ struct SimServer::Impl {
   void EndReply(Stream* s);
   void RestoreIdleTimeoutOnceWritten(evhttp_connection* conn);
   static void OnReplyWritten(evbuffer* out, const evbuffer_cb_info* info, void* arg);
-  // Streams whose last frame went out in this Pump; their replies end after the step's writes.
-  // No I/O callback runs inside Pump, so nothing else can forget them in between.
-  std::vector<Stream*> finished;
-  void CutNow(Stream* s);
-  void SendErrorFrameAndEnd(Stream* s, int status, const std::string& message, VirtNs v);
-  bool SendAndApplyFaults(Stream* s, int64_t count, VirtNs v);
+
   // Stream-shape faults (server_faults.cc).
   std::string_view ChunkModelJson(const Stream* s) const;
   std::string_view ContentOpen(const Stream* s, int64_t first, int64_t words,
@@ -314,25 +348,35 @@ struct SimServer::Impl {
   void PrepareFaultReply(Stream* s);
   void EncodeBody(Stream* s, std::string* bytes, size_t from);
   std::string BodyCoda(Stream* s);
-  bool ReplyJsonError200(evhttp_request* req, const RequestFaults& f);
-  void Forget(Stream* s);
-  void ClientGone(Stream* s);
-  std::string UsageJson(const Stream* s) const;
-  std::string TimingsJson(const Stream* s, VirtNs finish_v) const;
-  // Several frames can share one HTTP chunk (llama.cpp): NextFrame starts another in `frame`.
-  std::string& NextFrame() {
-    frame += "\n\ndata: ";
-    ++frame_count;
-    return frame;
-  }
-  int frame_count = 1;
-  std::string NonStreamBody(const Stream* s, const char* finish_reason, VirtNs finish_v) const;
 
-  // HTTP handlers.
+  // The HTTP answers every endpoint shares (server_http.cc).
+  void Reply(evhttp_request* req, int status, const std::string& body, const char* content_type);
+  void ReplyError(evhttp_request* req, int status, const std::string& message);
+  void ReplyJsonError(evhttp_request* req, int status, json error);
+  void AddDialectHeaders(evkeyvalq* h, int status) const;
+  std::string InvalidJsonMessage(const json::exception& e) const;
+  // Parses a JSON object body, or answers the error and returns false.
+  bool ParseBody(evhttp_request* req, json* body);
+
+  // The routes and the endpoints all dialects share (server_routes.cc).
   void Handle(evhttp_request* req);
   const Route* FindRoute(const std::string& path) const;
   void Serve(Endpoint endpoint, evhttp_request* req, const std::string& path);
+  void HandleHealth(evhttp_request* req);
+  void HandleModels(evhttp_request* req);
+  void HandleServerInfo(evhttp_request* req);
+  void HandleVersion(evhttp_request* req);
+  void HandleFlush(evhttp_request* req);
+  bool DoFlush();
+  void HandleTokenize(evhttp_request* req);
+  void HandleMetrics(evhttp_request* req);
+  void AppendTtftHistogram(const char* labels, std::string* out) const;
+  void HandleCapqSim(evhttp_request* req);
+  json CapqSimInfo() const;
+
+  // The chat endpoint (server_chat.cc) and its request's checks (chat_request.cc).
   void HandleChat(evhttp_request* req);
+  bool ReplyJsonError200(evhttp_request* req, const RequestFaults& f);
   struct ChatOptions {
     bool streaming = false;
     bool ignore_eos = false;
@@ -341,45 +385,25 @@ struct SimServer::Impl {
     int64_t seed = 0;
     int64_t max_tokens = 0;
   };
+  std::unique_ptr<Stream> NewStream(evhttp_request* req, int64_t index, const ChatOptions& o,
+                                    const RequestFaults& f, std::vector<uint32_t> ids,
+                                    int64_t max_tokens);
   bool ParseChatOptions(evhttp_request* req, const json& body, ChatOptions* o);
   bool ParseMaxTokens(evhttp_request* req, const json* given, const char* key, int64_t* out);
   bool ParseStreamOptions(evhttp_request* req, const json& so, bool streaming, bool* include_usage);
   bool FitContext(evhttp_request* req, int64_t prompt_tokens, int64_t* max_tokens);
-  std::unique_ptr<Stream> NewStream(evhttp_request* req, int64_t index, const ChatOptions& o,
-                                    const RequestFaults& f, std::vector<uint32_t> ids,
-                                    int64_t max_tokens);
-  void WatchConnection(Stream* s);
-  void DelaySubmit(Stream* s, double delay_ms);
-  void HandleHealth(evhttp_request* req);
-  void HandleModels(evhttp_request* req);
-  void HandleServerInfo(evhttp_request* req);
-  void HandleVersion(evhttp_request* req);
+
+  // llama.cpp's own shapes (server_llamacpp.cc).
   void HandleProps(evhttp_request* req);
   void HandleSlots(evhttp_request* req);
   void HandleSlotAction(evhttp_request* req, const std::string& path);
-  void HandleFlush(evhttp_request* req);
-  void HandleTokenize(evhttp_request* req);
-  void HandleMetrics(evhttp_request* req);
-  void AppendTtftHistogram(const char* labels, std::string* out) const;
-  void HandleCapqSim(evhttp_request* req);
-  // llama.cpp's own shapes (server_llamacpp.cc).
   void HandleApplyTemplate(evhttp_request* req);
   void HandleLlamacppTokenize(evhttp_request* req, const json& body);
   void HandleLlamacppModels(evhttp_request* req);
   void HandleLlamacppMetrics(evhttp_request* req);
-  void ReplyJsonError(evhttp_request* req, int status, json error);
   void OnSlotAdmitted(Stream* s);
   void OnLlamacppFinished(Stream* s, VirtNs t);
   void ErasePendingSlots();
-  void Reply(evhttp_request* req, int status, const std::string& body, const char* content_type);
-  void ReplyError(evhttp_request* req, int status, const std::string& message);
-  void AddDialectHeaders(evkeyvalq* h, int status) const;
-  std::string InvalidJsonMessage(const json::exception& e) const;
-  // Parses a JSON object body, or answers the error and returns false.
-  bool ParseBody(evhttp_request* req, json* body);
-  json CapqSimInfo() const;
-  void SetChunkHeadAndTail(Stream* s) const;
-  bool DoFlush();
 };
 
 }  // namespace capq::sim
