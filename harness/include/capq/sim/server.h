@@ -91,7 +91,7 @@ class SimServer {
   SimServer(const SimServer&) = delete;
   SimServer& operator=(const SimServer&) = delete;
 
-  struct Impl;  // public so the loop's C callbacks can reach it; defined in server.cc only
+  struct Impl;  // public so the loop's C callbacks can reach it; defined in server_impl.h only
 
  private:
   explicit SimServer(std::unique_ptr<Impl> impl);
