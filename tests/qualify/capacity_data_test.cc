@@ -70,7 +70,7 @@ TEST(CapacityDataTest, QualificationResultRoundTrips) {
     t.ttft_ms.p50 = NAN;  // a value the trial could not measure must survive as null
     t.ttft_ms_by_arrival = {1.0, NAN, 3.0};
     t.slo = {SloCheck{"ttft", 95, r.slo[0].below_ms, p95, p95 < r.slo[0].below_ms}};
-    t.outcome = p95 < r.slo[0].below_ms ? "pass" : "slo_fail";
+    t.outcome = p95 < r.slo[0].below_ms ? TrialOutcome::kPass : TrialOutcome::kSloFail;
     t.totals.streams = 64;
     t.corpus = req.phase + "/c" + std::to_string(req.concurrency);
     t.max_cached_tokens = 4;
@@ -187,6 +187,15 @@ TEST(CapacityDataTest, RefusesAnotherSchemaAndNamesBadKeys) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("rows[1].trials[2]"), std::string::npos)
       << bad.status().message();
+  // An outcome is one of the five names a verdict has, and an unknown one is named.
+  nlohmann::json odd = CapacityDataToJson(*d);
+  odd["rows"][1]["trials"][2]["outcome"] = "maybe";
+  auto unknown = CapacityDataFromJson(odd);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("rows[1].trials[2]"), std::string::npos)
+      << unknown.status().message();
+  EXPECT_NE(unknown.status().message().find("unknown trial outcome 'maybe'"), std::string::npos)
+      << unknown.status().message();
 
   fs::path dir = TempDir("bad");
   WriteText(dir / "capacity-data.json", "{not json");
@@ -223,7 +232,7 @@ TEST(CapacityDataTest, OlderDataLoadsAndKeepsWhatDecidedItsTrials) {
   t.phase = "confirm";
   t.concurrency = 6;
   t.rate_rps = 1.5;
-  t.outcome = "slo_fail";
+  t.outcome = TrialOutcome::kSloFail;
   nlohmann::json tj = TrialSummaryToJson(t);
   EXPECT_EQ(tj["level"], 6);
   EXPECT_EQ(tj["rate_rps"], 1.5);
@@ -312,7 +321,7 @@ TEST(CapacityDataTest, ReadsATrialDirectory) {
   EXPECT_EQ(t->concurrency, 5);
   EXPECT_EQ(t->trial, 2);
   EXPECT_EQ(t->seed, 202u);
-  EXPECT_EQ(t->outcome, "correctness_fail");
+  EXPECT_EQ(t->outcome, TrialOutcome::kCorrectnessFail);
   ASSERT_EQ(t->failed_gates.size(), 1u);  // the switched-off gate is not a failure
   EXPECT_EQ(t->failed_gates[0], "nonempty_deltas: 2 streams empty: m3, m9");
   EXPECT_DOUBLE_EQ(t->GatingMs(), 1712.5);

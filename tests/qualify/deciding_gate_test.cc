@@ -23,7 +23,7 @@ TrialSummary Trial(std::vector<SloCheck> slo) {
   for (const auto& g : t.slo) pass = pass && g.passed;
   t.latency_pass = pass;
   t.correctness_pass = true;
-  t.outcome = pass ? "pass" : "slo_fail";
+  t.outcome = pass ? TrialOutcome::kPass : TrialOutcome::kSloFail;
   return t;
 }
 
@@ -129,7 +129,7 @@ TrialSummary Unstable(std::vector<SloCheck> slo, std::vector<std::string> failur
   TrialSummary t = Trial(std::move(slo));
   t.reasons = failures;
   t.stability_failures = std::move(failures);
-  if (!t.stability_failures.empty()) t.outcome = "slo_fail";
+  if (!t.stability_failures.empty()) t.outcome = TrialOutcome::kSloFail;
   return t;
 }
 
@@ -191,7 +191,7 @@ TEST(DecidingGateTest, AClassThatMissedDecidesWhereAllRequestsMet) {
   std::vector<TrialSummary> side;
   for (double turn1 : {867.9, 866.1, 870.4}) {
     TrialSummary t = Trial({Ttft(794.6, 800)});
-    t.outcome = "slo_fail";
+    t.outcome = TrialOutcome::kSloFail;
     ClassVerdict a, b;
     a.name = "turn1";
     a.gate_ms = {turn1};
@@ -208,7 +208,7 @@ TEST(DecidingGateTest, AClassThatMissedDecidesWhereAllRequestsMet) {
   // On a side that met every gate, the class nearest its bound is shown where it is nearer than
   // all requests together; without classes, the global gate as before.
   TrialSummary met = side[0];
-  met.outcome = "pass";
+  met.outcome = TrialOutcome::kPass;
   met.slo = {Ttft(667.6, 800)};
   met.classes[0].gate_ms = {725.6};
   met.classes[0].gate_passed = {true};
@@ -223,7 +223,7 @@ TEST(DecidingGateTest, ASideThatRanOutOfCacheShowsTheReuseItWasServed) {
   std::vector<TrialSummary> side;
   for (const char* off : {"1 of 126", "2 of 126"}) {
     TrialSummary t = Trial({Ttft(500, 800)});
-    t.outcome = "slo_fail";
+    t.outcome = TrialOutcome::kSloFail;
     t.stability_failures = {
         "cache_reuse: hit ratio served 63.8%, declared 64.5% (within 2.0% "
         "points: yes) over 126 measured requests, 1 of 2 prompt tokens "

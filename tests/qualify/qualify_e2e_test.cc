@@ -214,7 +214,7 @@ TEST_F(QualifyEndToEndTest, BrokenStreamDuringConfirmationFailsWithTheGateNamed)
   size_t confirms = 0;
   for (const auto& t : q.trials) confirms += t.phase == "confirm";
   EXPECT_EQ(confirms, 1u);
-  EXPECT_EQ(q.trials.back().outcome, "correctness_fail");
+  EXPECT_EQ(q.trials.back().outcome, TrialOutcome::kCorrectnessFail);
   EXPECT_EQ(QualifyExitCode(q.status), 2);
   fs::remove_all(out);
 }
@@ -380,7 +380,7 @@ TEST(ProcessTrialRunnerTest, ATrialProcessThatNeverEndsIsStoppedAtItsDeadline) {
   ro.out_dir = (dir / "out").string();
   ro.trial_deadline_s = 0.3;
   TrialSummary t = MakeProcessTrialRunner(ro)(FakeRow(), TrialRequest{"probe", 3, 1, 42});
-  EXPECT_EQ(t.outcome, "could_not_run");
+  EXPECT_EQ(t.outcome, TrialOutcome::kCouldNotRun);
   ASSERT_FALSE(t.reasons.empty());
   EXPECT_NE(t.reasons.back().find("wall deadline"), std::string::npos) << t.reasons.back();
   EXPECT_EQ(t.dir, "fake/probe/c3-t1");

@@ -57,11 +57,11 @@ struct RateServer {
     t.slo = {SloCheck{"ttft", 95, row.slo[0].below_ms, p95, p95 < row.slo[0].below_ms}};
     t.latency_pass = t.slo[0].passed;
     t.correctness_pass = true;
-    t.outcome = t.latency_pass ? "pass" : "slo_fail";
+    t.outcome = t.latency_pass ? TrialOutcome::kPass : TrialOutcome::kSloFail;
     if (r.concurrency >= 6) {
       const double grew[] = {14.2, 13.1, 15.0};
       t.reasons = {QueueGrew(grew[(r.trial - 1) % 3], 5.9)};
-      t.outcome = "slo_fail";
+      t.outcome = TrialOutcome::kSloFail;
     }
     return t;
   }
@@ -153,7 +153,7 @@ TEST(QualifyRateTest, ASideThatHeldItsQueueOnSomeTrialsIsNotProven) {
     TrialSummary t = inner(r, req);
     if (req.concurrency == 6 && req.trial == 2) {
       t.reasons.clear();
-      t.outcome = "pass";
+      t.outcome = TrialOutcome::kPass;
     }
     return t;
   };
@@ -291,7 +291,7 @@ TEST(QualifyRateTest, SpliceWritesRmaxAndTheRowLoadsBack) {
     TrialSummary t;
     double itl = 10.0 * req.concurrency;
     t.slo = {SloCheck{"itl", 95, r.slo[0].below_ms, itl, itl < r.slo[0].below_ms}};
-    t.outcome = t.slo[0].passed ? "pass" : "slo_fail";
+    t.outcome = t.slo[0].passed ? TrialOutcome::kPass : TrialOutcome::kSloFail;
     t.correctness_pass = true;
     return t;
   };

@@ -43,11 +43,11 @@ struct FakeServer {
                          (r.phase == "probe" && broken_probe.count(r.concurrency));
     t.correctness_pass = !broken_stream;
     if (broken_stream) {
-      t.outcome = "correctness_fail";
+      t.outcome = TrialOutcome::kCorrectnessFail;
       t.failed_gates = {"nonempty_deltas: 3 of 64 streams carried no text: m4, m9, m12"};
       t.reasons = {"gate nonempty_deltas failed"};
     } else {
-      t.outcome = t.latency_pass ? "pass" : "slo_fail";
+      t.outcome = t.latency_pass ? TrialOutcome::kPass : TrialOutcome::kSloFail;
     }
     return t;
   }
@@ -357,7 +357,7 @@ struct TwoGateServer {
              SloCheck{"itl", 95, row.slo[1].below_ms, itl, itl < row.slo[1].below_ms}};
     t.latency_pass = t.slo[0].passed && t.slo[1].passed;
     t.correctness_pass = true;
-    t.outcome = t.latency_pass ? "pass" : "slo_fail";
+    t.outcome = t.latency_pass ? TrialOutcome::kPass : TrialOutcome::kSloFail;
     return t;
   }
 };
@@ -456,7 +456,7 @@ TEST(QualifyTwoGateTest, SideTextTakesTheSidesLabel) {
   EXPECT_EQ(SideText("R=3 rps", side), "R=3 rps itl p95 52.0/55.0/51.0 ms fail");
   ts[1].slo[1].measured_ms = 45;
   ts[1].slo[1].passed = true;
-  ts[1].outcome = "pass";
+  ts[1].outcome = TrialOutcome::kPass;
   EXPECT_EQ(SideText("C=7", side), "C=7 itl p95 52.0/45.0/51.0 ms 1/3 pass");
 }
 

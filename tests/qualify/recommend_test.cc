@@ -23,7 +23,7 @@ TrialSummary Trial(const std::string& phase, int level, double ttft_ms) {
   t.phase = phase;
   t.concurrency = level;
   t.slo = {SloCheck{"ttft", 95, kBoundMs, ttft_ms, ttft_ms < kBoundMs}};
-  t.outcome = ttft_ms < kBoundMs ? "pass" : "slo_fail";
+  t.outcome = ttft_ms < kBoundMs ? TrialOutcome::kPass : TrialOutcome::kSloFail;
   return t;
 }
 
@@ -124,7 +124,7 @@ TEST(RecommendTest, ALoweredQualificationStepsTwoBelowItsOperatingPoint) {
     double p95 = req.concurrency == 5 && req.trial == 2 ? 990.0 : 200.0 * req.concurrency;
     TrialSummary t;
     t.slo = {SloCheck{"ttft", 95, r.slo[0].below_ms, p95, p95 < r.slo[0].below_ms}};
-    t.outcome = t.slo[0].passed ? "pass" : "slo_fail";
+    t.outcome = t.slo[0].passed ? TrialOutcome::kPass : TrialOutcome::kSloFail;
     return t;
   };
   RowQualification q = Qualify(row, runner, QualifyOptions{});

@@ -73,7 +73,9 @@ struct FakeTierServer {
     }
     for (const SloTier& tier : row.slo_tiers) AddTierChecks(tier, c, &t);
     t.correctness_pass = !broken.count({r.phase, c, r.trial});
-    t.outcome = !t.correctness_pass ? "correctness_fail" : t.latency_pass ? "pass" : "slo_fail";
+    t.outcome = !t.correctness_pass ? TrialOutcome::kCorrectnessFail
+                : t.latency_pass    ? TrialOutcome::kPass
+                                    : TrialOutcome::kSloFail;
     if (!t.correctness_pass) t.failed_gates = {"nonempty_deltas: 3 of 64 streams carried no text"};
     t.dir = "tiered/" + r.phase + "/c" + std::to_string(c) + "-t" + std::to_string(r.trial);
     return t;

@@ -81,9 +81,10 @@ TEST(TierJudgementTest, EachTierReadsItsVerdictFromTheSameMeasurement) {
   Row row = FakeTieredRow();
   TrialSummary t = ReadBack(Decide(row, HundredRequests(), AllCorrect()));
   ASSERT_EQ(t.tier_slo.size(), 2u) << "verdict.json must carry the tier gates";
-  EXPECT_EQ(TierOutcome(t, row.slo), "pass");
-  EXPECT_EQ(TierOutcome(t, row.slo_tiers[0].slo), "slo_fail");  // ITL 20 ms is not below 16 ms
-  EXPECT_EQ(TierOutcome(t, row.slo_tiers[1].slo), "pass");      // p99 891 ms < 1000 ms
+  EXPECT_EQ(TierOutcome(t, row.slo), TrialOutcome::kPass);
+  EXPECT_EQ(TierOutcome(t, row.slo_tiers[0].slo),
+            TrialOutcome::kSloFail);  // ITL 20 ms is not below 16 ms
+  EXPECT_EQ(TierOutcome(t, row.slo_tiers[1].slo), TrialOutcome::kPass);  // p99 891 ms < 1000 ms
   TrialSummary itl = TierView(t, row.slo_tiers[0].slo);
   ASSERT_EQ(itl.slo.size(), 2u);
   EXPECT_EQ(itl.slo[1].metric, "itl");
@@ -103,13 +104,14 @@ TEST(TierJudgementTest, NoTierPassesABrokenTrialOrAGateItDidNotJudge) {
   TrialSummary t = ReadBack(Decide(row, HundredRequests(), AllCorrect()));
   const std::vector<SloGate> unjudged = {SloGate{SloMetric::kE2e, 95, 1e9}};
   EXPECT_EQ(FindCheck(t, unjudged[0]), nullptr);
-  EXPECT_EQ(TierOutcome(t, unjudged), "slo_fail");
+  EXPECT_EQ(TierOutcome(t, unjudged), TrialOutcome::kSloFail);
   EXPECT_TRUE(std::isnan(TierView(t, unjudged).slo[0].measured_ms));
   t.correctness_pass = false;
-  t.outcome = "correctness_fail";
-  EXPECT_EQ(TierOutcome(t, row.slo_tiers[1].slo), "correctness_fail");
-  t.outcome = "slo_fail";  // a latency miss elsewhere with a broken stream is still no tier pass
-  EXPECT_EQ(TierOutcome(t, row.slo_tiers[1].slo), "slo_fail");
+  t.outcome = TrialOutcome::kCorrectnessFail;
+  EXPECT_EQ(TierOutcome(t, row.slo_tiers[1].slo), TrialOutcome::kCorrectnessFail);
+  t.outcome = TrialOutcome::kSloFail;  // a latency miss elsewhere with a broken stream is still no
+                                       // tier pass
+  EXPECT_EQ(TierOutcome(t, row.slo_tiers[1].slo), TrialOutcome::kSloFail);
 }
 
 TEST(TierJudgementTest, ARowWithoutTiersWritesNoTierGates) {
@@ -200,7 +202,7 @@ TEST_F(TierQualifyTest, TrialsWhereTiersMeetAreReusedAndCounted) {
   // ttft_itl's C=4 side is the primary's Cmax: those three confirmations are the primary's.
   int reused_at_4 = 0;
   for (const TierTrial* x : itl->DecidedBy()) {
-    EXPECT_EQ(x->outcome, x->concurrency == 3 ? "pass" : "slo_fail");
+    EXPECT_EQ(x->outcome, x->concurrency == 3 ? TrialOutcome::kPass : TrialOutcome::kSloFail);
     reused_at_4 += x->concurrency == 4 && x->reused;
   }
   EXPECT_EQ(itl->DecidedBy().size(), 6u);

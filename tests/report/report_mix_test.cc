@@ -46,7 +46,7 @@ CapacityData Data() {
   t.phase = "confirm";
   t.concurrency = 7;
   t.trial = 2;
-  t.outcome = "slo_fail";
+  t.outcome = TrialOutcome::kSloFail;
   t.classes = {Class("short", 90, 1100, true), Class("heavy", 30, 1903.4, false)};
   m.trials.push_back(t);
   return d;

@@ -27,7 +27,7 @@ TrialSummary Confirm(int c, int trial, double p95_turn4, double served) {
   t.phase = "confirm";
   t.concurrency = c;
   t.trial = trial;
-  t.outcome = p95_turn4 < 800 ? "pass" : "slo_fail";
+  t.outcome = p95_turn4 < 800 ? TrialOutcome::kPass : TrialOutcome::kSloFail;
   t.classes = {Turn(1, 200), Turn(2, 150), Turn(3, 160), Turn(4, p95_turn4)};
   ReuseFigures f;
   f.requests = 80;

@@ -303,7 +303,7 @@ RowQualification TwoGateQualification() {
     t.slo = {SloCheck{"ttft", 95, 2500, ttft, ttft < 2500}, SloCheck{"itl", 95, 50, itl, itl < 50}};
     t.latency_pass = t.slo[0].passed && t.slo[1].passed;
     t.correctness_pass = true;
-    t.outcome = t.latency_pass ? "pass" : "slo_fail";
+    t.outcome = t.latency_pass ? TrialOutcome::kPass : TrialOutcome::kSloFail;
     for (int i = 0; i < 64; ++i) t.ttft_ms_by_arrival.push_back(ttft * (0.5 + i / 128.0));
     q.trials.push_back(t);
   };
@@ -487,7 +487,7 @@ RowQualification RateQualification() {
     t.slo = {SloCheck{"ttft", 95, 2500, ttft, ttft < 2500}};
     t.correctness_pass = true;
     t.latency_pass = t.slo[0].passed;
-    t.outcome = "pass";
+    t.outcome = TrialOutcome::kPass;
     if (queue > 0) {
       char buf[128];
       std::snprintf(buf, sizeof buf,
@@ -496,7 +496,7 @@ RowQualification RateQualification() {
                     queue);
       t.reasons = {buf};
       t.stability_failures = t.reasons;
-      t.outcome = "slo_fail";
+      t.outcome = TrialOutcome::kSloFail;
     }
     for (int i = 0; i < 120; ++i) t.ttft_ms_by_arrival.push_back(ttft * (0.5 + i / 240.0));
     // The queue over time: level at Rmax, growing to `queue` above it.

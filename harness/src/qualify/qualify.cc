@@ -23,11 +23,11 @@ namespace qualify_internal {
 
 namespace {
 
-ProbeVerdict ToProbeVerdict(const std::string& outcome) {
-  if (outcome == "pass") return ProbeVerdict::kPass;
-  if (outcome == "slo_fail") return ProbeVerdict::kSloFail;
-  if (outcome == "correctness_fail") return ProbeVerdict::kCorrectnessFail;
-  if (outcome == "interrupted") return ProbeVerdict::kInterrupted;
+ProbeVerdict ToProbeVerdict(TrialOutcome outcome) {
+  if (outcome == TrialOutcome::kPass) return ProbeVerdict::kPass;
+  if (outcome == TrialOutcome::kSloFail) return ProbeVerdict::kSloFail;
+  if (outcome == TrialOutcome::kCorrectnessFail) return ProbeVerdict::kCorrectnessFail;
+  if (outcome == TrialOutcome::kInterrupted) return ProbeVerdict::kInterrupted;
   return ProbeVerdict::kCouldNotRun;
 }
 
@@ -116,7 +116,7 @@ const TrialSummary& Run::RunOne(const std::string& phase, int c, int k, const st
 }
 
 bool Run::StopOn(const TrialSummary& t) {
-  if (t.outcome == "correctness_fail") {
+  if (t.outcome == TrialOutcome::kCorrectnessFail) {
     q_.status = QualifyStatus::kCorrectnessFail;
     q_.failed_gate = FailedGateNames(t);
     q_.message = "correctness gate " + q_.failed_gate + " failed at " + L(t.concurrency) + " (" +
@@ -124,12 +124,12 @@ bool Run::StopOn(const TrialSummary& t) {
                  " — a broken stream is not an SLO result; fix the server before qualifying";
     return true;
   }
-  if (t.outcome == "interrupted" || Cancelled()) {
+  if (t.outcome == TrialOutcome::kInterrupted || Cancelled()) {
     q_.status = QualifyStatus::kInterrupted;
     q_.message = "interrupted during " + t.phase + " at " + L(t.concurrency);
     return true;
   }
-  if (t.outcome != "pass" && t.outcome != "slo_fail") {
+  if (t.outcome != TrialOutcome::kPass && t.outcome != TrialOutcome::kSloFail) {
     q_.status = QualifyStatus::kCouldNotRun;
     q_.message = t.phase + " trial at " + L(t.concurrency) + " could not run: " + Reasons(t);
     return true;

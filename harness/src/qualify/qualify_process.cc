@@ -25,7 +25,7 @@ namespace {
 TrialSummary CouldNotRun(const std::string& dir, const std::string& why) {
   TrialSummary t;
   t.dir = dir;
-  t.outcome = "could_not_run";
+  t.outcome = TrialOutcome::kCouldNotRun;
   t.exit_code = 3;
   t.reasons = {why};
   return t;
@@ -228,7 +228,7 @@ TrialRunner MakeProcessTrialRunner(const ProcessTrialRunnerOptions& options) {
                                " s wall deadline: stopped; see " + log);
       if (auto partial = ReadTrialDir(dir.string()); partial.ok()) {
         partial->dir = rel;
-        partial->outcome = "could_not_run";
+        partial->outcome = TrialOutcome::kCouldNotRun;
         partial->reasons.push_back(t.reasons.front());
         return *partial;
       }
@@ -245,9 +245,9 @@ TrialRunner MakeProcessTrialRunner(const ProcessTrialRunnerOptions& options) {
     if (s.exit_code != code) {
       s.reasons.push_back("trial process exit code " + std::to_string(code) +
                           " differs from its verdict's " + std::to_string(s.exit_code));
-      if (s.outcome == "pass") {
+      if (s.outcome == TrialOutcome::kPass) {
         // Fail closed: a pass needs the process to agree.
-        s.outcome = "could_not_run";
+        s.outcome = TrialOutcome::kCouldNotRun;
       }
     }
     return s;

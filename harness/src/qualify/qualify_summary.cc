@@ -56,13 +56,14 @@ std::string Reasons(const TrialSummary& t) {
     if (!out.empty()) out += "; ";
     out += r;
   }
-  return out.empty() ? t.outcome : out;
+  return out.empty() ? std::string(TrialOutcomeName(t.outcome)) : out;
 }
 
 std::string Brief(const TrialSummary& t) {
-  if (t.outcome == "correctness_fail") return t.outcome + " (" + FailedGateNames(t) + ")";
-  if (t.outcome != "pass" && t.outcome != "slo_fail") return t.outcome;
-  return t.outcome + " " + DecidedBy(t);
+  const std::string name = TrialOutcomeName(t.outcome);
+  if (t.outcome == TrialOutcome::kCorrectnessFail) return name + " (" + FailedGateNames(t) + ")";
+  if (t.outcome != TrialOutcome::kPass && t.outcome != TrialOutcome::kSloFail) return name;
+  return name + " " + DecidedBy(t);
 }
 
 }  // namespace qualify_internal

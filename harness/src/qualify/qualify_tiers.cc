@@ -11,8 +11,6 @@ namespace capq {
 
 namespace {
 
-bool IsSloVerdict(const std::string& outcome) { return outcome == "pass" || outcome == "slo_fail"; }
-
 // The qualification stopped: nothing after this point is searched.
 bool Stops(QualifyStatus s) {
   return s == QualifyStatus::kCorrectnessFail || s == QualifyStatus::kCouldNotRun ||

@@ -16,8 +16,6 @@ bool Matches(const SloCheck& c, const SloGate& g) {
          c.below_ms == g.below_ms;
 }
 
-bool IsSloVerdict(const std::string& outcome) { return outcome == "pass" || outcome == "slo_fail"; }
-
 // Every gate of the tier judged and strictly below its bound, on a trial that kept its schedule.
 bool TierLatencyPass(const TrialSummary& t, const std::vector<SloGate>& slo) {
   bool pass = t.stability_failures.empty() && !slo.empty();
@@ -41,9 +39,10 @@ const SloCheck* FindCheck(const TrialSummary& t, const SloGate& gate) {
   return nullptr;
 }
 
-std::string TierOutcome(const TrialSummary& t, const std::vector<SloGate>& slo) {
+TrialOutcome TierOutcome(const TrialSummary& t, const std::vector<SloGate>& slo) {
   if (!IsSloVerdict(t.outcome)) return t.outcome;
-  return t.correctness_pass && TierLatencyPass(t, slo) ? "pass" : "slo_fail";
+  return t.correctness_pass && TierLatencyPass(t, slo) ? TrialOutcome::kPass
+                                                       : TrialOutcome::kSloFail;
 }
 
 TrialSummary TierView(const TrialSummary& t, const std::vector<SloGate>& slo) {

@@ -26,6 +26,16 @@ inline double GetNum(const json& j, const char* key) {
   return it->get<double>();
 }
 
+// A trial outcome by its name (TrialOutcomeName); throws json::other_error naming an unknown one.
+inline TrialOutcome OutcomeAt(const json& j, const char* key) {
+  const std::string name = j.at(key).get<std::string>();
+  Result<TrialOutcome> o = ParseTrialOutcome(name);
+  if (!o.ok())
+    throw json::other_error::create(501, std::string("key '") + key + "': " + o.status().message(),
+                                    &j);
+  return *o;
+}
+
 template <typename T>
 T Get(const json& j, const char* key, T fallback) {
   auto it = j.find(key);

@@ -39,7 +39,7 @@ json TierTrialToJson(const TierTrial& t) {
   return json{{"phase", t.phase},
               {"concurrency", t.concurrency},
               {"trial", t.trial},
-              {"outcome", t.outcome},
+              {"outcome", TrialOutcomeName(t.outcome)},
               {"reused", t.reused}};
 }
 
@@ -82,7 +82,7 @@ Result<TierQualification> TierFromJson(const json& j) {
   t.trials_reused = j.at("trials_reused").get<int>();
   for (const auto& x : j.at("trials")) {
     t.trials.push_back(TierTrial{x.at("phase").get<std::string>(), x.at("concurrency").get<int>(),
-                                 x.at("trial").get<int>(), x.at("outcome").get<std::string>(),
+                                 x.at("trial").get<int>(), OutcomeAt(x, "outcome"),
                                  x.at("reused").get<bool>()});
   }
   return t;

@@ -118,7 +118,7 @@ TrialSummary TrialFromJson(const json& j) {
   t.max_cached_tokens = Get<int64_t>(j, "max_cached_tokens", -1);
   t.cold_allowed_tokens = Get<int64_t>(j, "cold_allowed_tokens", -1);
   t.move = Get<std::string>(j, "move", "");
-  t.outcome = j.at("outcome").get<std::string>();
+  t.outcome = OutcomeAt(j, "outcome");
   t.exit_code = Get<int>(j, "exit_code", 3);
   t.latency_pass = Get<bool>(j, "latency_pass", false);
   t.correctness_pass = Get<bool>(j, "correctness_pass", false);
@@ -225,7 +225,7 @@ json TrialSummaryToJson(const TrialSummary& t) {
          {"max_cached_tokens", t.max_cached_tokens},
          {"cold_allowed_tokens", t.cold_allowed_tokens},
          {"move", t.move},
-         {"outcome", t.outcome},
+         {"outcome", TrialOutcomeName(t.outcome)},
          {"exit_code", t.exit_code},
          {"latency_pass", t.latency_pass},
          {"correctness_pass", t.correctness_pass},
@@ -321,7 +321,7 @@ void VerdictFromJson(const json& v, TrialSummary* t) {
   t->trial = Get<int>(v, "trial", 1);
   t->seed = Get<uint64_t>(v, "seed", 0);
   t->phase = Get<std::string>(v, "phase", "");
-  t->outcome = v.at("outcome").get<std::string>();
+  t->outcome = OutcomeAt(v, "outcome");
   t->exit_code = Get<int>(v, "exit_code", 3);
   t->latency_pass = Get<bool>(v, "latency_pass", false);
   t->correctness_pass = Get<bool>(v, "correctness_pass", false);

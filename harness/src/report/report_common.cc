@@ -58,21 +58,21 @@ std::optional<int> Boundary(const RowQualification& q) {
 }
 
 std::string VerdictClass(const TrialSummary& t) {
-  if (t.outcome == "pass") return "pass";
-  if (t.outcome == "slo_fail") return "fail";
+  if (t.outcome == TrialOutcome::kPass) return "pass";
+  if (t.outcome == TrialOutcome::kSloFail) return "fail";
   return "other";
 }
 
 std::string VerdictWord(const TrialSummary& t) {
-  if (t.outcome == "pass") return "pass";
-  if (t.outcome == "slo_fail") return "fail";
-  return t.outcome;
+  if (t.outcome == TrialOutcome::kPass) return "pass";
+  if (t.outcome == TrialOutcome::kSloFail) return "fail";
+  return TrialOutcomeName(t.outcome);
 }
 
 // The gate that decided a trial against its bound ("itl p95 55.1 ms >= 50.0 ms", or on a rate
 // row a stability gate's failure); for a broken stream the correctness gate; empty when neither.
 std::string DecidedBy(const TrialSummary& t) {
-  if (t.outcome == "correctness_fail" && !t.failed_gates.empty()) {
+  if (t.outcome == TrialOutcome::kCorrectnessFail && !t.failed_gates.empty()) {
     const std::string& g = t.failed_gates.front();
     return "correctness gate " + g.substr(0, g.find(':'));
   }

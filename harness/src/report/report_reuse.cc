@@ -30,8 +30,9 @@ std::string HitRow(const TrialSummary& t, bool sessions) {
     html += "<td>" + std::to_string(f.think_turns) + "</td><td>" + F(f.think_declared_mean_s, 2) +
             "</td><td>" + F(f.think_applied_mean_s, 2) + "</td>";
   }
-  const bool ok = t.outcome != "correctness_fail";
-  return html + "<td class=\"l " + (ok ? "pass" : "fail") + "\">" + Esc(t.outcome) + "</td></tr>\n";
+  const bool ok = t.outcome != TrialOutcome::kCorrectnessFail;
+  return html + "<td class=\"l " + (ok ? "pass" : "fail") + "\">" +
+         Esc(TrialOutcomeName(t.outcome)) + "</td></tr>\n";
 }
 
 std::string HitTable(const RowQualification& q, bool sessions) {

@@ -8,6 +8,7 @@
 #include "capq/clock.h"
 #include "capq/measurement/fail_fast.h"
 #include "capq/targets/target.h"
+#include "capq/trial/class_gates.h"
 #include "trial_internal.h"
 
 namespace capq::internal {

@@ -11,6 +11,7 @@
 #include "capq/measurement/raw_evidence.h"
 #include "capq/model/row_loader.h"
 #include "capq/record/artifacts.h"
+#include "capq/trial/class_gates.h"
 #include "capq/trial/trial.h"
 #include "trial_internal.h"
 

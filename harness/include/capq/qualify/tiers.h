@@ -23,9 +23,9 @@ namespace capq {
 const SloCheck* FindCheck(const TrialSummary& t, const SloGate& gate);
 
 // How a tier judges a trial: a trial that is no SLO verdict (correctness_fail, could_not_run,
-// interrupted) keeps its outcome; otherwise "pass" when correctness passed and every gate of `slo`
-// was judged strictly below its bound, else "slo_fail". A gate the trial did not judge fails.
-std::string TierOutcome(const TrialSummary& t, const std::vector<SloGate>& slo);
+// interrupted) keeps its outcome; otherwise pass when correctness passed and every gate of `slo`
+// was judged strictly below its bound, else SLO fail. A gate the trial did not judge fails.
+TrialOutcome TierOutcome(const TrialSummary& t, const std::vector<SloGate>& slo);
 
 // The trial as the tier sees it: `slo` holds the tier's gates in the tier's order (one the trial
 // did not judge as unmeasured and failed), latency_pass and outcome follow TierOutcome, and

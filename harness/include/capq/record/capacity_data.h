@@ -18,8 +18,8 @@
 #include "capq/measurement/metrics.h"
 #include "capq/measurement/validator.h"
 #include "capq/model/row.h"
+#include "capq/record/verdict.h"
 #include "capq/status.h"
-#include "capq/trial/class_gates.h"
 
 namespace capq {
 
@@ -69,8 +69,7 @@ struct TrialSummary {
   int64_t max_cached_tokens = -1;
   int64_t cold_allowed_tokens = -1;
   std::string move;  // probes: why the locator chose this C ("double", "bisect", ...)
-  std::string
-      outcome;  // "pass" | "slo_fail" | "correctness_fail" | "could_not_run" | "interrupted"
+  TrialOutcome outcome = TrialOutcome::kCouldNotRun;  // verdict.json "outcome"
   int exit_code = 3;
   bool latency_pass = false;
   bool correctness_pass = false;
@@ -124,7 +123,7 @@ struct TrialSummary {
   std::vector<SloCheck> class_slo;
   std::optional<ReuseFigures> reuse;  // a reuse row's (metrics.json "reuse")
 
-  bool passed() const { return outcome == "pass"; }
+  bool passed() const { return outcome == TrialOutcome::kPass; }
   // measured / below_ms of the gate nearest to failing (largest ratio); NaN when unknown.
   double GateRatio() const;
   // The first SLO gate's measured value, NaN when absent. Which gate decided a verdict is
@@ -254,13 +253,13 @@ Result<QualifyStatus> ParseQualifyStatus(const std::string& name);
 int QualifyExitCode(QualifyStatus s);
 
 // One trial as an SLO tier judged it: which trial (phase, level, index), the tier's verdict on it
-// ("pass" | "slo_fail" | the trial's own outcome when that is no SLO verdict), and whether the tier
+// (pass or SLO fail, or the trial's own outcome when that is no SLO verdict), and whether the tier
 // took it from a trial already run (reused) or ran it.
 struct TierTrial {
   std::string phase;
   int concurrency = 0;
   int trial = 1;
-  std::string outcome;
+  TrialOutcome outcome = TrialOutcome::kCouldNotRun;
   bool reused = false;
 };
 

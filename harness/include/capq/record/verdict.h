@@ -21,6 +21,11 @@ enum class TrialOutcome { kPass, kSloFail, kCorrectnessFail, kCouldNotRun, kInte
 const char* TrialOutcomeName(TrialOutcome o);
 // The inverse of TrialOutcomeName(); InvalidArgument for anything else.
 Result<TrialOutcome> ParseTrialOutcome(const std::string& name);
+// A verdict on latency: pass or SLO fail (not a broken stream, a trial that could not run or an
+// interrupted one).
+inline bool IsSloVerdict(TrialOutcome o) {
+  return o == TrialOutcome::kPass || o == TrialOutcome::kSloFail;
+}
 
 struct ClassVerdict {
   std::string name;
