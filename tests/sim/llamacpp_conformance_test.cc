@@ -280,153 +280,177 @@ TEST_F(LlamacppConformanceTest, InfoTokenizeAndTemplateEndpoints) {
   EXPECT_EQ(lcp, 4u) << "the recorded Phi-3 prefix: <s> <|user|> ▁ \\n";
 }
 
-// 14 to 56 on one server, in the recorded order: slot state carries over, as on the real one.
-TEST_F(LlamacppConformanceTest, DefaultServerStreamsCachesAndErrors) {
-  Start();
-  const RawResponse s14 = Check("14-chat-stream-max_tokens");
-  // Headers go out when the slot starts, before the ~38 ms prefill; content comes after it.
-  ASSERT_FALSE(s14.chunk_t_ms.empty());
-  const json& m14 = Load("14-chat-stream-max_tokens").manifest;
-  const double recorded_gap =
-      m14["t_first_content_delta_ms"].get<double>() - m14["t_headers_ms"].get<double>();
-  EXPECT_GT(s14.chunk_t_ms[0] - s14.t_headers_ms, 0.25 * recorded_gap / kScale);
-  // And the headers themselves wait for the slot to start (recorded: 4.2 ms).
-  EXPECT_GT(s14.t_headers_ms, 0.5 * m14["t_headers_ms"].get<double>() / kScale);
-  Check("15-chat-stream-max_completion_tokens");
-  Check("16-chat-stream-no-stream_options");
-  Check("18-chat-nonstream");
+// The default server's recorded sequence, 14 to 81, in steps on one server: slot state carries
+// over from step to step, as on the real one.
+class LlamacppDefaultServerTest : public LlamacppConformanceTest {
+ protected:
+  // 14 to 18: single streams. Headers go out when the slot starts, before the ~38 ms prefill;
+  // content comes after it.
+  RawResponse SingleStreams() {
+    const RawResponse s14 = Check("14-chat-stream-max_tokens");
+    EXPECT_FALSE(s14.chunk_t_ms.empty());
+    if (s14.chunk_t_ms.empty()) return s14;
+    const json& m14 = Load("14-chat-stream-max_tokens").manifest;
+    const double recorded_gap =
+        m14["t_first_content_delta_ms"].get<double>() - m14["t_headers_ms"].get<double>();
+    EXPECT_GT(s14.chunk_t_ms[0] - s14.t_headers_ms, 0.25 * recorded_gap / kScale);
+    // And the headers themselves wait for the slot to start (recorded: 4.2 ms).
+    EXPECT_GT(s14.t_headers_ms, 0.5 * m14["t_headers_ms"].get<double>() / kScale);
+    Check("15-chat-stream-max_completion_tokens");
+    Check("16-chat-stream-no-stream_options");
+    Check("18-chat-nonstream");
+    return s14;
+  }
 
-  // 20-*: twelve streams at once on eight slots.
-  std::vector<Recorded> recs;
-  for (int i = 1; i <= 12; ++i) {
-    char name[32];
-    std::snprintf(name, sizeof(name), "20-load12-stream%02d", i);
-    recs.push_back(Load(name));
+  // 20-*: twelve streams at once on eight slots; the gauges and slots while four wait, then
+  // every stream's shape and cached tokens.
+  std::vector<RawResponse> TwelveStreamsOnEightSlots() {
+    std::vector<Recorded> recs;
+    for (int i = 1; i <= 12; ++i) {
+      char name[32];
+      std::snprintf(name, sizeof(name), "20-load12-stream%02d", i);
+      recs.push_back(Load(name));
+    }
+    std::vector<RawResponse> got(recs.size());
+    std::vector<std::thread> clients;
+    for (size_t i = 0; i < recs.size(); ++i) {
+      clients.emplace_back([&, i] {
+        got[i] = RawExchange(port_, JsonRequest("POST", recs[i].target, Adapt(recs[i], 10), port_));
+      });
+    }
+    EXPECT_TRUE(WaitFor([&] {
+      const engine::EngineStats st = server_->engine_stats();
+      return st.running == 8 && st.waiting == 4;
+    }));
+    const RawResponse metrics = Check("21-load12-metrics");
+    EXPECT_NE(metrics.body.find("\nllamacpp:requests_processing 8\n"), std::string::npos);
+    EXPECT_NE(metrics.body.find("\nllamacpp:requests_deferred 4\n"), std::string::npos);
+    const RawResponse slots = Check("22-load12-slots");
+    for (const json& s : json::parse(slots.body)) EXPECT_EQ(s["is_processing"], true);
+    for (auto& c : clients) c.join();
+    std::multiset<int64_t> cached_want, cached_got;
+    for (size_t i = 0; i < recs.size(); ++i) {
+      ExpectSameShape(recs[i], got[i]);
+      cached_want.insert(
+          recs[i].manifest["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>());
+      cached_got.insert(UsageOf(got[i])["prompt_tokens_details"]["cached_tokens"].get<int64_t>());
+    }
+    EXPECT_EQ(cached_got, cached_want);
+    return got;
   }
-  std::vector<RawResponse> got(recs.size());
-  std::vector<std::thread> clients;
-  for (size_t i = 0; i < recs.size(); ++i) {
-    clients.emplace_back([&, i] {
-      got[i] = RawExchange(port_, JsonRequest("POST", recs[i].target, Adapt(recs[i], 10), port_));
-    });
-  }
-  ASSERT_TRUE(WaitFor([&] {
-    const engine::EngineStats st = server_->engine_stats();
-    return st.running == 8 && st.waiting == 4;
-  }));
-  const RawResponse metrics = Check("21-load12-metrics");
-  EXPECT_NE(metrics.body.find("\nllamacpp:requests_processing 8\n"), std::string::npos);
-  EXPECT_NE(metrics.body.find("\nllamacpp:requests_deferred 4\n"), std::string::npos);
-  const RawResponse slots = Check("22-load12-slots");
-  for (const json& s : json::parse(slots.body)) EXPECT_EQ(s["is_processing"], true);
-  for (auto& c : clients) c.join();
-  std::multiset<int64_t> cached_want, cached_got;
-  for (size_t i = 0; i < recs.size(); ++i) {
-    ExpectSameShape(recs[i], got[i]);
-    cached_want.insert(
-        recs[i].manifest["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>());
-    cached_got.insert(UsageOf(got[i])["prompt_tokens_details"]["cached_tokens"].get<int64_t>());
-  }
-  EXPECT_EQ(cached_got, cached_want);
+
   // The four that found no slot got no byte at all until a slot freed (recorded: headers at
   // 1,113 ms, when the first eight ended, against 17-21 ms for the others). On one time line;
   // the slack covers twelve client threads sharing two cores.
-  std::vector<size_t> order(recs.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  auto headers_abs = [&](size_t i) { return got[i].sent_at_ms + got[i].t_headers_ms; };
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return headers_abs(a) < headers_abs(b); });
-  double first_end = 1e18;
-  for (size_t k = 0; k < 8; ++k) {
-    first_end = std::min(first_end, got[order[k]].sent_at_ms + got[order[k]].t_end_ms);
+  static void QueuedStreamsWaitForASlot(const std::vector<RawResponse>& got) {
+    std::vector<size_t> order(got.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    auto headers_abs = [&](size_t i) { return got[i].sent_at_ms + got[i].t_headers_ms; };
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return headers_abs(a) < headers_abs(b); });
+    double first_end = 1e18;
+    for (size_t k = 0; k < 8; ++k) {
+      first_end = std::min(first_end, got[order[k]].sent_at_ms + got[order[k]].t_end_ms);
+    }
+    // Then the headers, when a slot starts it, and its first token after the prefill (recorded:
+    // 1,113 ms and 1,136 ms). A client thread that sleeps through that gap reads both at once, so
+    // the gap is asked of the widest of the four: a server that held the headers for the first
+    // token shows none on any of them.
+    double widest_gap = 0;
+    for (size_t k = 8; k < 12; ++k) {
+      const RawResponse& g = got[order[k]];
+      EXPECT_GE(headers_abs(order[k]), first_end - 20.0) << "stream " << order[k] + 1;
+      ASSERT_FALSE(g.chunk_t_ms.empty());
+      widest_gap = std::max(widest_gap, g.chunk_t_ms[0] - g.t_headers_ms);
+    }
+    EXPECT_GT(widest_gap, 0.25 * 23.0 / kScale);
+    // The eight that got a slot had their headers long before any stream ended.
+    EXPECT_LT(headers_abs(order[7]), first_end - 200.0);
   }
-  // Then the headers, when a slot starts it, and its first token after the prefill (recorded:
-  // 1,113 ms and 1,136 ms). A client thread that sleeps through that gap reads both at once, so
-  // the gap is asked of the widest of the four: a server that held the headers for the first token
-  // shows none on any of them.
-  double widest_gap = 0;
-  for (size_t k = 8; k < 12; ++k) {
-    const RawResponse& g = got[order[k]];
-    EXPECT_GE(headers_abs(order[k]), first_end - 20.0) << "stream " << order[k] + 1;
-    ASSERT_FALSE(g.chunk_t_ms.empty());
-    widest_gap = std::max(widest_gap, g.chunk_t_ms[0] - g.t_headers_ms);
-  }
-  EXPECT_GT(widest_gap, 0.25 * 23.0 / kScale);
-  // The eight that got a slot had their headers long before any stream ended.
-  EXPECT_LT(headers_abs(order[7]), first_end - 200.0);
 
-  // 30 to 41: slot reuse, erase, and the host-RAM prompt cache.
-  for (const char* name : {"30-cache-a1-P", "31-cache-a2-P-again", "32-cache-b1-Q1",
-                           "33-cache-b2-Q2", "34-cache-c1-P"}) {
-    Check(name);
+  // 30 to 41: slot reuse, erase, and the host-RAM prompt cache; 50 to 56: errors.
+  void CacheAndErrors() {
+    for (const char* name : {"30-cache-a1-P", "31-cache-a2-P-again", "32-cache-b1-Q1",
+                             "33-cache-b2-Q2", "34-cache-c1-P"}) {
+      Check(name);
+    }
+    const auto [want35, got35] = EraseAll("35-cache-c1-erase-slot");
+    EXPECT_EQ(FoldLoadLeftovers(got35), FoldLoadLeftovers(want35));
+    for (const char* name :
+         {"36-cache-c1-P-again-after-erase", "37-cache-c2-P", "38-cache-c2-other-request"}) {
+      Check(name);
+    }
+    const auto [want39, got39] = EraseAll("39-cache-c2-erase-slot");
+    EXPECT_EQ(std::multiset<int64_t>(got39.begin(), got39.end()),
+              std::multiset<int64_t>(want39.begin(), want39.end()));
+    Check("40-cache-c2-P-again-after-erase");
+    Check("41-slots-after-cache-tests");
+    for (const char* name :
+         {"50-error-invalid-json", "51-error-prompt-exceeds-ctx-stream",
+          "52-prompt-plus-max_tokens-exceeds-ctx-stream", "53-unknown-model-stream",
+          "54-max_tokens-0-stream", "55-max_tokens-negative-stream", "56-max_tokens-0-nonstream"}) {
+      Check(name);
+    }
   }
-  const auto [want35, got35] = EraseAll("35-cache-c1-erase-slot");
-  EXPECT_EQ(FoldLoadLeftovers(got35), FoldLoadLeftovers(want35));
-  for (const char* name :
-       {"36-cache-c1-P-again-after-erase", "37-cache-c2-P", "38-cache-c2-other-request"}) {
-    Check(name);
-  }
-  const auto [want39, got39] = EraseAll("39-cache-c2-erase-slot");
-  EXPECT_EQ(std::multiset<int64_t>(got39.begin(), got39.end()),
-            std::multiset<int64_t>(want39.begin(), want39.end()));
-  Check("40-cache-c2-P-again-after-erase");
-  Check("41-slots-after-cache-tests");
 
-  for (const char* name :
-       {"50-error-invalid-json", "51-error-prompt-exceeds-ctx-stream",
-        "52-prompt-plus-max_tokens-exceeds-ctx-stream", "53-unknown-model-stream",
-        "54-max_tokens-0-stream", "55-max_tokens-negative-stream", "56-max_tokens-0-nonstream"}) {
-    Check(name);
+  // A recorded stream's request with a new first word, so no slot holds a prefix of it.
+  static std::string Fresh(const Recorded& r, int attempt) {
+    json body = json::parse(Adapt(r, 10));
+    std::string& last = body["messages"].back()["content"].get_ref<std::string&>();
+    last = "capqretry" + std::to_string(attempt) + " " + last;
+    return body.dump();
+  }
+
+  // Sends both at once from two threads.
+  void SendPair(const Recorded& a, const std::string& body_a, const Recorded& b,
+                const std::string& body_b, RawResponse* ga, RawResponse* gb) {
+    std::thread ta([&] { *ga = RawExchange(port_, JsonRequest("POST", a.target, body_a, port_)); });
+    std::thread tb([&] { *gb = RawExchange(port_, JsonRequest("POST", b.target, body_b, port_)); });
+    ta.join();
+    tb.join();
   }
 
   // 70/71: two streams released together are prefilled in one batch, so both first tokens come
-  // at once, later than a lone prompt's.
-  const Recorded a = Load("70-pair-stream-A"), b = Load("71-pair-stream-B");
-  RawResponse ga, gb;
-  std::thread ta(
-      [&] { ga = RawExchange(port_, JsonRequest("POST", a.target, Adapt(a, 10), port_)); });
-  std::thread tb(
-      [&] { gb = RawExchange(port_, JsonRequest("POST", b.target, Adapt(b, 10), port_)); });
-  ta.join();
-  tb.join();
-  ExpectSameShape(a, ga);
-  ExpectSameShape(b, gb);
-  EXPECT_EQ(UsageOf(ga), a.manifest["usage"]);
-  EXPECT_EQ(UsageOf(gb), b.manifest["usage"]);
-  ASSERT_FALSE(s14.chunk_t_ms.empty());
-  // The batch needs both sends inside the engine's idle-start window (4 ms); on a loaded machine
-  // one thread can be scheduled later, so a pair sent further apart is sent again with fresh
-  // prompts (a new first word, so no slot holds a prefix of them), and a machine that never
-  // manages it fails.
-  bool batched = false;
-  for (int attempt = 0; attempt < 8 && !batched; ++attempt) {
-    if (attempt > 0) {
-      auto fresh = [&](const Recorded& r) {
-        json body = json::parse(Adapt(r, 10));
-        std::string& last = body["messages"].back()["content"].get_ref<std::string&>();
-        last = "capqretry" + std::to_string(attempt) + " " + last;
-        return body.dump();
-      };
-      std::thread ra(
-          [&] { ga = RawExchange(port_, JsonRequest("POST", a.target, fresh(a), port_)); });
-      std::thread rb(
-          [&] { gb = RawExchange(port_, JsonRequest("POST", b.target, fresh(b), port_)); });
-      ra.join();
-      rb.join();
+  // at once, later than a lone prompt's (`s14`).
+  void PairPrefilledInOneBatch(const RawResponse& s14) {
+    const Recorded a = Load("70-pair-stream-A"), b = Load("71-pair-stream-B");
+    RawResponse ga, gb;
+    SendPair(a, Adapt(a, 10), b, Adapt(b, 10), &ga, &gb);
+    ExpectSameShape(a, ga);
+    ExpectSameShape(b, gb);
+    EXPECT_EQ(UsageOf(ga), a.manifest["usage"]);
+    EXPECT_EQ(UsageOf(gb), b.manifest["usage"]);
+    ASSERT_FALSE(s14.chunk_t_ms.empty());
+    // The batch needs both sends inside the engine's idle-start window (4 ms); on a loaded
+    // machine one thread can be scheduled later, so a pair sent further apart is sent again with
+    // fresh prompts, and a machine that never manages it fails.
+    bool batched = false;
+    for (int attempt = 0; attempt < 8 && !batched; ++attempt) {
+      if (attempt > 0) SendPair(a, Fresh(a, attempt), b, Fresh(b, attempt), &ga, &gb);
+      ASSERT_FALSE(ga.chunk_t_ms.empty() || gb.chunk_t_ms.empty());
+      if (std::fabs(ga.sent_at_ms - gb.sent_at_ms) > 1.5) continue;
+      batched = true;
+      const double first_a = ga.sent_at_ms + ga.chunk_t_ms[0];
+      const double first_b = gb.sent_at_ms + gb.chunk_t_ms[0];
+      EXPECT_NEAR(first_a, first_b, 5.0) << "one prefill batch for both (recorded: 89.3 / 89.1 ms)";
+      // The wider of the two gaps, for the reason the queued streams take theirs.
+      EXPECT_GT(std::max(ga.chunk_t_ms[0] - ga.t_headers_ms, gb.chunk_t_ms[0] - gb.t_headers_ms),
+                s14.chunk_t_ms[0] - s14.t_headers_ms)
+          << "two prompts' prefill takes longer than one";
     }
-    ASSERT_FALSE(ga.chunk_t_ms.empty() || gb.chunk_t_ms.empty());
-    if (std::fabs(ga.sent_at_ms - gb.sent_at_ms) > 1.5) continue;
-    batched = true;
-    const double first_a = ga.sent_at_ms + ga.chunk_t_ms[0];
-    const double first_b = gb.sent_at_ms + gb.chunk_t_ms[0];
-    EXPECT_NEAR(first_a, first_b, 5.0) << "one prefill batch for both (recorded: 89.3 / 89.1 ms)";
-    // The wider of the two gaps, for the reason the queued streams above take theirs.
-    EXPECT_GT(std::max(ga.chunk_t_ms[0] - ga.t_headers_ms, gb.chunk_t_ms[0] - gb.t_headers_ms),
-              s14.chunk_t_ms[0] - s14.t_headers_ms)
-        << "two prompts' prefill takes longer than one";
+    EXPECT_TRUE(batched) << "no attempt sent the pair within 1.5 ms of each other";
   }
-  EXPECT_TRUE(batched) << "no attempt sent the pair within 1.5 ms of each other";
+};
 
+TEST_F(LlamacppDefaultServerTest, StreamsCachesAndErrors) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  const RawResponse s14 = SingleStreams();
+  ASSERT_FALSE(HasFailure());
+  const std::vector<RawResponse> got = TwelveStreamsOnEightSlots();
+  ASSERT_FALSE(HasFailure());
+  ASSERT_NO_FATAL_FAILURE(QueuedStreamsWaitForASlot(got));
+  CacheAndErrors();
+  ASSERT_NO_FATAL_FAILURE(PairPrefilledInOneBatch(s14));
   Check("80-metrics-final");
   Check("81-slots-final");
 }
