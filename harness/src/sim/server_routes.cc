@@ -1,5 +1,5 @@
 // The simulated server's routes: a request's path to its endpoint, and the endpoints every
-// dialect shares apart from chat (server.cc): health, models, server_info, version, the cache
+// dialect shares apart from chat (server_chat.cc): health, models, server_info, version, the cache
 // flush, tokenize, metrics and capq's own /capq_sim. llama.cpp's own shapes are in
 // server_llamacpp.cc.
 #include <event2/http.h>
