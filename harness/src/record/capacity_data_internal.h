@@ -30,9 +30,10 @@ inline double GetNum(const json& j, const char* key) {
 inline TrialOutcome OutcomeAt(const json& j, const char* key) {
   const std::string name = j.at(key).get<std::string>();
   Result<TrialOutcome> o = ParseTrialOutcome(name);
-  if (!o.ok())
-    throw json::other_error::create(501, std::string("key '") + key + "': " + o.status().message(),
-                                    &j);
+  if (!o.ok()) {
+    const std::string what = std::string("key '") + key + "': " + o.status().message();
+    throw json::other_error::create(501, what, &j);
+  }
   return *o;
 }
 
