@@ -87,6 +87,23 @@ Result<std::vector<int64_t>> IdsFrom(const Result<HttpResponse>& r) {
   }
 }
 
+Result<int64_t> TokenCountFrom(const Result<HttpResponse>& r) {
+  if (!r.ok()) return r.status();
+  if (r->status == 404) return Status::Unimplemented("the server has no /tokenize");
+  if (r->status != 200) {
+    return Status::Unavailable("POST /tokenize returned HTTP " + std::to_string(r->status));
+  }
+  try {
+    auto j = nlohmann::json::parse(r->body);
+    if (j.contains("count") && j["count"].is_number()) return j["count"].get<int64_t>();
+    if (j.contains("tokens") && j["tokens"].is_array()) {
+      return static_cast<int64_t>(j["tokens"].size());
+    }
+  } catch (const nlohmann::json::exception&) {
+  }
+  return Status::InvalidArgument("POST /tokenize: no count or tokens in the answer");
+}
+
 Result<std::vector<int64_t>> ChatTokenizeIds(HttpClient& http, const std::string& url,
                                              const std::string& message) {
   Result<HttpResponse> r = http.Post(url, ChatTokenizeRequest(message).dump());

@@ -58,6 +58,10 @@ nlohmann::json ChatTokenizeRequest(const std::string& message);
 // The token ids of a tokenize answer.
 Result<std::vector<int64_t>> IdsFrom(const Result<HttpResponse>& r);
 
+// The token count of a tokenize answer: its "count" where the engine sends one (vLLM, SGLang),
+// else the length of its "tokens" (llama.cpp sends only those).
+Result<int64_t> TokenCountFrom(const Result<HttpResponse>& r);
+
 // SGLang and vLLM tokenize a chat request ({"messages", "add_generation_prompt"}) with the template
 // and special tokens their chat endpoint uses.
 Result<std::vector<int64_t>> ChatTokenizeIds(HttpClient& http, const std::string& url,

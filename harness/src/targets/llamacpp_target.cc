@@ -19,6 +19,7 @@ using adapter::Nap;
 using adapter::ScalarText;
 using adapter::TakeLimits;
 using adapter::TakeModels;
+using adapter::TokenCountFrom;
 using adapter::UserTurn;
 
 class LlamacppTarget : public Target {
@@ -118,18 +119,7 @@ class LlamacppTarget : public Target {
 
   Result<int64_t> CountTokens(const std::string& text) override {
     nlohmann::json req = {{"content", text}, {"add_special", false}};
-    Result<HttpResponse> r = client().Post(base_url() + "/tokenize", req.dump());
-    if (!r.ok()) return r.status();
-    if (r->status == 404) return Status::Unimplemented("the server has no /tokenize");
-    if (r->status != 200) {
-      return Status::Unavailable("POST /tokenize returned HTTP " + std::to_string(r->status));
-    }
-    try {
-      auto j = nlohmann::json::parse(r->body);
-      if (j.contains("tokens")) return static_cast<int64_t>(j["tokens"].size());
-    } catch (const nlohmann::json::exception&) {
-    }
-    return Status::InvalidArgument("POST /tokenize: no tokens in the answer");
+    return TokenCountFrom(client().Post(base_url() + "/tokenize", req.dump()));
   }
 
   Result<std::vector<int64_t>> TokenIds(const std::string& text) override {

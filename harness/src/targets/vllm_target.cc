@@ -18,6 +18,7 @@ using adapter::Metric;
 using adapter::Nap;
 using adapter::ScalarText;
 using adapter::TakeModels;
+using adapter::TokenCountFrom;
 
 // Newer vLLM answers {"success": false} when the reset could not run (blocks still held by
 // requests); older builds an empty 200 whatever happened (serve/cache/api_router.py).
@@ -100,19 +101,7 @@ class VllmTarget : public Target {
 
   Result<int64_t> CountTokens(const std::string& text) override {
     nlohmann::json req = {{"prompt", text}, {"add_special_tokens", false}};
-    Result<HttpResponse> r = client().Post(base_url() + "/tokenize", req.dump());
-    if (!r.ok()) return r.status();
-    if (r->status == 404) return Status::Unimplemented("the server has no /tokenize");
-    if (r->status != 200) {
-      return Status::Unavailable("POST /tokenize returned HTTP " + std::to_string(r->status));
-    }
-    try {
-      auto j = nlohmann::json::parse(r->body);
-      if (j.contains("count")) return j["count"].get<int64_t>();
-      if (j.contains("tokens")) return static_cast<int64_t>(j["tokens"].size());
-    } catch (const nlohmann::json::exception&) {
-    }
-    return Status::InvalidArgument("POST /tokenize: no count or tokens in the answer");
+    return TokenCountFrom(client().Post(base_url() + "/tokenize", req.dump()));
   }
 
   Result<std::vector<int64_t>> TokenIds(const std::string& text) override {
