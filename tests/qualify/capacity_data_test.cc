@@ -219,14 +219,25 @@ TEST(CapacityDataTest, OlderDataLoadsAndKeepsWhatDecidedItsTrials) {
   }
   nlohmann::json j = CapacityDataToJson(*d);
   nlohmann::json& trial = j["rows"][1]["trials"][0];
+  // A trial's misses are read as data, never taken back out of its reasons' text.
   trial["reasons"] = {
       "queue_bounded: client in-flight last third 9 > 4 (first third 1.6 x 1.25 + 2)",
       "p95 ttft 12.0 ms is not below 10 ms"};
-  trial.erase("stability_failures");
   auto back = CapacityDataFromJson(j);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
-  ASSERT_EQ(back->rows[1].trials[0].stability_failures.size(), 1u);
-  EXPECT_EQ(back->rows[1].trials[0].stability_failures[0].substr(0, 15), "queue_bounded: ");
+  EXPECT_TRUE(back->rows[1].trials[0].misses.empty());
+  trial["misses"] = {{{"gate", "queue_bounded"},
+                      {"subject", "client in-flight"},
+                      {"value", 9},
+                      {"bound", 4},
+                      {"in_ms", false},
+                      {"text", "queue_bounded: client in-flight last third 9 > 4"}}};
+  back = CapacityDataFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->rows[1].trials[0].misses.size(), 1u);
+  EXPECT_EQ(back->rows[1].trials[0].misses[0].gate, "queue_bounded");
+  EXPECT_EQ(back->rows[1].trials[0].misses[0].value, 9);
+  EXPECT_EQ(back->rows[1].trials[0].misses[0].bound, 4);
   // A rate trial keeps its level and rate under their own names.
   TrialSummary t;
   t.phase = "confirm";
@@ -323,7 +334,7 @@ TEST(CapacityDataTest, ReadsATrialDirectory) {
   EXPECT_EQ(t->seed, 202u);
   EXPECT_EQ(t->outcome, TrialOutcome::kCorrectnessFail);
   ASSERT_EQ(t->failed_gates.size(), 1u);  // the switched-off gate is not a failure
-  EXPECT_EQ(t->failed_gates[0], "nonempty_deltas: 2 streams empty: m3, m9");
+  EXPECT_EQ(t->failed_gates[0], (FailedGate{"nonempty_deltas", "2 streams empty: m3, m9"}));
   EXPECT_DOUBLE_EQ(t->GatingMs(), 1712.5);
   EXPECT_DOUBLE_EQ(t->GateRatio(), 1712.5 / 2000);
   EXPECT_DOUBLE_EQ(t->ttft_ms.p95, 1712.5);

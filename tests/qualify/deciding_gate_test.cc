@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -122,45 +123,83 @@ TEST(DecidingGateTest, AVerdictNamesItsGateOnlyWhenLatencyDecidedIt) {
 
 // ---- Rate rows: a trial that met every SLO gate but not a stability gate was decided by it.
 
-const char* kQueue =
-    "queue_bounded: client in-flight last third 14.2 > 5.9 (first third 3.1 x 1.25 + 2)";
+// A queue that grew: the client's in-flight count over the last third against its bound.
+GateMiss Queue(double last, double bound) {
+  GateMiss m;
+  m.gate = "queue_bounded";
+  m.subject = "client in-flight";
+  m.value = last;
+  m.bound = bound;
+  char text[160];
+  std::snprintf(text, sizeof text,
+                "queue_bounded: client in-flight last third %.4g > %.4g (first third 3.1 x 1.25 + "
+                "2)",
+                last, bound);
+  m.text = text;
+  return m;
+}
 
-TrialSummary Unstable(std::vector<SloCheck> slo, std::vector<std::string> failures) {
+// A TTFT p95 that drifted, in milliseconds.
+GateMiss Drift(double last_ms, double bound_ms) {
+  GateMiss m;
+  m.gate = "stationary";
+  m.subject = "ttft p95";
+  m.value = last_ms;
+  m.bound = bound_ms;
+  m.in_ms = true;
+  m.text = "stationary: ttft p95 last third drifted";
+  return m;
+}
+
+TrialSummary Unstable(std::vector<SloCheck> slo, std::vector<GateMiss> misses) {
   TrialSummary t = Trial(std::move(slo));
-  t.reasons = failures;
-  t.stability_failures = std::move(failures);
-  if (!t.stability_failures.empty()) t.outcome = TrialOutcome::kSloFail;
+  for (const GateMiss& m : misses) t.reasons.push_back(m.text);
+  t.misses = std::move(misses);
+  if (!t.misses.empty()) t.outcome = TrialOutcome::kSloFail;
   return t;
 }
 
 TEST(DecidingGateTest, AStabilityGateDecidesATrialThatMetEverySloGate) {
-  TrialSummary t = Unstable({Ttft(2100)}, {kQueue});
+  const GateMiss queue = Queue(14.2, 5.9);
+  TrialSummary t = Unstable({Ttft(2100)}, {queue});
   ASSERT_NE(DecidingStabilityFailure(t), nullptr);
-  EXPECT_EQ(DecidingGateText(t), kQueue);
-  EXPECT_EQ(StabilityGateName(kQueue), "queue_bounded");
-  EXPECT_EQ(StabilityBrief(kQueue), "queue_bounded client in-flight 14.2 > 5.9");
+  EXPECT_EQ(DecidingGateText(t), queue.text);
+  EXPECT_EQ(DecidingStabilityFailure(t)->gate, "queue_bounded");
+  EXPECT_EQ(StabilityBrief(queue, t), "queue_bounded client in-flight 14.2 > 5.9");
+  EXPECT_NEAR(StabilityRatio(queue), 14.2 / 5.9, 1e-9);
   // A missed SLO gate still decides when the queue grew too.
-  TrialSummary both = Unstable({Ttft(2600)}, {kQueue});
+  TrialSummary both = Unstable({Ttft(2600)}, {queue});
   EXPECT_EQ(DecidingStabilityFailure(both), nullptr);
   EXPECT_EQ(DecidingGateText(both), "ttft p95 2.60 s >= 2.50 s");
   // The verdict of `capq trial` names it the same way.
   TrialVerdict v;
   v.outcome = TrialOutcome::kSloFail;
   v.slo = {SloGateResult{SloGate{SloMetric::kTtft, 95, 2500}, 2100, true}};
-  v.reasons = {kQueue};
-  EXPECT_EQ(DecidingGateText(v), kQueue);
+  v.reasons = {queue.text};
+  v.misses = {queue};
+  EXPECT_EQ(DecidingGateText(v), queue.text);
+}
+
+TEST(DecidingGateTest, AMissWithoutFiguresIsNamedByItsGateAndSubject) {
+  GateMiss none;
+  none.gate = "stationary";
+  none.subject = "ttft p95";
+  none.in_ms = true;
+  TrialSummary t = Unstable({Ttft(2100)}, {none});
+  EXPECT_EQ(StabilityBrief(none, t), "stationary ttft p95");
+  EXPECT_TRUE(std::isnan(StabilityRatio(none)));
+  GateMiss late;
+  late.gate = "schedule_held";
+  late.subject = "send lateness p99";
+  late.value = 3.1;
+  late.in_ms = true;
+  EXPECT_EQ(StabilityBrief(late, t), "schedule_held send lateness p99 3.1 ms");
 }
 
 TEST(DecidingGateTest, ASideThatFailedAStabilityGateIsNamedByIt) {
-  std::vector<TrialSummary> ts = {
-      Unstable({Ttft(2100)}, {kQueue}),
-      Unstable(
-          {Ttft(2200)},
-          {"queue_bounded: client in-flight last third 13.1 > 5.1 (first third 2.5 x 1.25 + 2)",
-           "stationary: ttft p95 last third 3.2e+03 > 2.1e+03 (first third 1.4e+03 x drift "
-           "factor)"}),
-      Unstable({Ttft(2050)},
-               {"queue_bounded: client in-flight last third 15 > 6 (first third 3.2 x 1.25 + 2)"})};
+  std::vector<TrialSummary> ts = {Unstable({Ttft(2100)}, {Queue(14.2, 5.9)}),
+                                  Unstable({Ttft(2200)}, {Queue(13.1, 5.1), Drift(3200, 2100)}),
+                                  Unstable({Ttft(2050)}, {Queue(15, 6)})};
   SideGates s = DecideSide(Side(ts));
   EXPECT_TRUE(s.uniform);
   EXPECT_EQ(s.gate, nullptr);
@@ -170,8 +209,7 @@ TEST(DecidingGateTest, ASideThatFailedAStabilityGateIsNamedByIt) {
   ts[1] = Trial({Ttft(2200)});
   EXPECT_EQ(SideFigures(Side(ts)), "queue_bounded client in-flight 14.2 > 5.9, held, 15 > 6");
   // Different gates: each trial with its own, a latency drift in its gate's unit.
-  ts[1] = Unstable({Ttft(2200)}, {"stationary: ttft p95 last third 3.2e+03 > 2.1e+03 (first third "
-                                  "1.4e+03 x drift factor)"});
+  ts[1] = Unstable({Ttft(2200)}, {Drift(3200, 2100)});
   ts[2] = Trial({Ttft(2610)});
   EXPECT_EQ(SideFigures(Side(ts)),
             "queue_bounded client in-flight 14.2 > 5.9 / stationary ttft p95 3.20 > 2.10 s / ttft "
@@ -219,18 +257,40 @@ TEST(DecidingGateTest, AClassThatMissedDecidesWhereAllRequestsMet) {
   EXPECT_EQ(DecidingGateText(met), "ttft p95 667.6 ms < 800.0 ms");
 }
 
+TEST(DecidingGateTest, AVerdictWhoseClassMissedIsDecidedByThatClassFromItsFigures) {
+  TrialVerdict v;
+  v.outcome = TrialOutcome::kSloFail;
+  v.slo = {SloGateResult{SloGate{SloMetric::kTtft, 95, 1200}, 1100, true}};
+  ClassVerdict light, heavy;
+  light.name = "light";
+  light.gate_ms = {400};
+  light.gate_passed = {true};
+  heavy.name = "heavy";
+  heavy.gate_ms = {1500};
+  heavy.gate_passed = {false};
+  v.classes = {light, heavy};
+  EXPECT_EQ(DecidingGateText(v), "class heavy: p95 ttft 1500.0 ms is not below 1200.0 ms");
+  v.classes[1].gate_ms = {NAN};
+  EXPECT_EQ(DecidingGateText(v),
+            "class heavy: p95 ttft: nothing measured, so it is not below "
+            "1200.0 ms");
+}
+
 TEST(DecidingGateTest, ASideThatRanOutOfCacheShowsTheReuseItWasServed) {
   std::vector<TrialSummary> side;
-  for (const char* off : {"1 of 126", "2 of 126"}) {
+  for (int off : {1, 2}) {
     TrialSummary t = Trial({Ttft(500, 800)});
     t.outcome = TrialOutcome::kSloFail;
-    t.stability_failures = {
-        "cache_reuse: hit ratio served 63.8%, declared 64.5% (within 2.0% "
-        "points: yes) over 126 measured requests, 1 of 2 prompt tokens "
-        "cached; " +
-        std::string(off) + " requests served outside [declared - 16, declared + 19]: m40"};
+    GateResult g;
+    g.name = "cache_reuse";
+    g.capacity = true;
+    g.evidence = "hit ratio served 63.8%, declared 64.5%";
+    g.offending_ids.assign(off, "m40");
+    t.misses = {CapacityMiss(g, 126)};
+    t.reuse = ReuseFigures{126, 0.645, 0.638};
     side.push_back(t);
   }
+  EXPECT_EQ(side[0].misses[0].text, "cache_reuse: hit ratio served 63.8%, declared 64.5%");
   EXPECT_EQ(SideFigures(Side(side)),
             "cache_reuse 1/126 off (63.8% of 64.5%), 2/126 off (63.8% of 64.5%)");
 }

@@ -159,10 +159,10 @@ TEST(TrialFailFast, ErrorFrameStopsTheTrialBeforeEveryRequestIsSent) {
   Result<TrialSummary> summary = ReadTrialDir(dir + "/trial");
   ASSERT_TRUE(summary.ok()) << summary.status().ToString();
   ASSERT_FALSE(summary->failed_gates.empty());
+  EXPECT_EQ(summary->failed_gates.front().name, "zero_errors");
   EXPECT_EQ(
-      summary->failed_gates.front().rfind("zero_errors: stopped at the first broken stream m2", 0),
-      0u)
-      << summary->failed_gates.front();
+      summary->failed_gates.front().evidence.rfind("stopped at the first broken stream m2", 0), 0u)
+      << summary->failed_gates.front().Text();
   RowQualification q = Qualify(
       row, [&](const Row&, const TrialRequest&) { return *summary; }, QualifyOptions{});
   EXPECT_EQ(q.status, QualifyStatus::kCorrectnessFail);

@@ -31,13 +31,19 @@ Row RateRow() {
   return row;
 }
 
-std::string QueueGrew(double last, double bound) {
+GateMiss QueueGrew(double last, double bound) {
+  GateMiss m;
+  m.gate = "queue_bounded";
+  m.subject = "client in-flight";
+  m.value = last;
+  m.bound = bound;
   char buf[160];
   std::snprintf(buf, sizeof buf,
                 "queue_bounded: client in-flight last third %.3g > %.3g (first third 3.1 x 1.25 + "
                 "2)",
                 last, bound);
-  return buf;
+  m.text = buf;
+  return m;
 }
 
 // A rate server: TTFT grows with the rate and stays below its 2.5 s bound up to 1.75 rps, but from
@@ -60,7 +66,8 @@ struct RateServer {
     t.outcome = t.latency_pass ? TrialOutcome::kPass : TrialOutcome::kSloFail;
     if (r.concurrency >= 6) {
       const double grew[] = {14.2, 13.1, 15.0};
-      t.reasons = {QueueGrew(grew[(r.trial - 1) % 3], 5.9)};
+      t.misses = {QueueGrew(grew[(r.trial - 1) % 3], 5.9)};
+      t.reasons = {t.misses[0].text};
       t.outcome = TrialOutcome::kSloFail;
     }
     return t;
@@ -104,7 +111,7 @@ TEST(QualifyRateTest, ARateRowProvesRmaxAndEveryLineReadsAsARate) {
   // Every trial keeps its level and its rate, and the stability failure that decided it.
   for (const auto& t : q.trials) {
     EXPECT_DOUBLE_EQ(t.rate_rps, t.concurrency * 0.25);
-    EXPECT_EQ(t.stability_failures.empty(), t.concurrency < 6);
+    EXPECT_EQ(t.misses.empty(), t.concurrency < 6);
   }
 
   // The capacity data records the arrival, the rate result and each trial's rate beside its level.
@@ -119,7 +126,8 @@ TEST(QualifyRateTest, ARateRowProvesRmaxAndEveryLineReadsAsARate) {
   EXPECT_EQ(last["level"], 6);
   EXPECT_EQ(last["rate_rps"], 1.5);
   EXPECT_FALSE(last.contains("concurrency"));
-  ASSERT_EQ(last["stability_failures"].size(), 1u);
+  ASSERT_EQ(last["misses"].size(), 1u);
+  EXPECT_EQ(last["misses"][0]["gate"], "queue_bounded");
   CapacityData d;
   d.rows.push_back(q);
   Result<CapacityData> back = CapacityDataFromJson(CapacityDataToJson(d));
@@ -153,6 +161,7 @@ TEST(QualifyRateTest, ASideThatHeldItsQueueOnSomeTrialsIsNotProven) {
     TrialSummary t = inner(r, req);
     if (req.concurrency == 6 && req.trial == 2) {
       t.reasons.clear();
+      t.misses.clear();
       t.outcome = TrialOutcome::kPass;
     }
     return t;

@@ -44,7 +44,7 @@ struct FakeServer {
     t.correctness_pass = !broken_stream;
     if (broken_stream) {
       t.outcome = TrialOutcome::kCorrectnessFail;
-      t.failed_gates = {"nonempty_deltas: 3 of 64 streams carried no text: m4, m9, m12"};
+      t.failed_gates = {{"nonempty_deltas", "3 of 64 streams carried no text: m4, m9, m12"}};
       t.reasons = {"gate nonempty_deltas failed"};
     } else {
       t.outcome = t.latency_pass ? TrialOutcome::kPass : TrialOutcome::kSloFail;

@@ -76,7 +76,8 @@ struct FakeTierServer {
     t.outcome = !t.correctness_pass ? TrialOutcome::kCorrectnessFail
                 : t.latency_pass    ? TrialOutcome::kPass
                                     : TrialOutcome::kSloFail;
-    if (!t.correctness_pass) t.failed_gates = {"nonempty_deltas: 3 of 64 streams carried no text"};
+    if (!t.correctness_pass)
+      t.failed_gates = {{"nonempty_deltas", "3 of 64 streams carried no text"}};
     t.dir = "tiered/" + r.phase + "/c" + std::to_string(c) + "-t" + std::to_string(r.trial);
     return t;
   }

@@ -495,7 +495,13 @@ RowQualification RateQualification() {
                     "+ 2)",
                     queue);
       t.reasons = {buf};
-      t.stability_failures = t.reasons;
+      GateMiss m;
+      m.gate = "queue_bounded";
+      m.subject = "client in-flight";
+      m.value = queue;
+      m.bound = 5.9;
+      m.text = buf;
+      t.misses = {m};
       t.outcome = TrialOutcome::kSloFail;
     }
     for (int i = 0; i < 120; ++i) t.ttft_ms_by_arrival.push_back(ttft * (0.5 + i / 240.0));

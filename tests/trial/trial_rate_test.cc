@@ -3,11 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "capq/measurement/raw_evidence.h"
 #include "capq/model/plan.h"
 #include "capq/model/row_loader.h"
+#include "capq/record/capacity_data.h"
 #include "trial_test_util.h"
 
 namespace capq {
@@ -103,6 +105,20 @@ TEST(RateTrial, AboveItTheQueueGrowsAndLatencyDriftsAndBothGatesSaySo) {
   auto v = ValidateTrialDir(dir);
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(v->verdict.outcome, TrialOutcome::kSloFail);
+  // The misses carry their figures as data, to the summary qualification reads back.
+  ASSERT_GE(rep.verdict.misses.size(), 2u);
+  const GateMiss& client = rep.verdict.misses[0];
+  EXPECT_EQ(client.gate, "queue_bounded");
+  EXPECT_EQ(client.subject, "client in-flight");
+  EXPECT_DOUBLE_EQ(client.value, st.client_in_flight.last);
+  EXPECT_DOUBLE_EQ(client.bound, st.client_in_flight.bound);
+  EXPECT_NE(std::find(rep.verdict.reasons.begin(), rep.verdict.reasons.end(), client.text),
+            rep.verdict.reasons.end());
+  Result<TrialSummary> summary = ReadTrialDir(dir);
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  ASSERT_EQ(summary->misses.size(), rep.verdict.misses.size());
+  EXPECT_DOUBLE_EQ(summary->misses[0].value, client.value);
+  EXPECT_EQ(summary->misses[1].subject, "server queue");
 }
 
 // A bound no loop can keep stands in for a CPU-starved client: the trial could not run, whatever

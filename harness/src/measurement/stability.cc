@@ -63,9 +63,20 @@ std::string Fig(double v) {
   return b;
 }
 
-std::string Describe(const char* gate, const ThirdsCheck& c, const char* rule) {
-  return std::string(gate) + ": " + c.name + " last third " + Fig(c.last) + " > " + Fig(c.bound) +
-         " (first third " + Fig(c.first) + rule + ")";
+GateMiss Describe(const char* gate, const ThirdsCheck& c, const char* rule, bool in_ms) {
+  GateMiss m;
+  m.gate = gate;
+  m.subject = c.name;
+  m.in_ms = in_ms;
+  if (!c.known) {
+    m.text = std::string(gate) + ": " + c.name + " has no value in the first or last third";
+    return m;
+  }
+  m.value = c.last;
+  m.bound = c.bound;
+  m.text = std::string(gate) + ": " + c.name + " last third " + Fig(c.last) + " > " + Fig(c.bound) +
+           " (first third " + Fig(c.first) + rule + ")";
+  return m;
 }
 
 }  // namespace
@@ -140,27 +151,34 @@ bool StabilityVerdict::stationary() const {
   return std::all_of(latency.begin(), latency.end(), [](const ThirdsCheck& c) { return c.passed; });
 }
 
-std::vector<std::string> StabilityVerdict::Failures() const {
-  std::vector<std::string> out;
+std::vector<GateMiss> StabilityVerdict::Misses() const {
+  std::vector<GateMiss> out;
   if (!schedule_held) {
-    out.push_back("schedule_held: the client fell behind: send lateness p99 " +
-                  Fig(send_lateness_p99_ms) + " ms is not below " + Fig(send_lateness_bound_ms) +
-                  " ms (max " + Fig(send_lateness_max_ms) + " ms)");
+    GateMiss m;
+    m.gate = "schedule_held";
+    m.subject = "send lateness p99";
+    m.value = send_lateness_p99_ms;
+    m.in_ms = true;
+    m.text = "schedule_held: the client fell behind: send lateness p99 " +
+             Fig(send_lateness_p99_ms) + " ms is not below " + Fig(send_lateness_bound_ms) +
+             " ms (max " + Fig(send_lateness_max_ms) + " ms)";
+    out.push_back(std::move(m));
   }
   if (!client_in_flight.passed) {
-    out.push_back(Describe("queue_bounded", client_in_flight, " x growth + slack"));
+    out.push_back(Describe("queue_bounded", client_in_flight, " x growth + slack", false));
   }
   if (server_queue.known && !server_queue.passed) {
-    out.push_back(Describe("queue_bounded", server_queue, " x growth + slack"));
+    out.push_back(Describe("queue_bounded", server_queue, " x growth + slack", false));
   }
   for (const ThirdsCheck& c : latency) {
-    if (c.passed) continue;
-    if (!c.known) {
-      out.push_back("stationary: " + c.name + " has no value in the first or last third");
-    } else {
-      out.push_back(Describe("stationary", c, " x drift factor"));
-    }
+    if (!c.passed) out.push_back(Describe("stationary", c, " x drift factor", true));
   }
+  return out;
+}
+
+std::vector<std::string> StabilityVerdict::Failures() const {
+  std::vector<std::string> out;
+  for (GateMiss& m : Misses()) out.push_back(std::move(m.text));
   return out;
 }
 

@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <limits>
 
 namespace capq {
@@ -63,111 +62,59 @@ std::string Sig3(double v) {
   return buf;
 }
 
-// A stability failure taken apart: "queue_bounded: client in-flight last third 14.2 > 5.9 (first
-// third 3.1 x 1.25 + 2)" is gate queue_bounded, subject "client in-flight", last 14.2, bound 5.9.
-struct StabilityParts {
-  std::string gate, subject;
-  double last = NAN, bound = NAN;
-  std::string unit;  // "ms" for schedule lateness; empty for counts and for latency (see below)
-};
-
-// The number at the start of `s` (strtod's syntax, so "3.2e+03" too); NaN when there is none.
-double LeadingNumber(const std::string& s, size_t* used) {
-  const char* begin = s.c_str();
-  char* end = nullptr;
-  double v = std::strtod(begin, &end);
-  *used = static_cast<size_t>(end - begin);
-  return *used ? v : NAN;
+// The gate and subject a side is decided by: "queue_bounded client in-flight", "cache_reuse".
+std::string StabilityKey(const GateMiss& m) {
+  return m.subject.empty() ? m.gate : m.gate + " " + m.subject;
 }
 
-StabilityParts Parse(const std::string& failure) {
-  StabilityParts p;
-  size_t colon = failure.find(": ");
-  if (colon == std::string::npos) return p;
-  p.gate = failure.substr(0, colon);
-  std::string rest = failure.substr(colon + 2);
-  size_t used = 0;
-  if (size_t at = rest.find(" last third "); at != std::string::npos) {
-    p.subject = rest.substr(0, at);
-    std::string figures = rest.substr(at + 12);
-    p.last = LeadingNumber(figures, &used);
-    if (used && figures.compare(used, 3, " > ") == 0) {
-      p.bound = LeadingNumber(figures.substr(used + 3), &used);
-    }
-  } else if (size_t late = rest.find("send lateness p99 "); late != std::string::npos) {
-    p.subject = "send lateness p99";
-    p.last = LeadingNumber(rest.substr(late + 18), &used);
-    p.unit = "ms";
-  } else if (size_t none = rest.find(" has no value"); none != std::string::npos) {
-    p.subject = rest.substr(0, none);
-  }
-  return p;
-}
-
-// The gate and subject a side is decided by: "queue_bounded client in-flight".
-std::string StabilityKey(const std::string& failure) {
-  StabilityParts p = Parse(failure);
-  if (p.gate.empty()) return failure;
-  return p.subject.empty() ? p.gate : p.gate + " " + p.subject;
-}
-
-// The figures of a failure: "14.2 > 5.9", "3.20 > 2.10 s" (a latency in its gate's unit),
-// "3.1 ms"; "n/a" when it has none.
 // cache_reuse's figures: the requests served outside their declared reuse and the trial's served
 // and declared hit ratios, "1/126 off (63.8% of 64.5%)".
-std::string ReuseFigures(const std::string& failure) {
-  const auto number_after = [&failure](const std::string& key) {
-    const size_t at = failure.find(key);
-    size_t used = 0;
-    return at == std::string::npos ? NAN : LeadingNumber(failure.substr(at + key.size()), &used);
-  };
-  const std::string ratios = "(" + Sig3(number_after("hit ratio served ")) + "% of " +
-                             Sig3(number_after(", declared ")) + "%)";
-  const size_t of = failure.find(" requests served outside");
-  if (of == std::string::npos) return "0 off " + ratios;
-  const size_t start = failure.rfind("; ", of) + 2;
-  std::string count = failure.substr(start, of - start);
-  if (const size_t k = count.find(" of "); k != std::string::npos) count.replace(k, 4, "/");
-  return count + " off " + ratios;
+std::string ReuseFigures(const GateMiss& m, const TrialSummary& t) {
+  std::string out = std::to_string(m.off);
+  if (m.off > 0) out += "/" + std::to_string(m.judged);
+  out += " off";
+  if (t.reuse) {
+    out += " (" + Sig3(100 * t.reuse->served_ratio) + "% of " +
+           Sig3(100 * t.reuse->declared_ratio) + "%)";
+  }
+  return out;
 }
 
-std::string StabilityFigures(const std::string& failure, const std::vector<SloCheck>& slo) {
-  StabilityParts p = Parse(failure);
-  if (p.gate == "cache_reuse") return ReuseFigures(failure);
-  if (!std::isfinite(p.last)) return "n/a";
-  for (const auto& g : slo) {
-    if (GateName(g) != p.subject) continue;
+// The figures of a miss: "14.2 > 5.9", "3.20 > 2.10 s" (a latency in its gate's unit), "3.1 ms";
+// "n/a" when it has none.
+std::string StabilityFigures(const GateMiss& m, const TrialSummary& t) {
+  if (m.capacity()) return ReuseFigures(m, t);
+  if (!std::isfinite(m.value)) return "n/a";
+  for (const auto& g : t.slo) {
+    if (GateName(g) != m.subject) continue;
     // A latency drift: the figures are milliseconds, shown in the gate's own unit.
-    return GateFigure(g, p.last) + " > " + GateFigure(g, p.bound) + " " +
+    return GateFigure(g, m.value) + " > " + GateFigure(g, m.bound) + " " +
            GateUnitFor(g.below_ms).name;
   }
-  std::string out = Sig3(p.last);
-  if (std::isfinite(p.bound)) out += " > " + Sig3(p.bound);
-  return p.unit.empty() ? out : out + " " + p.unit;
+  std::string out = Sig3(m.value);
+  if (std::isfinite(m.bound)) out += " > " + Sig3(m.bound);
+  return m.in_ms ? out + " ms" : out;
 }
 
 }  // namespace
 
-const std::string* DecidingStabilityFailure(const TrialSummary& t) {
-  if (MissedAny(t) || t.stability_failures.empty()) return nullptr;
-  return &t.stability_failures.front();
+const GateMiss* DecidingStabilityFailure(const TrialSummary& t) {
+  if (MissedAny(t) || t.misses.empty()) return nullptr;
+  return &t.misses.front();
 }
 
-std::string StabilityGateName(const std::string& failure) { return Parse(failure).gate; }
-
-double StabilityRatio(const std::string& failure) {
-  StabilityParts p = Parse(failure);
-  return std::isfinite(p.last) && p.bound > 0 ? p.last / p.bound : NAN;
+double StabilityRatio(const GateMiss& miss) {
+  return std::isfinite(miss.value) && miss.bound > 0 ? miss.value / miss.bound : NAN;
 }
 
-std::string StabilityBrief(const std::string& failure, const std::vector<SloCheck>& slo) {
-  std::string figures = StabilityFigures(failure, slo);
-  std::string key = StabilityKey(failure);
+std::string StabilityBrief(const GateMiss& miss, const TrialSummary& t) {
+  std::string figures = StabilityFigures(miss, t);
+  std::string key = StabilityKey(miss);
   return figures == "n/a" ? key : key + " " + figures;
 }
 
 std::string DecidingGateText(const TrialSummary& t) {
-  if (const std::string* f = DecidingStabilityFailure(t)) return *f;
+  if (const GateMiss* m = DecidingStabilityFailure(t)) return m->text;
   return DecidingGateText(Deciding(t));
 }
 
@@ -245,11 +192,12 @@ std::string DecidingGateText(const TrialVerdict& v) {
   if (v.outcome != TrialOutcome::kPass && v.outcome != TrialOutcome::kSloFail) return "";
   std::vector<SloCheck> checks = SloChecksOf(v.slo);
   if (!MissedAny(checks)) {
-    std::vector<std::string> unstable = StabilityFailuresOf(v.reasons);
-    if (!unstable.empty()) return unstable.front();
+    if (!v.misses.empty()) return v.misses.front().text;
     // A class (a mixed row's traffic class, a session row's turn) missed where all requests met.
-    for (const std::string& r : v.reasons) {
-      if (r.rfind("class ", 0) == 0) return r;
+    for (const ClassVerdict& c : v.classes) {
+      for (size_t i = 0; i < c.gate_passed.size() && i < v.slo.size(); ++i) {
+        if (!c.gate_passed[i]) return ClassMissText(c, i, v.slo[i].gate);
+      }
     }
   }
   return DecidingGateText(checks);
@@ -268,8 +216,8 @@ SideGates DecideSide(const std::vector<const TrialSummary*>& trials) {
   for (const auto* t : trials) missed = missed || Missed(*t);
   for (const auto* t : trials) {
     if (missed && !Missed(*t)) continue;
-    if (const std::string* f = DecidingStabilityFailure(*t)) {
-      std::string key = StabilityKey(*f);
+    if (const GateMiss* m = DecidingStabilityFailure(*t)) {
+      std::string key = StabilityKey(*m);
       if (!shared && shared_stability.empty()) {
         shared_stability = key;
       } else if (shared || key != shared_stability) {
@@ -299,8 +247,8 @@ SideGates DecideSide(const std::vector<const TrialSummary*>& trials) {
     const TrialSummary& t = *trials[k];
     if (s.uniform && shared) {
       s.per_trial[k] = IndexOf(Deciding(t), *shared);
-    } else if (const std::string* f = DecidingStabilityFailure(t)) {
-      s.stability[k] = f;
+    } else if (const GateMiss* m = DecidingStabilityFailure(t)) {
+      s.stability[k] = m;
     } else {
       s.per_trial[k] = DecidingGate(Deciding(t));
     }
@@ -327,7 +275,7 @@ std::string SideFigures(const std::vector<const TrialSummary*>& trials) {
   if (!s.stability_gate.empty()) {
     for (size_t k = 0; k < trials.size(); ++k) {
       if (!out.empty()) out += ", ";
-      out += s.stability[k] ? StabilityFigures(*s.stability[k], trials[k]->slo) : "held";
+      out += s.stability[k] ? StabilityFigures(*s.stability[k], *trials[k]) : "held";
     }
     return s.stability_gate + " " + out;
   }
@@ -337,7 +285,7 @@ std::string SideFigures(const std::vector<const TrialSummary*>& trials) {
     if (i >= 0) {
       out += GateValueText(Deciding(*trials[k])[i]);
     } else if (s.stability[k]) {
-      out += StabilityBrief(*s.stability[k], trials[k]->slo);
+      out += StabilityBrief(*s.stability[k], *trials[k]);
     } else {
       out += "n/a";
     }

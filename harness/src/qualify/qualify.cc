@@ -104,7 +104,6 @@ const TrialSummary& Run::RunOne(const std::string& phase, int c, int k, const st
   t.phase = phase;
   t.concurrency = c;
   t.rate_rps = scale_.Rate(c);
-  if (t.stability_failures.empty()) t.stability_failures = StabilityFailuresOf(t.reasons);
   t.trial = k;
   t.seed = req.seed;
   t.move = move;

@@ -26,12 +26,11 @@ std::string SideWord(const std::vector<const TrialSummary*>& ts) {
 std::string FailedGateNames(const TrialSummary& t) {
   std::string gates;
   std::vector<std::string> names;
-  for (const auto& g : t.failed_gates) {
-    std::string name = g.substr(0, g.find(':'));
-    if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+  for (const FailedGate& g : t.failed_gates) {
+    if (std::find(names.begin(), names.end(), g.name) != names.end()) continue;
     if (!gates.empty()) gates += ", ";
-    gates += name;
-    names.push_back(std::move(name));
+    gates += g.name;
+    names.push_back(g.name);
   }
   return gates.empty() ? "unnamed gate" : gates;
 }
@@ -117,7 +116,7 @@ std::string Unstable(const std::vector<const TrialSummary*>& ts, const SideGates
   std::string unstable = side.stability_gate.empty() ? "" : SideFigures(ts);
   for (size_t k = 0; k < ts.size() && side.stability_gate.empty(); ++k) {
     if (!side.stability[k]) continue;
-    unstable += (unstable.empty() ? "" : ", ") + StabilityBrief(*side.stability[k], ts[k]->slo);
+    unstable += (unstable.empty() ? "" : ", ") + StabilityBrief(*side.stability[k], *ts[k]);
   }
   return unstable;
 }

@@ -137,7 +137,6 @@ class TierRun {
     t.seed = real.seed;
     t.start_offset_s = NsToS(start - t0_);
     t.wall_s = NsToS(NowNs() - start);
-    if (t.stability_failures.empty()) t.stability_failures = StabilityFailuresOf(t.reasons);
     return t;
   }
 

@@ -72,6 +72,20 @@ std::vector<TrialSummary::QueuePoint> QueueSeriesFromJson(const json& a) {
   return out;
 }
 
+json FailedGatesToJson(const std::vector<FailedGate>& gates) {
+  json a = json::array();
+  for (const FailedGate& g : gates) a.push_back({{"name", g.name}, {"evidence", g.evidence}});
+  return a;
+}
+
+std::vector<FailedGate> FailedGatesFromJson(const json& a) {
+  std::vector<FailedGate> out;
+  for (const json& g : a) {
+    out.push_back({g.at("name").get<std::string>(), g.value("evidence", "")});
+  }
+  return out;
+}
+
 json QueueSeriesToJson(const std::vector<TrialSummary::QueuePoint>& series) {
   json a = json::array();
   for (const auto& p : series) {
@@ -126,10 +140,8 @@ TrialSummary TrialFromJson(const json& j) {
   t.slo = ChecksFromJson(j.value("slo", json::array()));
   t.tier_slo = ChecksFromJson(j.value("tier_slo", json::array()));
   t.reasons = j.value("reasons", std::vector<std::string>{});
-  t.failed_gates = j.value("failed_gates", std::vector<std::string>{});
-  t.stability_failures = j.contains("stability_failures")
-                             ? j.at("stability_failures").get<std::vector<std::string>>()
-                             : StabilityFailuresOf(t.reasons);
+  t.failed_gates = FailedGatesFromJson(j.value("failed_gates", json::array()));
+  t.misses = GateMissesFromJson(j.value("misses", json::array()));
   t.queue_series = QueueSeriesFromJson(j.value("queue_series", json()));
   t.send_lateness_p99_ms = GetNum(j, "send_lateness_p99_ms");
   t.time_scale = Get<double>(j, "time_scale", 1.0);
@@ -188,22 +200,6 @@ std::vector<SloCheck> ClassChecksOf(const TrialSummary& t) {
   return worst;
 }
 
-bool IsStabilityFailure(const std::string& reason) {
-  // The served reuse of a reuse row fails the latency side the same way (validator.h, capacity).
-  for (const char* gate : {"queue_bounded: ", "stationary: ", "schedule_held: ", "cache_reuse: "}) {
-    if (reason.rfind(gate, 0) == 0) return true;
-  }
-  return false;
-}
-
-std::vector<std::string> StabilityFailuresOf(const std::vector<std::string>& reasons) {
-  std::vector<std::string> out;
-  for (const auto& r : reasons) {
-    if (IsStabilityFailure(r)) out.push_back(r);
-  }
-  return out;
-}
-
 double TrialSummary::GateRatio() const {
   double worst = NAN;
   for (const auto& s : slo) {
@@ -232,7 +228,7 @@ json TrialSummaryToJson(const TrialSummary& t) {
          {"complete", t.complete},
          {"slo", slo},
          {"reasons", t.reasons},
-         {"failed_gates", t.failed_gates},
+         {"failed_gates", FailedGatesToJson(t.failed_gates)},
          {"time_scale", t.time_scale},
          {"percentile_method", t.percentile_method},
          {"correctness_totals", TotalsToJson(t.totals)},
@@ -243,10 +239,10 @@ json TrialSummaryToJson(const TrialSummary& t) {
          {"start_offset_s", t.start_offset_s},
          {"wall_s", t.wall_s}};
   if (!t.tier_slo.empty()) j["tier_slo"] = ChecksToJson(t.tier_slo);
+  if (!t.misses.empty()) j["misses"] = GateMissesToJson(t.misses);
   if (t.rate_rps > 0) {
     j["level"] = t.concurrency;
     j["rate_rps"] = t.rate_rps;
-    j["stability_failures"] = t.stability_failures;
     j["queue_series"] = QueueSeriesToJson(t.queue_series);
     j["send_lateness_p99_ms"] = Num(t.send_lateness_p99_ms);
   } else {
@@ -296,20 +292,21 @@ ReuseFigures ReuseFiguresFromJson(const json& j) {
 
 namespace {
 
-// The correctness gates that failed, "name: evidence", the one fail fast stopped at first.
-std::vector<std::string> FailedGatesOf(const json& verdict, const json& corr) {
-  std::vector<std::string> out;
+// The correctness gates that failed, the one fail fast stopped at first.
+std::vector<FailedGate> FailedGatesOf(const json& verdict, const json& corr) {
+  std::vector<FailedGate> out;
   for (const auto& g : corr.value("gates", json::array())) {
     if (Get<bool>(g, "enabled", true) && !Get<bool>(g, "passed", false) &&
         !Get<bool>(g, "capacity", false)) {
-      out.push_back(Get<std::string>(g, "name", "?") + ": " + Get<std::string>(g, "evidence", ""));
+      out.push_back({Get<std::string>(g, "name", "?"), Get<std::string>(g, "evidence", "")});
     }
   }
   if (const json ff = verdict.value("fail_fast", json()); ff.is_object()) {
     // The gate fail fast stopped at comes first: it is what ended the trial.
-    out.insert(out.begin(), Get<std::string>(ff, "gate", "?") + ": stopped at the first broken " +
-                                "stream " + Get<std::string>(ff, "request", "?") + ": " +
-                                Get<std::string>(ff, "evidence", ""));
+    out.insert(out.begin(), FailedGate{Get<std::string>(ff, "gate", "?"),
+                                       "stopped at the first broken stream " +
+                                           Get<std::string>(ff, "request", "?") + ": " +
+                                           Get<std::string>(ff, "evidence", "")});
   }
   return out;
 }
@@ -337,7 +334,7 @@ void VerdictFromJson(const json& v, TrialSummary* t) {
     if (r.is_string()) t->reasons.push_back(r.get<std::string>());
   }
   t->tier_slo = ChecksFromJson(v.value("tier_slo", json::array()));
-  t->stability_failures = StabilityFailuresOf(t->reasons);
+  t->misses = GateMissesFromJson(v.value("misses", json::array()));
   if (const json st = v.value("stability", json()); st.is_object()) {
     t->queue_series = QueueSeriesFromJson(st.value("series", json()));
     t->send_lateness_p99_ms = GetNum(st.value("send_lateness_ms", json::object()), "p99");

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "capq/record/artifacts.h"
+#include "capq/text.h"
 
 namespace capq {
 namespace {
@@ -54,6 +55,14 @@ int TrialVerdict::ExitCode() const {
       return 130;
   }
   return 3;
+}
+
+std::string ClassMissText(const ClassVerdict& c, size_t i, const SloGate& gate) {
+  const std::string what =
+      "class " + c.name + ": p" + Fmt("%g", gate.percentile) + " " + SloMetricName(gate.metric);
+  const std::string bound = Fmt("%.1f", gate.below_ms) + " ms";
+  if (!std::isfinite(c.gate_ms[i])) return what + ": nothing measured, so it is not below " + bound;
+  return what + " " + Fmt("%.1f", c.gate_ms[i]) + " ms is not below " + bound;
 }
 
 bool ClassVerdict::passed() const {
@@ -158,6 +167,7 @@ nlohmann::json VerdictToJson(const TrialVerdict& v, const VerdictContext& ctx) {
   if (ctx.insecure_tls) j["insecure_tls"] = true;
   if (!v.tier_slo.empty()) j["tier_slo"] = GateResultsToJson(v.tier_slo);
   if (v.stability) j["stability"] = StabilityToJson(*v.stability);
+  if (!v.misses.empty()) j["misses"] = GateMissesToJson(v.misses);
   if (!v.classes.empty()) j["classes"] = ClassVerdictsToJson(v.classes);
   if (const auto& b = v.stopped_at) {
     j["fail_fast"] = {{"gate", b->gate},
@@ -183,6 +193,7 @@ Result<StoredVerdict> VerdictFromJson(const nlohmann::json& j) {
     s.verdict.slo = GateResultsFromJson(j.at("slo"));
     if (j.contains("tier_slo")) s.verdict.tier_slo = GateResultsFromJson(j.at("tier_slo"));
     s.verdict.classes = ClassVerdictsFromJson(j.value("classes", nlohmann::json::array()));
+    s.verdict.misses = GateMissesFromJson(j.value("misses", nlohmann::json::array()));
     s.correctness_json = j.at("correctness");
     s.context.row_id = j.at("row_id").get<std::string>();
     s.context.concurrency = j.at("concurrency").get<int>();

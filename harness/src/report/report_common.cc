@@ -73,8 +73,7 @@ std::string VerdictWord(const TrialSummary& t) {
 // row a stability gate's failure); for a broken stream the correctness gate; empty when neither.
 std::string DecidedBy(const TrialSummary& t) {
   if (t.outcome == TrialOutcome::kCorrectnessFail && !t.failed_gates.empty()) {
-    const std::string& g = t.failed_gates.front();
-    return "correctness gate " + g.substr(0, g.find(':'));
+    return "correctness gate " + t.failed_gates.front().name;
   }
   return DecidingGateText(t);
 }

@@ -364,8 +364,8 @@ struct BoundarySides {
 };
 
 // A trial a stability gate decided sits at its last third as a share of its bound.
-double StabilityValue(const std::string* f) {
-  return f ? 100.0 * StabilityRatio(*f) : static_cast<double>(NAN);
+double StabilityValue(const GateMiss* m) {
+  return m ? 100.0 * StabilityRatio(*m) : static_cast<double>(NAN);
 }
 
 // The top of a boundary panel: the bound and every point drawn.
@@ -409,11 +409,11 @@ int DrawBoundarySide(const LoadScale& scale, const BoundarySides& s,
     const std::string what = scale.Label(t.concurrency) + " trial " + std::to_string(t.trial);
     int i = side.per_trial[k];
     if (i < 0) {
-      const std::string* f = side.stability[k];
-      double v = StabilityValue(f);
+      const GateMiss* m = side.stability[k];
+      double v = StabilityValue(m);
       if (!std::isfinite(v)) continue;
       p->Circle(x, v, 5, "pt " + VerdictClass(t) + " confirm",
-                what + ": " + *f + " (" + F(v, 0) + "% of the bound), " + VerdictWord(t));
+                what + ": " + m->text + " (" + F(v, 0) + "% of the bound), " + VerdictWord(t));
       ++points;
       continue;
     }

@@ -108,7 +108,7 @@ std::string TblBoundary(const RowQualification& q) {
   });
   for (const auto* t : ts) {
     std::string verdict = VerdictWord(*t);
-    if (!t->failed_gates.empty()) verdict += ": " + t->failed_gates.front();
+    if (!t->failed_gates.empty()) verdict += ": " + t->failed_gates.front().Text();
     html += "<tr><td>" + scale.Figure(t->concurrency) + "</td><td>" + std::to_string(t->trial) +
             "</td><td>" + std::to_string(t->seed) + "</td><td class=\"l\">" + Esc(t->corpus) +
             "</td><td>" + CachedCell(*t) + "</td>" + TrialRowCells(*t, u) + "<td>" +

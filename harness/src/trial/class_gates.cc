@@ -1,11 +1,9 @@
 #include "capq/trial/class_gates.h"
 
 #include <cmath>
-#include <cstdio>
 #include <map>
 
 #include "capq/measurement/metrics.h"
-#include "capq/text.h"
 #include "capq/trial/trial.h"
 
 namespace capq {
@@ -51,15 +49,7 @@ void ApplyClassGates(const Row& row, std::vector<ClassVerdict> classes, TrialVer
   for (const ClassVerdict& c : classes) {
     for (size_t i = 0; i < c.gate_passed.size() && i < row.slo.size(); ++i) {
       if (c.gate_passed[i]) continue;
-      const SloGate& g = row.slo[i];
-      char p[32];
-      std::snprintf(p, sizeof p, "%g", g.percentile);
-      const std::string what = "class " + c.name + ": p" + p + " " + SloMetricName(g.metric);
-      v->reasons.push_back(std::isfinite(c.gate_ms[i])
-                               ? what + " " + Fmt("%.1f", c.gate_ms[i]) + " ms is not below " +
-                                     Fmt("%.1f", g.below_ms) + " ms"
-                               : what + ": nothing measured, so it is not below " +
-                                     Fmt("%.1f", g.below_ms) + " ms");
+      v->reasons.push_back(ClassMissText(c, i, row.slo[i]));
       v->latency_pass = false;
       if (v->outcome == TrialOutcome::kPass) v->outcome = TrialOutcome::kSloFail;
     }

@@ -78,7 +78,10 @@ TrialVerdict Decide(const Row& row, const TrialMetrics& m, const CorrectnessRepo
   if (stopped_at) v.latency_pass = false;  // a cut-short sample is no SLO pass
   v.stability = stability;
   if (stability) {
-    for (std::string& f : stability->Failures()) v.reasons.push_back(std::move(f));
+    for (GateMiss& m : stability->Misses()) {
+      v.reasons.push_back(m.text);
+      v.misses.push_back(std::move(m));
+    }
     if (!stability->queue_bounded() || !stability->stationary()) v.latency_pass = false;
   }
   v.correctness_pass = c.passed() && !stopped_at;
@@ -86,7 +89,10 @@ TrialVerdict Decide(const Row& row, const TrialMetrics& m, const CorrectnessRepo
   for (const GateResult& g : c.gates) {
     if (!g.enabled || g.passed) continue;
     v.reasons.push_back(g.name + ": " + g.evidence);
-    if (g.capacity) v.latency_pass = false;  // served, but not the row as declared
+    if (g.capacity) {  // served, but not the row as declared
+      v.latency_pass = false;
+      v.misses.push_back(CapacityMiss(g, static_cast<int>(c.totals.streams)));
+    }
   }
   if (!v.correctness_pass) {
     v.outcome = TrialOutcome::kCorrectnessFail;

@@ -287,6 +287,7 @@ void SettleVerdict(TrialVerdict derived, const StoredVerdict& stored, bool sums_
     // outcome stands, with its reasons first.
     rep->verdict.outcome = was.outcome;
     rep->verdict.reasons = was.reasons;
+    rep->verdict.misses = was.misses;
   }
   if (!rep->complete) {
     rep->verdict.reasons.insert(

@@ -23,6 +23,7 @@
 
 #include "capq/clock.h"
 #include "capq/measurement/decode.h"
+#include "capq/measurement/gate_miss.h"
 #include "capq/model/row.h"
 
 namespace capq {
@@ -72,8 +73,10 @@ struct StabilityVerdict {
   std::vector<Point> series;
   bool queue_bounded() const;
   bool stationary() const;
-  // "queue_bounded: client in-flight last third 14.2 > 5.9 (first third 3.1 x 1.25 + 2)", one per
-  // failed check, schedule first.
+  // One per failed check, schedule first, each with its figures and its text: "queue_bounded:
+  // client in-flight last third 14.2 > 5.9 (first third 3.1 x 1.25 + 2)".
+  std::vector<GateMiss> Misses() const;
+  // The texts of Misses().
   std::vector<std::string> Failures() const;
 };
 

@@ -59,20 +59,16 @@ std::string DecidingGateText(const std::vector<SloCheck>& checks);
 // The same for a trial's verdict when latency decided it (pass or slo_fail); empty otherwise.
 std::string DecidingGateText(const TrialVerdict& v);
 
-// The stability failure that decided a trial ("queue_bounded: client in-flight last third 14.2 >
-// 5.9 (first third 3.1 x 1.25 + 2)"): its first one when every SLO gate was met; nullptr when an
-// SLO gate decided or no stability gate failed.
-const std::string* DecidingStabilityFailure(const TrialSummary& t);
-// "queue_bounded" of "queue_bounded: ..."; empty when `failure` names no gate.
-std::string StabilityGateName(const std::string& failure);
-// A stability failure in brief, with the figures the side text shows: "queue_bounded client
-// in-flight 14.2 > 5.9", "stationary ttft p95 3.20 > 2.10 s" (in the gate's unit when `slo` has the
-// gate), "schedule_held send lateness p99 3.1 ms"; the gate name alone when the text has no
-// figures.
-std::string StabilityBrief(const std::string& failure, const std::vector<SloCheck>& slo = {});
-// A stability failure's last third as a share of its bound (14.2 / 5.9 = 2.41); NaN when the text
-// has no such figures.
-double StabilityRatio(const std::string& failure);
+// The gate beside the SLO that decided a trial (its first miss: a stability gate, or the served
+// reuse) when every SLO gate was met; nullptr when an SLO gate decided or none missed.
+const GateMiss* DecidingStabilityFailure(const TrialSummary& t);
+// A miss in brief, with the figures the side text shows: "queue_bounded client in-flight 14.2 >
+// 5.9", "stationary ttft p95 3.20 > 2.10 s" (in the gate's unit when `t.slo` has the gate),
+// "schedule_held send lateness p99 3.1 ms", "cache_reuse 1/126 off (63.8% of 64.5%)" (with the
+// hit ratios of `t.reuse`); the gate and subject alone when it has no figures.
+std::string StabilityBrief(const GateMiss& miss, const TrialSummary& t);
+// A miss's figure as a share of its bound (14.2 / 5.9 = 2.41); NaN without both.
+double StabilityRatio(const GateMiss& miss);
 // The gate that decided a trial against its bound: the SLO gate (GateVerdictText) or the stability
 // failure that decided it; empty when there is neither.
 std::string DecidingGateText(const TrialSummary& t);
@@ -81,8 +77,8 @@ std::string DecidingGateText(const TrialSummary& t);
 // or a stability gate is shown instead.
 struct SideGates {
   std::vector<int> per_trial;
-  // Per trial, the stability failure shown (nullptr: none); set only where per_trial is -1.
-  std::vector<const std::string*> stability;
+  // Per trial, the miss shown (nullptr: none); set only where per_trial is -1.
+  std::vector<const GateMiss*> stability;
   bool uniform = true;  // one gate for every trial (false: the trials failed on different gates)
   // The side's deciding gate when uniform; nullptr otherwise or when no trial has a gate.
   const SloCheck* gate = nullptr;

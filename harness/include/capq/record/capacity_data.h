@@ -55,6 +55,13 @@ struct ReuseFigures {
 nlohmann::json ReuseFiguresToJson(const ReuseFigures& r);
 ReuseFigures ReuseFiguresFromJson(const nlohmann::json& j);
 
+// A correctness gate a trial failed: its name ("nonempty_deltas") and its evidence.
+struct FailedGate {
+  std::string name, evidence;
+  std::string Text() const { return name + ": " + evidence; }  // "nonempty_deltas: 2 streams ..."
+  bool operator==(const FailedGate&) const = default;
+};
+
 struct TrialSummary {
   std::string phase;  // "baseline" | "probe" | "confirm"
   // The load level: the concurrency C, or on a rate row the rate in steps (rate_rps below).
@@ -79,11 +86,11 @@ struct TrialSummary {
   // same measurement (verdict.json tier_slo); no part of `outcome`, which is the primary tier's.
   std::vector<SloCheck> tier_slo;
   std::vector<std::string> reasons;
-  std::vector<std::string> failed_gates;  // "name: evidence" for each enabled gate that failed
-  // Rate rows: the stability gates the trial failed, as its verdict's reasons name them, in their
-  // order ("queue_bounded: client in-flight last third 14.2 > 5.9 (first third 3.1 x 1.25 + 2)");
-  // empty when every one held. Data written without the key takes them from `reasons`.
-  std::vector<std::string> stability_failures;
+  // Each enabled correctness gate that failed, the one fail fast stopped at first.
+  std::vector<FailedGate> failed_gates;
+  // The gates beside the SLO the trial failed (verdict.json "misses"), in their order: a rate
+  // row's stability gates, a reuse row's served reuse; empty when every one held.
+  std::vector<GateMiss> misses;
   // Rate rows: the queue over the measured interval (verdict.json stability.series): seconds into
   // it, the client's in-flight count, the server's queue gauge (-1: not reported); and the
   // client's send lateness p99 in wall ms (NaN when unknown).
@@ -133,13 +140,6 @@ struct TrialSummary {
 
 // TrialSummary::class_slo from its classes and slo.
 std::vector<SloCheck> ClassChecksOf(const TrialSummary& t);
-
-// The gates beside the SLO that fail a trial's latency side, as the verdict's reasons that name
-// one begin: an open-loop trial's stability gates (capq/measurement/stability.h) "queue_bounded: ",
-// "stationary: ", "schedule_held: ", and a reuse row's served reuse, "cache_reuse: ".
-bool IsStabilityFailure(const std::string& reason);
-// The reasons that are stability failures, in order.
-std::vector<std::string> StabilityFailuresOf(const std::vector<std::string>& reasons);
 
 // Reads verdict.json (required), metrics.json, command.txt and SHA256SUMS from a trial directory.
 // `phase`, `move` and the timing fields are left for the caller.

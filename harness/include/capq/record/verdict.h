@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "capq/measurement/fail_fast.h"
+#include "capq/measurement/gate_miss.h"
 #include "capq/measurement/stability.h"
 #include "capq/measurement/validator.h"
 #include "capq/model/row.h"
@@ -36,6 +37,10 @@ struct ClassVerdict {
   bool passed() const;
 };
 
+// Gate `i` of a class that missed it, in words: "class turn1: p95 ttft 867.9 ms is not below
+// 800.0 ms" (`gate` is the row's SLO gate `i`).
+std::string ClassMissText(const ClassVerdict& c, size_t i, const SloGate& gate);
+
 nlohmann::json ClassVerdictsToJson(const std::vector<ClassVerdict>& classes);
 std::vector<ClassVerdict> ClassVerdictsFromJson(const nlohmann::json& j);
 
@@ -62,6 +67,9 @@ struct TrialVerdict {
   // fails latency like an SLO gate; a client that fell behind its schedule makes the trial one
   // that could not run.
   std::optional<StabilityVerdict> stability;
+  // The gates beside the SLO that failed latency, with their figures: the stability checks, then
+  // the capacity gates (cache_reuse). Their texts are among `reasons` too.
+  std::vector<GateMiss> misses;
   // A mixed row: each class's gates (class_gates.h), in the row's class order.
   std::vector<ClassVerdict> classes;
   // 0 pass, 1 SLO fail, 2 correctness fail, 3 could not run, 130 interrupted.

@@ -1,0 +1,55 @@
+#include "capq/measurement/gate_miss.h"
+
+namespace capq {
+
+namespace {
+
+nlohmann::json Num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+
+double NumAt(const nlohmann::json& j, const char* key) {
+  return j.contains(key) && j.at(key).is_number() ? j.at(key).get<double>() : NAN;
+}
+
+}  // namespace
+
+GateMiss CapacityMiss(const GateResult& g, int judged) {
+  GateMiss m;
+  m.gate = g.name;
+  m.off = static_cast<int>(g.offending_ids.size());
+  m.judged = judged;
+  m.text = g.name + ": " + g.evidence;
+  return m;
+}
+
+nlohmann::json GateMissesToJson(const std::vector<GateMiss>& misses) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const GateMiss& m : misses) {
+    nlohmann::json j = {{"gate", m.gate},        {"subject", m.subject}, {"value", Num(m.value)},
+                        {"bound", Num(m.bound)}, {"in_ms", m.in_ms},     {"text", m.text}};
+    if (m.capacity()) {
+      j["off"] = m.off;
+      j["judged"] = m.judged;
+    }
+    a.push_back(std::move(j));
+  }
+  return a;
+}
+
+std::vector<GateMiss> GateMissesFromJson(const nlohmann::json& a) {
+  std::vector<GateMiss> out;
+  for (const nlohmann::json& j : a) {
+    GateMiss m;
+    m.gate = j.at("gate").get<std::string>();
+    m.subject = j.value("subject", "");
+    m.value = NumAt(j, "value");
+    m.bound = NumAt(j, "bound");
+    m.in_ms = j.value("in_ms", false);
+    m.off = j.value("off", 0);
+    m.judged = j.value("judged", 0);
+    m.text = j.value("text", "");
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+}  // namespace capq
