@@ -126,6 +126,9 @@ TEST(RateRows, ALevelReadsAsAConcurrencyOrARate) {
   EXPECT_EQ(LoadScaleOf(rate).Slug(5), "r1p25");
   rate.workload.open_loop.rate_step_rps = 0.1;
   EXPECT_EQ(LoadLabel(rate, 3), "R=0.3 rps");  // 3 * 0.1 is 0.30000000000000004 in binary
+  EXPECT_NE(LoadScaleOf(rate).Rate(3), 0.3);
+  EXPECT_EQ(LoadScaleOf(rate).RoundedRate(3), 0.3);  // the rate a row written back claims
+  EXPECT_EQ(LoadScaleOf(closed).RoundedRate(3), 0);
   rate.workload.open_loop.rate_step_rps = 2;
   EXPECT_EQ(LoadLabel(rate, 3), "R=6 rps");
   EXPECT_EQ(LoadScaleOf(rate).Slug(3), "r6");

@@ -96,6 +96,11 @@ int LevelAtRate(const Row& row, double rate_rps) {
 
 double LoadScale::Rate(int level) const { return open_loop ? level * rate_step_rps : 0; }
 
+double LoadScale::RoundedRate(int level) const {
+  const double unit = std::pow(10.0, Decimals());
+  return std::round(Rate(level) * unit) / unit;
+}
+
 int LoadScale::Decimals() const {
   if (!open_loop || !(rate_step_rps > 0) || !std::isfinite(rate_step_rps)) return 0;
   double scaled = rate_step_rps;

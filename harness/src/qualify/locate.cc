@@ -91,13 +91,14 @@ std::optional<Locator::Choice> Locator::ChooseByPrediction(int lo, int hi) const
   const int cap = options_.max_concurrency;
   const int pc = std::min(prediction_, cap);
   const ProbePoint* at = Find(pc);
-  if (!at && pc > lo && (hi == 0 || pc < hi)) return Choice{pc, "predicted Cmax"};
+  const std::string predicted = "predicted " + options_.max_name;
+  if (!at && pc > lo && (hi == 0 || pc < hi)) return Choice{pc, predicted};
   if (at && at->verdict == ProbeVerdict::kPass && pc + 1 <= cap && !Find(pc + 1) &&
       (hi == 0 || pc + 1 < hi)) {
-    return Choice{pc + 1, "predicted Cmax + 1"};
+    return Choice{pc + 1, predicted + " + 1"};
   }
   if (at && at->verdict == ProbeVerdict::kSloFail && pc - 1 > lo && !Find(pc - 1)) {
-    return Choice{pc - 1, "predicted Cmax - 1"};
+    return Choice{pc - 1, predicted + " - 1"};
   }
   return std::nullopt;
 }

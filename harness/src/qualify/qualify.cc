@@ -172,7 +172,7 @@ const TrialSummary* Run::RunBaseline() {
 }
 
 std::optional<int> Run::Locate(const TrialSummary& base) {
-  Locator loc(Locator::Options{opt_.max_concurrency, true});
+  Locator loc(Locator::Options{opt_.max_concurrency, true, scale_.Max()});
   loc.AddKnown(ProbePoint{1, ToProbeVerdict(base.outcome), base.GateRatio(), ""});
   for (const ProbePoint& p : opt_.known_points) loc.AddKnown(p);
   if (q_.predicted_cmax) {
@@ -220,12 +220,7 @@ std::string Run::ProbeMove(const Locator& loc, int next) const {
   // The locator's reason for this C, taken before recording.
   Locator probe_view = loc;
   probe_view.Record(ProbePoint{next, ProbeVerdict::kPass, NAN, ""});
-  std::string move = probe_view.moves().back();
-  if (row_.open_loop()) {
-    // The locator names its guess for any level; on a rate row that is Rmax, in steps.
-    if (size_t at = move.find("Cmax"); at != std::string::npos) move.replace(at, 4, "Rmax");
-  }
-  return move;
+  return probe_view.moves().back();
 }
 
 bool Run::AtBoundary(const Locator& loc, const TrialSummary& base) {

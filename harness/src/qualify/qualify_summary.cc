@@ -2,7 +2,6 @@
 // summary and cost lines, and the row with its new expectation and the margins behind it.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -214,9 +213,7 @@ Row RowWithQualification(const Row& row, const RowQualification& q, const std::s
   const LoadScale scale = LoadScaleOf(row);
   int c = q.operating_point.value_or(q.proven_level().value_or(0));
   if (row.open_loop()) {
-    // The rate as the labels write it, so that 3 steps of 0.1 are written 0.3 (a multiple of the
-    // step to the loader's tolerance), not 0.30000000000000004.
-    out.expect.rmax_rps = std::strtod(scale.Figure(c).c_str(), nullptr);
+    out.expect.rmax_rps = scale.RoundedRate(c);
     out.expect.cmax.reset();
   } else {
     out.expect.cmax = c;

@@ -316,7 +316,10 @@ struct LoadScale {
   bool open_loop = false;
   double rate_step_rps = 0;
 
-  double Rate(int level) const;         // level * rate_step_rps; 0 on a closed-loop row
+  double Rate(int level) const;  // level * rate_step_rps; 0 on a closed-loop row
+  // Rate(level) to Decimals(), as Figure() writes it: 3 steps of 0.1 are 0.3 (a multiple of the
+  // step to the loader's tolerance), not 0.30000000000000004.
+  double RoundedRate(int level) const;
   int Decimals() const;                 // of a rate figure; 0 on a closed-loop row
   std::string Figure(int level) const;  // "6" | "1.25"
   std::string Value(int level) const;   // "6" | "1.25 rps"

@@ -48,6 +48,8 @@ class Locator {
   struct Options {
     int max_concurrency = 256;  // never probe above this
     bool interpolate = true;    // use gate_ratio when probes report it
+    // The answer's name in moves(): "Cmax", or "Rmax" where the levels are rate steps.
+    std::string max_name = "Cmax";
   };
 
   explicit Locator(Options options);
