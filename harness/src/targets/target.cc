@@ -174,21 +174,14 @@ std::map<std::string, std::string> PrometheusLabels(const std::string& text,
 // ---- Identity ------------------------------------------------------------------------------
 
 bool IdentityCheck::ok() const {
-  return std::all_of(fields.begin(), fields.end(),
-                     [](const IdentityField& f) { return !f.verified || f.match; }) &&
-         std::none_of(fields.begin(), fields.end(), [](const IdentityField& f) {
-           // A pinned field that could not be read fails closed, except where the server never
-           // reports it by design (marked verified=false with a note and pinned="").
-           return !f.verified && !f.pinned.empty() && f.note.rfind("unverifiable:", 0) != 0;
-         });
+  return std::none_of(fields.begin(), fields.end(),
+                      [](const IdentityField& f) { return f.fails(); });
 }
 
 std::string IdentityCheck::Summary() const {
   std::string out;
   for (const auto& f : fields) {
-    bool bad = (f.verified && !f.match) ||
-               (!f.verified && !f.pinned.empty() && f.note.rfind("unverifiable:", 0) != 0);
-    if (!bad) continue;
+    if (!f.fails()) continue;
     if (!out.empty()) out += "; ";
     out += f.name + " pinned " + f.pinned + ", running " +
            (f.running.empty() ? "(not reported)" : f.running);
@@ -205,6 +198,7 @@ nlohmann::json IdentityCheck::ToJson() const {
                    {"running", f.running},
                    {"verified", f.verified},
                    {"match", f.match},
+                   {"unverifiable", f.unverifiable},
                    {"note", f.note}});
   }
   return {{"ok", ok()}, {"summary", Summary()}, {"fields", arr}};
@@ -312,6 +306,7 @@ IdentityField ModelRevisionField(const Identity& id, const ServerFacts& facts,
              (facts.model_path.empty() ? std::string("is not reported") : facts.model_path) + ")";
   } else {
     f.running = facts.model_path;
+    f.unverifiable = true;
     f.note = "unverifiable: the server's model path (" +
              (facts.model_path.empty() ? std::string("not reported") : facts.model_path) +
              ") names no snapshot and CAPQ_MODEL_REVISION is not set; the revision is taken from "

@@ -188,7 +188,12 @@ struct IdentityField {
   std::string running;    // what the server (or docker) says; "" = not reported
   bool verified = false;  // compared (false = could not be checked, see `note`)
   bool match = false;
+  // Not verified because the server never reports it by design: recorded, not refused (`note`
+  // says why and where the value was taken from).
+  bool unverifiable = false;
   std::string note;
+  // Compared and different, or pinned and not readable (fails closed) unless unverifiable.
+  bool fails() const { return verified ? !match : !pinned.empty() && !unverifiable; }
 };
 
 struct IdentityCheck {
