@@ -97,7 +97,7 @@ capq::LoadSpec Spec(const std::string& url, int rps, int n, int tokens) {
   capq::LoadSpec spec;
   spec.url = url + "/v1/chat/completions";
   // Open loop: the pool keeps an idle connection for every stream that may be open at once.
-  spec.concurrency = static_cast<int>(rps * kStreamWallS * 1.5);
+  spec.connections = static_cast<int>(rps * kStreamWallS * 1.5);
   spec.request_timeout_s = 120;
   spec.keep_events = false;
   for (int i = 0; i < n; ++i) {

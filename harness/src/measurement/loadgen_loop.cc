@@ -37,7 +37,8 @@ Status Loop::Init() {
   curl_multi_setopt(multi_.get(), CURLMOPT_SOCKETDATA, this);
   curl_multi_setopt(multi_.get(), CURLMOPT_TIMERFUNCTION, &Loop::TimerCb);
   curl_multi_setopt(multi_.get(), CURLMOPT_TIMERDATA, this);
-  const long max_c = std::max(spec_.concurrency, spec_.warmup_concurrency);
+  const long max_c = std::max(spec_.connections > 0 ? spec_.connections : spec_.concurrency,
+                              spec_.warmup_concurrency);
   // Keep one idle connection per slot so the next request of a slot reuses a warm connection.
   // (libcurl applies the bound to each shard's cache, where it never binds.)
   curl_multi_setopt(multi_.get(), CURLMOPT_MAXCONNECTS, max_c + 4);

@@ -209,7 +209,7 @@ LoadSpec PlannedSpec(const Trial& t, const LoadSpec& connection, size_t skip_war
       offsets.push_back(static_cast<MonoNs>(static_cast<double>(v) / t.scale));
     }
     spec.measured_arrivals = [offsets = std::move(offsets)] { return ScheduledArrivals(offsets); };
-    spec.concurrency = kOpenLoopPoolConnections;
+    spec.connections = kOpenLoopPoolConnections;
     spec.max_in_flight = kOpenLoopMaxInFlight;
   }
   if (plan.sessions()) {

@@ -72,9 +72,11 @@ struct LoadSpec {
   std::vector<PlannedRequest> warmup;
   int warmup_concurrency = 1;
   std::vector<PlannedRequest> measured;
-  // Closed loop (measured_arrivals unset): the number of slots. Otherwise the in-flight count the
-  // connection pool keeps idle connections for.
+  // Closed loop (measured_arrivals unset): the number of slots; unused by an arrival model.
   int concurrency = 1;
+  // The idle connections the pool keeps for reuse; 0: one per slot (`concurrency`). An open loop
+  // sets it to the in-flight count a busy server's queue reaches.
+  int connections = 0;
   // When set, the measured list is released by this arrival model (arrival.h) instead of a closed
   // loop at `concurrency`; warm-ups always run as a closed loop at warmup_concurrency.
   ArrivalFactory measured_arrivals;
