@@ -166,6 +166,27 @@ TEST(ComputeMetrics, WallTimesScaledToVirtualTime) {
   EXPECT_EQ(j["percentile_method"], "linear");
   EXPECT_DOUBLE_EQ(j["time_scale"].get<double>(), 10);
   EXPECT_DOUBLE_EQ(j["ttft_ms"]["max"].get<double>(), 3000);
+  // metrics.json's one reader gives back every figure the writer wrote.
+  const TrialMetrics back = MetricsFromJson(j);
+  EXPECT_EQ(MetricsToJson(back), j);
+  EXPECT_EQ(back.method, PercentileMethod::kLinear);
+  EXPECT_DOUBLE_EQ(back.ttft_ms_by_arrival[1], 3000);
+}
+
+TEST(MetricsFromJson, NullFiguresAndAMissingDistributionReadAsNotMeasured) {
+  const TrialMetrics t =
+      MetricsFromJson(nlohmann::json::parse(R"({"percentile_method": "nearest_rank", "requests": 3,
+        "ttft_ms": {"n": 0, "min": null, "p50": null}, "output_tok_s": null,
+        "ttft_ms_by_arrival": [12.5, null]})"));
+  EXPECT_EQ(t.method, PercentileMethod::kNearestRank);
+  EXPECT_EQ(t.requests, 3u);
+  EXPECT_TRUE(std::isnan(t.ttft_ms.p50));
+  EXPECT_TRUE(std::isnan(t.itl_ms.p95));  // absent
+  EXPECT_TRUE(std::isnan(t.output_tok_s));
+  ASSERT_EQ(t.ttft_ms_by_arrival.size(), 2u);
+  EXPECT_TRUE(std::isnan(t.ttft_ms_by_arrival[1]));
+  EXPECT_THROW(MetricsFromJson(nlohmann::json::parse(R"({"requests": "three"})")),
+               nlohmann::json::exception);
 }
 
 TEST(ComputeMetrics, FailedRequestsLeaveLatencyButNotE2eOrItl) {

@@ -83,6 +83,19 @@ TEST(JudgeStability, AGrowingQueueAndDriftingLatencyFailWithTheirNumbers) {
   ASSERT_EQ(v.series.size(), 60u);
   EXPECT_LT(v.series.front().in_flight, v.series.back().in_flight);
   EXPECT_EQ(v.series.front().server_waiting, -1);
+  // The misses carry the figures their texts show.
+  const std::vector<GateMiss> misses = v.Misses();
+  ASSERT_EQ(misses.size(), 2u);
+  EXPECT_EQ(misses[0].subject, "client in-flight");
+  EXPECT_DOUBLE_EQ(misses[0].value, v.client_in_flight.last);
+  EXPECT_DOUBLE_EQ(misses[0].bound, v.client_in_flight.bound);
+  EXPECT_EQ(misses[1].gate, "stationary");
+  EXPECT_TRUE(misses[1].in_ms);
+  EXPECT_EQ(misses[1].text, failures[1]);
+  // verdict.json's stability section reads back to the same verdict.
+  const StabilityVerdict back = StabilityFromJson(StabilityToJson(v));
+  EXPECT_EQ(StabilityToJson(back), StabilityToJson(v));
+  EXPECT_EQ(back.Failures(), failures);
 }
 
 TEST(JudgeStability, TheServerQueueGaugeCanFailABoundedClientCount) {

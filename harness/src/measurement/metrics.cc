@@ -222,6 +222,62 @@ nlohmann::json DistributionToJson(const Distribution& d) {
                         {"max", Num(d.max)}, {"mean", Num(d.mean)}};
 }
 
+namespace {
+
+double NumAt(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key) || j.at(key).is_null()) return kNaN;
+  return j.at(key).get<double>();
+}
+
+}  // namespace
+
+Distribution DistributionFromJson(const nlohmann::json& j) {
+  Distribution d;
+  if (!j.is_object()) {
+    d.min = d.p50 = d.p90 = d.p95 = d.p99 = d.max = d.mean = kNaN;
+    return d;
+  }
+  d.n = j.value("n", size_t{0});
+  d.min = NumAt(j, "min");
+  d.p50 = NumAt(j, "p50");
+  d.p90 = NumAt(j, "p90");
+  d.p95 = NumAt(j, "p95");
+  d.p99 = NumAt(j, "p99");
+  d.max = NumAt(j, "max");
+  d.mean = NumAt(j, "mean");
+  return d;
+}
+
+TrialMetrics MetricsFromJson(const nlohmann::json& j) {
+  TrialMetrics t;
+  t.time_scale = j.value("time_scale", 1.0);
+  t.method = j.value("percentile_method", "") == "nearest_rank" ? PercentileMethod::kNearestRank
+                                                                : PercentileMethod::kLinear;
+  t.requests = j.value("requests", size_t{0});
+  const auto dist = [&j](const char* key) {
+    return DistributionFromJson(j.value(key, nlohmann::json()));
+  };
+  t.ttft_ms = dist("ttft_ms");
+  t.ttfb_ms = dist("ttfb_ms");
+  t.first_event_ms = dist("first_event_ms");
+  t.itl_ms = dist("itl_ms");
+  t.chunk_gap_ms = dist("chunk_gap_ms");
+  t.e2e_ms = dist("e2e_ms");
+  t.scheduling_lag_ms = dist("scheduling_lag_ms");
+  t.tokens_per_chunk_mean = NumAt(j, "tokens_per_chunk_mean");
+  t.output_tok_s = NumAt(j, "output_tok_s");
+  t.request_per_s = NumAt(j, "request_per_s");
+  t.duration_s = NumAt(j, "duration_s");
+  t.completion_tokens_total = j.value("completion_tokens_total", int64_t{0});
+  t.prompt_tokens_min = j.value("prompt_tokens_min", int64_t{0});
+  t.prompt_tokens_max = j.value("prompt_tokens_max", int64_t{0});
+  for (const auto& v : j.value("ttft_ms_by_arrival", nlohmann::json::array())) {
+    t.ttft_ms_by_arrival.push_back(v.is_number() ? v.get<double>() : kNaN);
+  }
+  t.ttft_p95_steady_ms = NumAt(j, "ttft_p95_steady_ms");
+  return t;
+}
+
 nlohmann::json MetricsToJson(const TrialMetrics& t) {
   nlohmann::json j;
   j["time_scale"] = t.time_scale;

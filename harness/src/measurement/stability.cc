@@ -213,4 +213,42 @@ nlohmann::json StabilityToJson(const StabilityVerdict& v) {
   };
 }
 
+namespace {
+
+double NumAt(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key) || j.at(key).is_null()) return NAN;
+  return j.at(key).get<double>();
+}
+
+ThirdsCheck CheckFromJson(const nlohmann::json& j) {
+  ThirdsCheck c;
+  c.name = j.at("name").get<std::string>();
+  c.known = j.at("known").get<bool>();
+  c.first = NumAt(j, "first");
+  c.last = NumAt(j, "last");
+  c.bound = NumAt(j, "bound");
+  c.passed = j.at("passed").get<bool>();
+  return c;
+}
+
+}  // namespace
+
+StabilityVerdict StabilityFromJson(const nlohmann::json& j) {
+  StabilityVerdict v;
+  v.client_in_flight = CheckFromJson(j.at("client_in_flight"));
+  v.server_queue = CheckFromJson(j.at("server_queue"));
+  for (const auto& c : j.at("latency")) v.latency.push_back(CheckFromJson(c));
+  const nlohmann::json& late = j.at("send_lateness_ms");
+  v.send_lateness_p50_ms = NumAt(late, "p50");
+  v.send_lateness_p99_ms = NumAt(late, "p99");
+  v.send_lateness_max_ms = NumAt(late, "max");
+  v.send_lateness_bound_ms = NumAt(late, "bound");
+  v.schedule_held = j.at("schedule_held").get<bool>();
+  for (const auto& p : j.value("series", nlohmann::json::array())) {
+    v.series.push_back({p.at(0).get<double>(), p.at(1).get<double>(),
+                        p.at(2).is_null() ? -1.0 : p.at(2).get<double>()});
+  }
+  return v;
+}
+
 }  // namespace capq

@@ -174,15 +174,6 @@ int DecidingGate(const std::vector<SloCheck>& checks) {
   return failed >= 0 ? failed : closest;
 }
 
-std::vector<SloCheck> SloChecksOf(const std::vector<SloGateResult>& results) {
-  std::vector<SloCheck> out;
-  for (const auto& r : results) {
-    out.push_back(SloCheck{SloMetricName(r.gate.metric), r.gate.percentile, r.gate.below_ms,
-                           r.measured_ms, r.passed});
-  }
-  return out;
-}
-
 std::string DecidingGateText(const std::vector<SloCheck>& checks) {
   int i = DecidingGate(checks);
   return i < 0 ? std::string() : GateVerdictText(checks[i]);

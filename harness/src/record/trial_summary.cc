@@ -15,28 +15,6 @@ using namespace capjson;
 
 namespace {
 
-json DistToJson(const Distribution& d) {
-  return json{{"n", d.n},          {"min", Num(d.min)}, {"p50", Num(d.p50)}, {"p90", Num(d.p90)},
-              {"p95", Num(d.p95)}, {"p99", Num(d.p99)}, {"max", Num(d.max)}, {"mean", Num(d.mean)}};
-}
-
-Distribution DistFromJson(const json& j) {
-  Distribution d;
-  if (!j.is_object()) {
-    d.min = d.p50 = d.p90 = d.p95 = d.p99 = d.max = d.mean = NAN;
-    return d;
-  }
-  d.n = Get<size_t>(j, "n", 0);
-  d.min = GetNum(j, "min");
-  d.p50 = GetNum(j, "p50");
-  d.p90 = GetNum(j, "p90");
-  d.p95 = GetNum(j, "p95");
-  d.p99 = GetNum(j, "p99");
-  d.max = GetNum(j, "max");
-  d.mean = GetNum(j, "mean");
-  return d;
-}
-
 json TotalsToJson(const CorrectnessTotals& t) {
   return json{{"streams", t.streams},
               {"completion_tokens", t.completion_tokens},
@@ -150,9 +128,9 @@ TrialSummary TrialFromJson(const json& j) {
     const json& l = j["latency"];
     t.has_metrics = true;
     t.requests = Get<size_t>(l, "requests", 0);
-    t.ttft_ms = DistFromJson(l.value("ttft_ms", json()));
-    t.itl_ms = DistFromJson(l.value("itl_ms", json()));
-    t.e2e_ms = DistFromJson(l.value("e2e_ms", json()));
+    t.ttft_ms = DistributionFromJson(l.value("ttft_ms", json()));
+    t.itl_ms = DistributionFromJson(l.value("itl_ms", json()));
+    t.e2e_ms = DistributionFromJson(l.value("e2e_ms", json()));
     t.ttft_p95_steady_ms = GetNum(l, "ttft_p95_steady_ms");
     for (const auto& v : l.value("ttft_ms_by_arrival", json::array())) {
       t.ttft_ms_by_arrival.push_back(v.is_number() ? v.get<double>() : NAN);
@@ -177,6 +155,15 @@ TrialSummary TrialFromJson(const json& j) {
 }
 
 }  // namespace capjson
+
+std::vector<SloCheck> SloChecksOf(const std::vector<SloGateResult>& results) {
+  std::vector<SloCheck> out;
+  for (const auto& r : results) {
+    out.push_back(SloCheck{SloMetricName(r.gate.metric), r.gate.percentile, r.gate.below_ms,
+                           r.measured_ms, r.passed});
+  }
+  return out;
+}
 
 std::vector<SloCheck> ClassChecksOf(const TrialSummary& t) {
   std::vector<SloCheck> worst;
@@ -252,10 +239,10 @@ json TrialSummaryToJson(const TrialSummary& t) {
     json arrival = json::array();
     for (double v : t.ttft_ms_by_arrival) arrival.push_back(Num(v));
     j["latency"] = json{{"requests", t.requests},
-                        {"ttft_ms", DistToJson(t.ttft_ms)},
+                        {"ttft_ms", DistributionToJson(t.ttft_ms)},
                         {"ttft_p95_steady_ms", Num(t.ttft_p95_steady_ms)},
-                        {"itl_ms", DistToJson(t.itl_ms)},
-                        {"e2e_ms", DistToJson(t.e2e_ms)},
+                        {"itl_ms", DistributionToJson(t.itl_ms)},
+                        {"e2e_ms", DistributionToJson(t.e2e_ms)},
                         {"output_tok_s", Num(t.output_tok_s)},
                         {"request_per_s", Num(t.request_per_s)},
                         {"duration_s", Num(t.duration_s)},
@@ -293,77 +280,77 @@ ReuseFigures ReuseFiguresFromJson(const json& j) {
 namespace {
 
 // The correctness gates that failed, the one fail fast stopped at first.
-std::vector<FailedGate> FailedGatesOf(const json& verdict, const json& corr) {
+std::vector<FailedGate> FailedGatesOf(const std::optional<StreamBreak>& stopped_at,
+                                      const json& corr) {
   std::vector<FailedGate> out;
+  // The gate fail fast stopped at comes first: it is what ended the trial.
+  if (stopped_at) {
+    out.push_back({stopped_at->gate, "stopped at the first broken stream " +
+                                         stopped_at->request_id + ": " + stopped_at->evidence});
+  }
   for (const auto& g : corr.value("gates", json::array())) {
     if (Get<bool>(g, "enabled", true) && !Get<bool>(g, "passed", false) &&
         !Get<bool>(g, "capacity", false)) {
       out.push_back({Get<std::string>(g, "name", "?"), Get<std::string>(g, "evidence", "")});
     }
   }
-  if (const json ff = verdict.value("fail_fast", json()); ff.is_object()) {
-    // The gate fail fast stopped at comes first: it is what ended the trial.
-    out.insert(out.begin(), FailedGate{Get<std::string>(ff, "gate", "?"),
-                                       "stopped at the first broken stream " +
-                                           Get<std::string>(ff, "request", "?") + ": " +
-                                           Get<std::string>(ff, "evidence", "")});
-  }
   return out;
 }
 
-// verdict.json: the outcome, its checks and reasons, the queue over time, the failed gates.
-// Throws json exceptions on a wrong type (the caller catches them).
-void VerdictFromJson(const json& v, TrialSummary* t) {
-  t->concurrency = Get<int>(v, "concurrency", 0);
-  t->trial = Get<int>(v, "trial", 1);
-  t->seed = Get<uint64_t>(v, "seed", 0);
-  t->phase = Get<std::string>(v, "phase", "");
-  t->outcome = OutcomeAt(v, "outcome");
-  t->exit_code = Get<int>(v, "exit_code", 3);
-  t->latency_pass = Get<bool>(v, "latency_pass", false);
-  t->correctness_pass = Get<bool>(v, "correctness_pass", false);
-  t->complete = Get<bool>(v, "complete", false);
-  t->time_scale = Get<double>(v, "time_scale", 1.0);
-  t->started_utc = Get<std::string>(v, "started_utc", "");
-  for (const auto& s : v.value("slo", json::array())) {
-    t->slo.push_back(SloCheck{Get<std::string>(s, "metric", ""), Get<double>(s, "percentile", 0),
-                              Get<double>(s, "below_ms", 0), GetNum(s, "measured_ms"),
-                              Get<bool>(s, "passed", false)});
+// A trial's verdict, read by verdict.json's one reader (record/verdict.h), in the summary's terms:
+// the outcome, its checks, misses and reasons, the queue over time, the failed gates.
+Status SummaryFromVerdict(const StoredVerdict& s, TrialSummary* t) {
+  const TrialVerdict& v = s.verdict;
+  t->concurrency = s.context.concurrency;
+  t->trial = s.context.trial_index;
+  t->seed = s.context.seed;
+  t->phase = s.context.phase;
+  t->complete = s.context.complete;
+  t->time_scale = s.context.time_scale;
+  t->started_utc = s.context.started_utc;
+  t->outcome = v.outcome;
+  t->exit_code = v.ExitCode();
+  t->latency_pass = v.latency_pass;
+  t->correctness_pass = v.correctness_pass;
+  t->slo = SloChecksOf(v.slo);
+  t->tier_slo = SloChecksOf(v.tier_slo);
+  t->reasons = v.reasons;
+  t->misses = v.misses;
+  t->classes = v.classes;
+  t->class_slo = ClassChecksOf(*t);
+  if (v.stability) {
+    for (const auto& p : v.stability->series) {
+      t->queue_series.push_back({p.t_s, p.in_flight, p.server_waiting});
+    }
+    t->send_lateness_p99_ms = v.stability->send_lateness_p99_ms;
   }
-  for (const auto& r : v.value("reasons", json::array())) {
-    if (r.is_string()) t->reasons.push_back(r.get<std::string>());
+  try {
+    t->failed_gates = FailedGatesOf(v.stopped_at, s.correctness_json);
+    t->totals = TotalsFromJson(s.correctness_json.value("totals", json()));
+  } catch (const json::exception& e) {
+    return Status::InvalidArgument(std::string("correctness: ") + e.what());
   }
-  t->tier_slo = ChecksFromJson(v.value("tier_slo", json::array()));
-  t->misses = GateMissesFromJson(v.value("misses", json::array()));
-  if (const json st = v.value("stability", json()); st.is_object()) {
-    t->queue_series = QueueSeriesFromJson(st.value("series", json()));
-    t->send_lateness_p99_ms = GetNum(st.value("send_lateness_ms", json::object()), "p99");
-  }
-  const json corr = v.value("correctness", json::object());
-  t->failed_gates = FailedGatesOf(v, corr);
-  t->totals = TotalsFromJson(corr.value("totals", json()));
+  return Status::Ok();
 }
 
-// metrics.json: the latency distributions, throughput and the prompt range.
-// Throws json exceptions on a wrong type (the caller catches them).
-void MetricsFromJson(const json& m, TrialSummary* t) {
+// metrics.json, read by its one reader (measurement/metrics.h): the latency distributions,
+// throughput and the prompt range; and a reuse row's figures, which the trial adds to it.
+void SummaryFromMetrics(const json& m, TrialSummary* t) {
+  const TrialMetrics x = MetricsFromJson(m);
   t->has_metrics = true;
-  t->percentile_method = Get<std::string>(m, "percentile_method", "");
-  t->requests = Get<size_t>(m, "requests", 0);
-  t->ttft_ms = DistFromJson(m.value("ttft_ms", json()));
-  t->itl_ms = DistFromJson(m.value("itl_ms", json()));
-  t->e2e_ms = DistFromJson(m.value("e2e_ms", json()));
-  t->ttft_p95_steady_ms = GetNum(m, "ttft_p95_steady_ms");
-  for (const auto& x : m.value("ttft_ms_by_arrival", json::array())) {
-    t->ttft_ms_by_arrival.push_back(x.is_number() ? x.get<double>() : NAN);
-  }
-  t->output_tok_s = GetNum(m, "output_tok_s");
-  t->request_per_s = GetNum(m, "request_per_s");
-  t->duration_s = GetNum(m, "duration_s");
-  t->prompt_tokens_min = Get<int64_t>(m, "prompt_tokens_min", 0);
-  t->prompt_tokens_max = Get<int64_t>(m, "prompt_tokens_max", 0);
-  t->tokens_per_chunk_mean = GetNum(m, "tokens_per_chunk_mean");
-  if (!std::isfinite(t->tokens_per_chunk_mean)) t->tokens_per_chunk_mean = 0;
+  t->percentile_method = PercentileMethodName(x.method);
+  t->requests = x.requests;
+  t->ttft_ms = x.ttft_ms;
+  t->itl_ms = x.itl_ms;
+  t->e2e_ms = x.e2e_ms;
+  t->ttft_p95_steady_ms = x.ttft_p95_steady_ms;
+  t->ttft_ms_by_arrival = x.ttft_ms_by_arrival;
+  t->output_tok_s = x.output_tok_s;
+  t->request_per_s = x.request_per_s;
+  t->duration_s = x.duration_s;
+  t->prompt_tokens_min = x.prompt_tokens_min;
+  t->prompt_tokens_max = x.prompt_tokens_max;
+  t->tokens_per_chunk_mean = std::isfinite(x.tokens_per_chunk_mean) ? x.tokens_per_chunk_mean : 0;
   if (m.contains("reuse") && m["reuse"].is_object()) t->reuse = ReuseFiguresFromJson(m["reuse"]);
 }
 
@@ -427,25 +414,21 @@ Result<TrialSummary> ReadTrialDir(const std::string& dir) {
   if (v.is_discarded() || !v.is_object()) {
     return Status::InvalidArgument(dir + "/verdict.json: not a JSON object");
   }
-  try {
-    VerdictFromJson(v, &t);
-  } catch (const json::exception& e) {
-    return Status::InvalidArgument(dir + "/verdict.json: " + e.what());
-  }
+  Result<StoredVerdict> stored = VerdictFromJson(v);
+  if (!stored.ok()) return stored.status().WithContext(dir);
+  CAPQ_RETURN_IF_ERROR(SummaryFromVerdict(*stored, &t).WithContext(dir + "/verdict.json"));
   if (auto mtext = capdata::ReadFileToString(TrialFile(dir, "metrics.json")); mtext.ok()) {
     json m = json::parse(*mtext, nullptr, false);
     if (m.is_discarded() || !m.is_object()) {
       return Status::InvalidArgument(dir + "/metrics.json: not a JSON object");
     }
     try {
-      MetricsFromJson(m, &t);
+      SummaryFromMetrics(m, &t);
     } catch (const json::exception& e) {
       return Status::InvalidArgument(dir + "/metrics.json: " + e.what());
     }
   }
   ExtrasFromDir(dir, &t);
-  t.classes = ClassVerdictsFromJson(v.value("classes", json::array()));
-  t.class_slo = ClassChecksOf(t);
   return t;
 }
 

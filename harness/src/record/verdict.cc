@@ -194,6 +194,7 @@ Result<StoredVerdict> VerdictFromJson(const nlohmann::json& j) {
     if (j.contains("tier_slo")) s.verdict.tier_slo = GateResultsFromJson(j.at("tier_slo"));
     s.verdict.classes = ClassVerdictsFromJson(j.value("classes", nlohmann::json::array()));
     s.verdict.misses = GateMissesFromJson(j.value("misses", nlohmann::json::array()));
+    if (j.contains("stability")) s.verdict.stability = StabilityFromJson(j.at("stability"));
     s.correctness_json = j.at("correctness");
     s.context.row_id = j.at("row_id").get<std::string>();
     s.context.concurrency = j.at("concurrency").get<int>();

@@ -56,7 +56,12 @@ TrialMetrics ComputeMetricsOf(const std::vector<const RequestResult*>& measured,
 // the metrics' method. NaN when there are no values (a gate must treat NaN as failed).
 double SloValueMs(const TrialMetrics& t, const SloGate& gate);
 
+// metrics.json's writer and its one reader, side by side. The reader throws nlohmann::json
+// exceptions on a wrong type; a missing figure reads as NaN (a missing distribution: n = 0, NaN).
+// The per-request value lists are not in the file, so they read back empty.
 nlohmann::json DistributionToJson(const Distribution& d);
+Distribution DistributionFromJson(const nlohmann::json& j);
 nlohmann::json MetricsToJson(const TrialMetrics& t);
+TrialMetrics MetricsFromJson(const nlohmann::json& j);
 
 }  // namespace capq

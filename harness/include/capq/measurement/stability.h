@@ -87,6 +87,9 @@ int InFlightAt(const std::vector<const RequestResult*>& requests, MonoNs t);
 // The client's in-flight count over [t0, t1): time-weighted mean, from the send and end stamps.
 double MeanInFlight(const std::vector<const RequestResult*>& requests, MonoNs t0, MonoNs t1);
 
+// verdict.json "stability": the writer and its one reader. The reader throws nlohmann::json
+// exceptions on a wrong type; a figure written as null reads as NaN.
 nlohmann::json StabilityToJson(const StabilityVerdict& v);
+StabilityVerdict StabilityFromJson(const nlohmann::json& j);
 
 }  // namespace capq

@@ -52,8 +52,6 @@ std::string GateVerdictText(const SloCheck& g);
 // Index into `checks` of the gate that decided one trial's latency verdict (see above); -1 when
 // there is no gate.
 int DecidingGate(const std::vector<SloCheck>& checks);
-// The checks of a trial's verdict, as the capacity data keeps them.
-std::vector<SloCheck> SloChecksOf(const std::vector<SloGateResult>& results);
 // The deciding gate against its bound (GateVerdictText); empty when there is no gate.
 std::string DecidingGateText(const std::vector<SloCheck>& checks);
 // The same for a trial's verdict when latency decided it (pass or slo_fail); empty otherwise.

@@ -32,6 +32,8 @@ struct SloCheck {
   double measured_ms = 0;  // NaN when nothing was measured
   bool passed = false;
 };
+// The checks of a trial's verdict, as the capacity data keeps them.
+std::vector<SloCheck> SloChecksOf(const std::vector<SloGateResult>& results);
 
 // A level's gating value as the engine model predicted it (capq/qualify/predict.h).
 struct PredictedPoint {
