@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -118,9 +119,17 @@ const char* CacheModelName(CacheModel model) {
   return model == CacheModel::kRadix ? "radix" : "slots";
 }
 
-Status ValidateProfile(const EngineProfile& p) {
+namespace {
+
+// The first key of a profile whose value is out of range, and why.
+struct ProfileProblem {
+  std::string key, why;
+  Status AsStatus() const { return Status::InvalidArgument("key '" + key + "': " + why); }
+};
+
+std::optional<ProfileProblem> ProblemOf(const EngineProfile& p) {
   auto bad = [](const char* key, const std::string& why) {
-    return Status::InvalidArgument(std::string("key '") + key + "': " + why);
+    return std::optional<ProfileProblem>(ProfileProblem{key, why});
   };
   if (p.name.empty()) return bad("name", "must not be empty");
   if (p.page_size < 1) return bad("page_size", "must be >= 1");
@@ -159,7 +168,14 @@ Status ValidateProfile(const EngineProfile& p) {
   if (!(p.slot_prompt_similarity >= 0 && p.slot_prompt_similarity <= 1)) {
     return bad("slot_prompt_similarity", "must be in [0, 1]");
   }
-  return Status::Ok();
+  return std::nullopt;
+}
+
+}  // namespace
+
+Status ValidateProfile(const EngineProfile& p) {
+  const std::optional<ProfileProblem> problem = ProblemOf(p);
+  return problem ? problem->AsStatus() : Status::Ok();
 }
 
 Result<EngineProfile> ParseProfile(const std::string& yaml_text, const std::string& source) {
@@ -202,13 +218,12 @@ Result<EngineProfile> ParseProfile(const std::string& yaml_text, const std::stri
   if (!seen.count("name")) {
     return Status::InvalidArgument(source + ": key 'name': required key is missing");
   }
-  Status s = ValidateProfile(p);
-  if (!s.ok()) {
-    // Point at the offending key's line when the message names one that is in the file.
-    const std::string& msg = s.message();
+  if (const std::optional<ProfileProblem> problem = ProblemOf(p)) {
+    // Point at the offending key's line when it is in the file.
+    const std::string msg = problem->AsStatus().message();
     try {
       for (const auto& kv : root) {
-        if (msg.rfind("key '" + kv.first.Scalar() + "'", 0) == 0) {
+        if (kv.first.Scalar() == problem->key) {
           return Status::InvalidArgument(Where(source, kv.first.Mark()) + ": " + msg);
         }
       }
