@@ -2,6 +2,7 @@
 // the directory and its re-validation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <filesystem>
@@ -365,6 +366,22 @@ TEST(TrialSim, InterruptWritesAPartialDirectoryThatNeverPasses) {
   EXPECT_TRUE(v->checksums_ok);
   EXPECT_FALSE(v->complete);
   EXPECT_EQ(v->verdict.outcome, TrialOutcome::kInterrupted);
+}
+
+TEST(TrialSim, TheLoadsRunningCountsGoToTheirOwnCallback) {
+  Row row = MakeSimRow({});
+  auto sim = StartSim(row);
+  ASSERT_TRUE(sim);
+  TrialOptions o = Options(sim->url(), ScratchDir("progress") + "/trial");
+  std::vector<std::string> events, counts;
+  o.on_progress = [&](const std::string& l) { events.push_back(l); };
+  o.on_load_progress = [&](const std::string& l) { counts.push_back(l); };
+  TrialReport rep = RunTrial(row, o);
+  ASSERT_EQ(rep.verdict.outcome, TrialOutcome::kPass);
+  ASSERT_FALSE(counts.empty());
+  EXPECT_NE(counts.back().find("done"), std::string::npos) << counts.back();
+  for (const std::string& e : events) EXPECT_EQ(e.find(" in flight"), std::string::npos) << e;
+  EXPECT_NE(std::find(events.begin(), events.end(), "verdict: pass"), events.end());
 }
 
 TEST(TrialSim, ApiKeyNeverAppearsInTheDirectory) {

@@ -195,16 +195,17 @@ bool ConnectServer(const Row& row, const ArgParser& p, TrialOptions* o,
   return true;
 }
 
-// Progress on stderr: on a terminal one line redrawn in place, else every line but the load's
-// running counts.
-std::function<void(const std::string&)> ProgressPrinter(bool tty) {
-  return [tty](const std::string& line) {
-    if (tty) {
-      std::fprintf(stderr, "\r\033[K%s", line.c_str());
-    } else if (line.rfind("warm-up", 0) != 0 && line.rfind("measured", 0) != 0) {
-      std::fprintf(stderr, "%s\n", line.c_str());
-    }
+// Progress on stderr: on a terminal one line redrawn in place, the load's running counts too;
+// else one line an event.
+void PrintProgress(bool tty, TrialOptions* o) {
+  if (!tty) {
+    o->on_progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+    return;
+  }
+  o->on_progress = [](const std::string& line) {
+    std::fprintf(stderr, "\r\033[K%s", line.c_str());
   };
+  o->on_load_progress = o->on_progress;
 }
 
 }  // namespace
@@ -238,7 +239,7 @@ int RunTrial(const Args& args) {
   InstallSignals();
   o.cancel = &g_cancel;
   const bool tty = isatty(STDERR_FILENO) && !p.Has("no-progress");
-  if (!p.Has("no-progress")) o.on_progress = ProgressPrinter(tty);
+  if (!p.Has("no-progress")) PrintProgress(tty, &o);
   TrialReport rep = capq::RunTrial(*row, o);
   if (tty) std::fprintf(stderr, "\r\033[K");
   if (embedded) embedded->Stop();

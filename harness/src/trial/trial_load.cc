@@ -216,9 +216,9 @@ LoadSpec PlannedSpec(const Trial& t, const LoadSpec& connection, size_t skip_war
     spec.measured_arrivals = internal::SessionArrivalFactory(t.effective, plan, t.scale);
   }
   const std::string label = LoadLabel(*t.s.row, plan.concurrency);
-  if (opt.on_progress) {
+  if (opt.on_load_progress) {
     spec.on_progress = [&opt, label](const LoadProgress& p) {
-      opt.on_progress(LoadLine(p, label));
+      opt.on_load_progress(LoadLine(p, label));
     };
   }
   return spec;

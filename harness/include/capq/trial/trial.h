@@ -51,6 +51,9 @@ struct TrialOptions {
   std::string command_line;  // recorded (command.txt)
   const std::atomic<bool>* cancel = nullptr;
   std::function<void(const std::string&)> on_progress;  // one-line progress updates
+  // The load's running counts ("measured C=6: 12/64 done, 6 in flight, 0 failed"), about four a
+  // second: apart from on_progress, so that a log can keep the events without them.
+  std::function<void(const std::string&)> on_load_progress;
 };
 
 struct TrialReport {
