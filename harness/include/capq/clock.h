@@ -26,6 +26,8 @@ struct RealtimeAnchor {
 
 // "2026-11-29T12:00:00.123Z"
 std::string FormatUtc(int64_t unix_ns);
+// The wall clock now in UTC through a strftime format: "%Y-%m-%d" gives "2026-11-29".
+std::string UtcNowText(const char* strftime_format);
 
 inline double NsToMs(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 inline double NsToS(int64_t ns) { return static_cast<double>(ns) / 1e9; }

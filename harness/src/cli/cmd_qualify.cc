@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -69,33 +68,6 @@ constexpr const char* kUsage =
     "                       (Cmax / mean E2E at Cmax); refused when F is another identity\n"
     "exit: 0 boundary proven for every row and tier, 1 no boundary proven, 2 correctness\n"
     "      failure, 3 could not run (setup, identity, baseline), 130 interrupted\n";
-
-std::string CompactUtc() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
-  return buf;
-}
-
-std::string Today() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[16];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
-  return buf;
-}
-
-std::string ClockNow() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[16];
-  std::strftime(buf, sizeof buf, "%H:%M:%S", &tm);
-  return buf;
-}
 
 std::string SelfExe() {
   std::error_code ec;
@@ -278,7 +250,7 @@ std::optional<int> MakeOutDir(const ArgParser& p, QualifyCommand* c) {
   if (c->out_dir.empty()) {
     std::string name = c->rows.front().id;
     if (c->rows.size() > 1) name += "-and-" + std::to_string(c->rows.size() - 1) + "-more";
-    c->out_dir = "artifacts/qualify-" + name + "-" + CompactUtc();
+    c->out_dir = "artifacts/qualify-" + name + "-" + UtcNowText("%Y%m%dT%H%M%SZ");
   }
   std::error_code ec;
   fs::create_directories(c->out_dir, ec);
@@ -330,7 +302,7 @@ bool StartEmbedded(const Row& row, const QualifyCommand& c,
   *embedded = std::move(*srv);
   *row_url = (*embedded)->url();
   std::fprintf(stderr, "[%s] %s: embedded simulator at %s (profile %s, time scale %g)\n",
-               ClockNow().c_str(), row.id.c_str(), row_url->c_str(),
+               UtcNowText("%H:%M:%S").c_str(), row.id.c_str(), row_url->c_str(),
                row.identity.sim_profile.c_str(), row.identity.time_scale);
   return true;
 }
@@ -366,7 +338,7 @@ QualifyOptions RowOptions(const Row& row, const QualifyCommand& c, const std::st
   }
   qo.cancel = &g_qualify_cancel;
   qo.progress = [](const std::string& line) {
-    std::fprintf(stderr, "[%s] %s\n", ClockNow().c_str(), line.c_str());
+    std::fprintf(stderr, "[%s] %s\n", UtcNowText("%H:%M:%S").c_str(), line.c_str());
   };
   return qo;
 }
@@ -399,7 +371,7 @@ std::string WriteRow(const Row& row, const RowQualification& q, const QualifyCom
     return "";
   }
   std::string data_path = (fs::path(c.out_dir) / "capacity-data.json").string();
-  Row updated = RowWithQualification(row, q, Today(), data_path);
+  Row updated = RowWithQualification(row, q, UtcNowText("%Y-%m-%d"), data_path);
   if (!sim_digest.empty() && updated.identity.image.empty()) {
     // Pin the profile the boundary was measured on, so a changed profile fails the row.
     updated.identity.image = "capq-sim@" + sim_digest;

@@ -25,4 +25,12 @@ std::string FormatUtc(int64_t unix_ns) {
   return buf;
 }
 
+std::string UtcNowText(const char* strftime_format) {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[64];
+  return std::strftime(buf, sizeof buf, strftime_format, &tm) > 0 ? buf : "";
+}
+
 }  // namespace capq
