@@ -46,7 +46,8 @@ std::string ShellQuote(const std::string& s) {
   return out + "'";
 }
 
-std::string Fmt(double v, const char* f = "%.1f") {
+// A table cell: `v` through `f`, "-" when it is not finite.
+std::string Cell(double v, const char* f = "%.1f") {
   if (!std::isfinite(v)) return "-";
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
@@ -54,8 +55,8 @@ std::string Fmt(double v, const char* f = "%.1f") {
 }
 
 void PrintDist(const char* name, const Distribution& d) {
-  std::printf("  %-10s %10s %10s %10s %10s %10s\n", name, Fmt(d.p50).c_str(), Fmt(d.p95).c_str(),
-              Fmt(d.p99).c_str(), Fmt(d.min).c_str(), Fmt(d.max).c_str());
+  std::printf("  %-10s %10s %10s %10s %10s %10s\n", name, Cell(d.p50).c_str(), Cell(d.p95).c_str(),
+              Cell(d.p99).c_str(), Cell(d.min).c_str(), Cell(d.max).c_str());
 }
 
 }  // namespace
@@ -69,26 +70,26 @@ void PrintTrialSummary(const Row& row, const TrialOptions& o, const TrialReport&
     const TrialMetrics& m = *rep.metrics;
     std::printf("  %-10s %10s %10s %10s %10s %10s   (%s percentiles%s)\n", "ms", "p50", "p95",
                 "p99", "min", "max", PercentileMethodName(m.method),
-                m.time_scale != 1 ? (", virtual time x" + Fmt(m.time_scale, "%g")).c_str() : "");
+                m.time_scale != 1 ? (", virtual time x" + Cell(m.time_scale, "%g")).c_str() : "");
     PrintDist("TTFT", m.ttft_ms);
     PrintDist("ITL", m.itl_ms);
     PrintDist("E2E", m.e2e_ms);
     PrintDist("sched lag", m.scheduling_lag_ms);
     std::printf("  output %s tok/s   %s req/s   %zu requests   server prompt tokens %lld..%lld\n",
-                Fmt(m.output_tok_s).c_str(), Fmt(m.request_per_s, "%.3f").c_str(), m.requests,
+                Cell(m.output_tok_s).c_str(), Cell(m.request_per_s, "%.3f").c_str(), m.requests,
                 static_cast<long long>(m.prompt_tokens_min),
                 static_cast<long long>(m.prompt_tokens_max));
   }
   for (const auto& g : v.slo) {
     std::printf("  SLO  p%g %s %s ms < %s ms   %s\n", g.gate.percentile,
-                SloMetricName(g.gate.metric), Fmt(g.measured_ms).c_str(),
-                Fmt(g.gate.below_ms).c_str(), g.passed ? "pass" : "FAIL");
+                SloMetricName(g.gate.metric), Cell(g.measured_ms).c_str(),
+                Cell(g.gate.below_ms).c_str(), g.passed ? "pass" : "FAIL");
   }
   // A tier's own gates, judged on the same measurement; the verdict above is the row's own slo.
   for (const auto& g : v.tier_slo) {
     std::printf("  tier gate  p%g %s %s ms < %s ms   %s\n", g.gate.percentile,
-                SloMetricName(g.gate.metric), Fmt(g.measured_ms).c_str(),
-                Fmt(g.gate.below_ms).c_str(), g.passed ? "pass" : "fail");
+                SloMetricName(g.gate.metric), Cell(g.measured_ms).c_str(),
+                Cell(g.gate.below_ms).c_str(), g.passed ? "pass" : "fail");
   }
   int enabled = 0, passed = 0;
   for (const auto& g : v.correctness.gates) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "capq/measurement/metrics.h"
+#include "capq/text.h"
 
 namespace capq {
 namespace {
@@ -57,11 +58,7 @@ std::vector<StabilityVerdict::Point> Series(const StabilityInputs& in) {
   return out;
 }
 
-std::string Fig(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.4g", v);
-  return b;
-}
+std::string Fig(double v) { return Fmt("%.4g", v); }
 
 GateMiss Describe(const char* gate, const ThirdsCheck& c, const char* rule, bool in_ms) {
   GateMiss m;

@@ -4,16 +4,11 @@
 #include <cstdio>
 #include <limits>
 
+#include "capq/text.h"
+
 namespace capq {
 
 namespace {
-
-std::string Fixed(double v, int decimals) {
-  if (!std::isfinite(v)) return "n/a";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
 
 // A ratio to compare gates by: NaN (no positive bound) ranks below every real ratio.
 double Rank(const SloCheck& g) {
@@ -141,7 +136,7 @@ GateUnit GateUnitFor(double below_ms) {
 
 std::string GateFigure(const SloCheck& g, double ms) {
   GateUnit u = GateUnitFor(g.below_ms);
-  return Fixed(ms / u.div, u.decimals);
+  return FormatFixed(ms / u.div, u.decimals);
 }
 
 std::string GateValueText(const SloCheck& g) {
@@ -153,13 +148,13 @@ std::string GateVerdictText(const SloCheck& g) {
   if (!std::isfinite(g.measured_ms)) return GateName(g) + " not measured";
   GateUnit u = GateUnitFor(g.below_ms);
   int decimals = u.decimals;
-  std::string measured = Fixed(g.measured_ms / u.div, decimals);
-  std::string bound = Fixed(g.below_ms / u.div, decimals);
+  std::string measured = FormatFixed(g.measured_ms / u.div, decimals);
+  std::string bound = FormatFixed(g.below_ms / u.div, decimals);
   // 49.97 ms against 50 ms must not read "50.0 ms < 50.0 ms".
   while (measured == bound && g.measured_ms != g.below_ms && decimals < u.decimals + 4) {
     ++decimals;
-    measured = Fixed(g.measured_ms / u.div, decimals);
-    bound = Fixed(g.below_ms / u.div, decimals);
+    measured = FormatFixed(g.measured_ms / u.div, decimals);
+    bound = FormatFixed(g.below_ms / u.div, decimals);
   }
   return GateName(g) + " " + measured + " " + u.name + (g.passed ? " < " : " >= ") + bound + " " +
          u.name;

@@ -116,11 +116,12 @@ std::string MeasuredMeta(const RowInfo& r) {
     return "measured max(" + std::to_string(r.min_requests) + ", " +
            std::to_string(r.per_concurrency) + "·C)";
   }
-  std::string interval = r.measured_requests ? std::to_string(*r.measured_requests) + " requests"
-                                             : G(r.measured_duration_s.value_or(0)) + " s";
-  return Esc(r.arrival) + " arrivals at " + G(r.rate_step_rps) +
+  std::string interval = r.measured_requests
+                             ? std::to_string(*r.measured_requests) + " requests"
+                             : FormatShortest(r.measured_duration_s.value_or(0)) + " s";
+  return Esc(r.arrival) + " arrivals at " + FormatShortest(r.rate_step_rps) +
          " requests/s per level · measured " + interval +
-         (r.ramp_s > 0 ? " after a " + G(r.ramp_s) + " s ramp" : "");
+         (r.ramp_s > 0 ? " after a " + FormatShortest(r.ramp_s) + " s ramp" : "");
 }
 
 // "identity.image = repo@sha256:... · slo = p95 ttft < 10000 ms"
@@ -177,7 +178,7 @@ std::string RowSection(const RowQualification& q) {
           Shape(r) + " tokens · SLO " + Esc(SloText(r)) + " (" + Esc(r.percentile_method) +
           " percentiles) · warm-up " + std::to_string(r.warmup_requests) +
           " at C=" + std::to_string(r.warmup_concurrency) + " · " + MeasuredMeta(r) +
-          (r.time_scale != 1 ? " · simulator time scale " + F(r.time_scale, 0) +
+          (r.time_scale != 1 ? " · simulator time scale " + FormatFixed(r.time_scale, 0) +
                                    "×: every duration is virtual time"
                              : "") +
           (q.url.empty() ? "" : " · server " + Esc(q.url)) + "</p>\n";

@@ -62,7 +62,7 @@ std::string FigArrivalPanel(const RowQualification& q, int c, const Unit& u, dou
       p.Circle(static_cast<double>(i + 1) + Jitter(k - 1, static_cast<int>(ts.size()), 0.2),
                v / u.div, 2.4, std::string("req ") + (in_burst ? "burst" : "steady"),
                "trial " + std::to_string(t->trial) + ", request " + std::to_string(i + 1) + ": " +
-                   F(v / u.div, u.decimals) + " " + u.name);
+                   FormatFixed(v / u.div, u.decimals) + " " + u.name);
     }
     full.push_back(t->ttft_ms.p95);
     steady.push_back(t->ttft_p95_steady_ms);
@@ -75,10 +75,10 @@ std::string FigArrivalPanel(const RowQualification& q, int c, const Unit& u, dou
     return v[v.size() / 2];
   };
   double mf = median(full), ms = median(steady);
-  p.HLine(mf / u.div, "p95full", "full p95 " + F(mf / u.div, u.decimals) + " " + u.name);
+  p.HLine(mf / u.div, "p95full", "full p95 " + FormatFixed(mf / u.div, u.decimals) + " " + u.name);
   // Centred, so it does not sit on the full-p95 label when the two lines coincide.
-  p.HLine(ms / u.div, "p95steady", "steady p95 " + F(ms / u.div, u.decimals) + " " + u.name,
-          "middle");
+  p.HLine(ms / u.div, "p95steady",
+          "steady p95 " + FormatFixed(ms / u.div, u.decimals) + " " + u.name, "middle");
   std::string title = scale.Label(c) + " (" + std::to_string(ts.size()) + " trials)";
   p.TextPx(p.left, 16, title, "panel-title", "start");
   return p.Render(q.row.id + ": TTFT by arrival order at " + scale.Label(c));
@@ -103,7 +103,7 @@ std::string FigQueuePanel(const RowQualification& q, int level, double t_max, do
   }
   std::string lateness;
   for (const TrialSummary* t : ts) {
-    lateness += (lateness.empty() ? "" : "/") + F(t->send_lateness_p99_ms, 2);
+    lateness += (lateness.empty() ? "" : "/") + FormatFixed(t->send_lateness_p99_ms, 2);
   }
   p.TextPx(p.left, 16,
            scale.Label(level) + " (" + std::to_string(ts.size()) + " trials; send lateness p99 " +
@@ -192,8 +192,8 @@ std::string TblArrival(const RowQualification& q, int b, const Unit& u) {
       html +=
           "<tr><td>" + scale.Figure(c) + "</td><td>" + std::to_string(t->trial) + "</td><td>" +
           std::to_string(t->ttft_ms_by_arrival.size()) + "</td><td>" +
-          F(s.p95_full / u.div, u.decimals) + " " + u.name + "</td><td>" +
-          F(s.p95_steady / u.div, u.decimals) + " " + u.name + "</td><td>" +
+          FormatFixed(s.p95_full / u.div, u.decimals) + " " + u.name + "</td><td>" +
+          FormatFixed(s.p95_steady / u.div, u.decimals) + " " + u.name + "</td><td>" +
           (scale.open_loop ? std::string("—")
                            : std::to_string(s.tail_in_burst) + " of " + std::to_string(s.tail)) +
           "</td><td class=\"" + VerdictClass(*t) + "\">" + VerdictWord(*t) +

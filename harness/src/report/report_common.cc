@@ -27,15 +27,10 @@ const SloGate* TtftGate(const RowInfo& r) {
 Unit TtftUnit(const RowInfo& r) { return UnitFor(TtftGate(r) ? TtftGate(r)->below_ms : Slo(r)); }
 
 // A row's number as written (12.3 stays 12.3, 99.9 stays 99.9): "%g".
-std::string G(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
 // "p95 ttft < 2500 ms": one gate as the row states it.
 std::string GateSpec(const SloGate& g) {
-  return "p" + G(g.percentile) + " " + SloMetricName(g.metric) + " < " + G(g.below_ms) + " ms";
+  return "p" + FormatShortest(g.percentile) + " " + SloMetricName(g.metric) + " < " +
+         FormatShortest(g.below_ms) + " ms";
 }
 
 std::string SloText(const RowInfo& r) {

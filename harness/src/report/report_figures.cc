@@ -92,8 +92,8 @@ bool DrawPredictedCurve(const RowQualification& q, const Axis& x, const Unit& u,
     const double y = pt.gating_ms / u.div;
     if (last) p->Line(last->level, last->gating_ms / u.div, pt.level, y, "pred");
     p->Circle(pt.level, y, 2.5, "pred-pt",
-              "predicted " + r.scale().Label(pt.level) + ": p95 " + F(y, u.decimals) + " " +
-                  u.name + (pt.passes ? " (pass)" : " (fail)"));
+              "predicted " + r.scale().Label(pt.level) + ": p95 " + FormatFixed(y, u.decimals) +
+                  " " + u.name + (pt.passes ? " (pass)" : " (fail)"));
     last = &pt;
   }
   return last != nullptr;
@@ -126,12 +126,12 @@ void DrawTtftLevel(const LoadScale& scale, const Unit& u, int c,
     double xc = TrialX(scale, c, i, list.size());
     std::string what = t.phase + " " + scale.Label(c) + " trial " + std::to_string(t.trial);
     p->Marker(xc, t.ttft_ms.p50 / u.div, "dash", "aux p50",
-              what + ": p50 " + F(t.ttft_ms.p50 / u.div, u.decimals) + " " + u.name);
+              what + ": p50 " + FormatFixed(t.ttft_ms.p50 / u.div, u.decimals) + " " + u.name);
     p->Marker(xc, t.ttft_ms.p99 / u.div, "tri", "aux p99",
-              what + ": p99 " + F(t.ttft_ms.p99 / u.div, u.decimals) + " " + u.name);
+              what + ": p99 " + FormatFixed(t.ttft_ms.p99 / u.div, u.decimals) + " " + u.name);
     p->Circle(xc, t.ttft_ms.p95 / u.div, 4.5, "pt " + VerdictClass(t) + " " + t.phase,
-              what + ": p95 " + F(t.ttft_ms.p95 / u.div, u.decimals) + " " + u.name + ", " +
-                  VerdictTip(t));
+              what + ": p95 " + FormatFixed(t.ttft_ms.p95 / u.div, u.decimals) + " " + u.name +
+                  ", " + VerdictTip(t));
   }
   std::string cls = pass == static_cast<int>(list.size()) ? "pass" : (pass == 0 ? "fail" : "mixed");
   std::string mark = cls == "pass"   ? "✓"
@@ -223,10 +223,11 @@ std::string DrawThroughputBands(const RowQualification& q, Plot* p) {
   auto c = ThroughputBand(q, *b + 1, "band-fail", "end", p);
   if (!std::isfinite(a.first) || !std::isfinite(c.first)) return "";
   bool overlap = a.first <= c.second && c.first <= a.second;
-  return " At the boundary " + scale.Label(*b) + " emitted " + F(a.first, 1) + "–" +
-         F(a.second, 1) + " tok/s and " + scale.Label(*b + 1) + " " + F(c.first, 1) + "–" +
-         F(c.second, 1) + " tok/s: the ranges " + (overlap ? "<b>overlap</b>" : "do not overlap") +
-         ", while the " + (scale.open_loop ? "SLO and stability gates give" : "SLO gives") +
+  return " At the boundary " + scale.Label(*b) + " emitted " + FormatFixed(a.first, 1) + "–" +
+         FormatFixed(a.second, 1) + " tok/s and " + scale.Label(*b + 1) + " " +
+         FormatFixed(c.first, 1) + "–" + FormatFixed(c.second, 1) + " tok/s: the ranges " +
+         (overlap ? "<b>overlap</b>" : "do not overlap") + ", while the " +
+         (scale.open_loop ? "SLO and stability gates give" : "SLO gives") +
          " the pass/fail decision (" + scale.Label(*b) + " on " +
          Esc(SideGateName(q.Trials("confirm", *b))) + ", " + scale.Label(*b + 1) + " on " +
          Esc(SideGateName(q.Trials("confirm", *b + 1))) + ").";
@@ -241,7 +242,7 @@ void DrawThroughputTrials(const LoadScale& scale, const std::vector<const TrialS
       p->Circle(TrialX(scale, c, i, list.size()), t.output_tok_s, 4.5,
                 "pt " + VerdictClass(t) + " " + t.phase,
                 t.phase + " " + scale.Label(c) + " trial " + std::to_string(t.trial) + ": " +
-                    F(t.output_tok_s, 1) + " tok/s, " + VerdictTip(t));
+                    FormatFixed(t.output_tok_s, 1) + " tok/s, " + VerdictTip(t));
     }
   }
 }
@@ -305,7 +306,8 @@ std::string FigTimeline(const RowQualification& q) {
     p.Rect(t.start_offset_s, l - 0.32, t.start_offset_s + std::max(t.wall_s, end * 0.002), l + 0.32,
            "bar " + t.phase + " " + VerdictClass(t),
            t.phase + " " + q.row.scale().Label(t.concurrency) + " trial " +
-               std::to_string(t.trial) + ": " + VerdictTip(t) + ", " + F(t.wall_s, 1) + " s");
+               std::to_string(t.trial) + ": " + VerdictTip(t) + ", " + FormatFixed(t.wall_s, 1) +
+               " s");
     if (t.wall_s > end * 0.035) {
       // A rate label is wider: the bar must be too.
       if (!q.row.open_loop() || t.wall_s > end * 0.08) {
@@ -319,13 +321,13 @@ std::string FigTimeline(const RowQualification& q) {
     if (!costs.empty()) costs += " · ";
     std::string unit = ph.name == "locate" ? "probe" : "trial";
     costs += ph.name + " " + std::to_string(ph.trials) + " " + unit + (ph.trials == 1 ? "" : "s") +
-             " " + F(ph.wall_s, 1) + " s";
+             " " + FormatFixed(ph.wall_s, 1) + " s";
   }
   std::string html = "<figure class=\"wide\" id=\"" + Id("fig-timeline", q.row.id) + "\">\n";
   html += p.Render(q.row.id + ": protocol timeline");
   html +=
       "<figcaption><b>Figure 4 — protocol timeline</b> (" + std::to_string(q.trials.size()) +
-      " trials, " + F(q.wall_s, 1) + " s): " + Esc(costs) +
+      " trials, " + FormatFixed(q.wall_s, 1) + " s): " + Esc(costs) +
       ". The locator saves test time; the adjacent confirmations carry the claim.</figcaption>\n"
       "</figure>\n";
   return html;
@@ -412,16 +414,17 @@ int DrawBoundarySide(const LoadScale& scale, const BoundarySides& s,
       const GateMiss* m = side.stability[k];
       double v = StabilityValue(m);
       if (!std::isfinite(v)) continue;
-      p->Circle(x, v, 5, "pt " + VerdictClass(t) + " confirm",
-                what + ": " + m->text + " (" + F(v, 0) + "% of the bound), " + VerdictWord(t));
+      p->Circle(
+          x, v, 5, "pt " + VerdictClass(t) + " confirm",
+          what + ": " + m->text + " (" + FormatFixed(v, 0) + "% of the bound), " + VerdictWord(t));
       ++points;
       continue;
     }
     const SloCheck& g = t.slo[i];
     p->Circle(x, s.Value(g), 5, "pt " + VerdictClass(t) + " confirm",
               what + ": " + GateVerdictText(g) +
-                  (s.one ? "" : " (" + F(100.0 * GateRatio(g), 0) + "% of the bound)") + ", " +
-                  VerdictWord(t));
+                  (s.one ? "" : " (" + FormatFixed(100.0 * GateRatio(g), 0) + "% of the bound)") +
+                  ", " + VerdictWord(t));
     ++points;
   }
   return points;

@@ -10,6 +10,7 @@
 
 #include "capq/qualify/deciding_gate.h"
 #include "capq/record/capacity_data.h"
+#include "capq/text.h"
 
 namespace capq::report {
 
@@ -24,8 +25,6 @@ const SloGate* TtftGate(const RowInfo& r);
 // The unit of the TTFT figures and columns: the TTFT gate's, else the first gate's.
 Unit TtftUnit(const RowInfo& r);
 
-// A row's number as written (12.3 stays 12.3, 99.9 stays 99.9): "%g".
-std::string G(double v);
 // "p95 ttft < 2500 ms": one gate as the row states it.
 std::string GateSpec(const SloGate& g);
 // Every gate of the row joined by "and"; "none" for a row without gates.

@@ -24,11 +24,13 @@ std::string HitRow(const TrialSummary& t, bool sessions) {
   const ReuseFigures& f = *t.reuse;
   std::string html = "<tr><td>" + std::to_string(t.concurrency) + "</td><td class=\"l\">" +
                      Esc(t.phase) + " #" + std::to_string(t.trial) + "</td><td>" +
-                     std::to_string(f.requests) + "</td><td>" + F(f.declared_ratio * 100, 1) +
-                     "%</td><td>" + F(f.served_ratio * 100, 1) + "%</td>";
+                     std::to_string(f.requests) + "</td><td>" +
+                     FormatFixed(f.declared_ratio * 100, 1) + "%</td><td>" +
+                     FormatFixed(f.served_ratio * 100, 1) + "%</td>";
   if (sessions) {
-    html += "<td>" + std::to_string(f.think_turns) + "</td><td>" + F(f.think_declared_mean_s, 2) +
-            "</td><td>" + F(f.think_applied_mean_s, 2) + "</td>";
+    html += "<td>" + std::to_string(f.think_turns) + "</td><td>" +
+            FormatFixed(f.think_declared_mean_s, 2) + "</td><td>" +
+            FormatFixed(f.think_applied_mean_s, 2) + "</td>";
   }
   const bool ok = t.outcome != TrialOutcome::kCorrectnessFail;
   return html + "<td class=\"l " + (ok ? "pass" : "fail") + "\">" +
@@ -80,8 +82,9 @@ std::string TurnTable(const RowQualification& q) {
     const std::string name = TurnClass(t);
     const auto a = at.find(name), b = above.find(name);
     if (a == at.end() && b == above.end()) break;
-    html += "<tr><td class=\"l\">" + name + "</td><td>" + F(a == at.end() ? NAN : a->second, 1) +
-            "</td><td>" + F(b == above.end() ? NAN : b->second, 1) + "</td></tr>\n";
+    html += "<tr><td class=\"l\">" + name + "</td><td>" +
+            FormatFixed(a == at.end() ? NAN : a->second, 1) + "</td><td>" +
+            FormatFixed(b == above.end() ? NAN : b->second, 1) + "</td></tr>\n";
   }
   return html + "</table>\n";
 }

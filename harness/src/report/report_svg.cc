@@ -33,13 +33,6 @@ std::string Esc(const std::string& s) {
   return out;
 }
 
-std::string F(double v, int decimals) {
-  if (!std::isfinite(v)) return "n/a";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
-
 namespace {
 
 std::string Px(double v) {
@@ -49,14 +42,14 @@ std::string Px(double v) {
 }
 
 std::string TickLabel(double v, double step, bool integer) {
-  if (integer) return F(v, 0);
+  if (integer) return FormatFixed(v, 0);
   int decimals = 0;
   double s = step;
   while (decimals < 4 && std::fabs(s - std::round(s)) > 1e-9) {
     s *= 10;
     ++decimals;
   }
-  return F(v, decimals);
+  return FormatFixed(v, decimals);
 }
 
 }  // namespace

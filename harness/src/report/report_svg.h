@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "capq/text.h"
+
 namespace capq::report {
 
 // HTML/XML escaping for text and attribute values.
 std::string Esc(const std::string& s);
-// "%.2f"-style formatting; "n/a" for NaN.
-std::string F(double v, int decimals);
 
 struct Axis {
   double min = 0, max = 1;

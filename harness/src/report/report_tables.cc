@@ -15,8 +15,8 @@ namespace {
 
 std::string Range(double lo, double hi, int decimals) {
   if (!std::isfinite(lo)) return "n/a";
-  if (std::fabs(hi - lo) < std::pow(10.0, -decimals) / 2) return F(lo, decimals);
-  return F(lo, decimals) + " to " + F(hi, decimals);
+  if (std::fabs(hi - lo) < std::pow(10.0, -decimals) / 2) return FormatFixed(lo, decimals);
+  return FormatFixed(lo, decimals) + " to " + FormatFixed(hi, decimals);
 }
 
 template <typename Fn>
@@ -46,9 +46,9 @@ std::string Int(int64_t v) {
 }
 
 std::string TrialRowCells(const TrialSummary& t, const Unit& u) {
-  return "<td>" + F(t.ttft_ms.p50 / u.div, u.decimals + 1) + "</td><td>" +
-         F(t.ttft_ms.p95 / u.div, u.decimals + 1) + "</td><td>" +
-         F(t.ttft_ms.p99 / u.div, u.decimals + 1) + "</td>";
+  return "<td>" + FormatFixed(t.ttft_ms.p50 / u.div, u.decimals + 1) + "</td><td>" +
+         FormatFixed(t.ttft_ms.p95 / u.div, u.decimals + 1) + "</td><td>" +
+         FormatFixed(t.ttft_ms.p99 / u.div, u.decimals + 1) + "</td>";
 }
 
 // "4 / 4": the most cached prompt tokens a measured request showed against the template prefix
@@ -112,9 +112,10 @@ std::string TblBoundary(const RowQualification& q) {
     html += "<tr><td>" + scale.Figure(t->concurrency) + "</td><td>" + std::to_string(t->trial) +
             "</td><td>" + std::to_string(t->seed) + "</td><td class=\"l\">" + Esc(t->corpus) +
             "</td><td>" + CachedCell(*t) + "</td>" + TrialRowCells(*t, u) + "<td>" +
-            F(t->ttft_p95_steady_ms / u.div, u.decimals + 1) + "</td><td>" + F(t->itl_ms.p50, 3) +
-            "</td><td>" + F(t->itl_ms.p95, 3) + "</td><td>" + F(t->output_tok_s, 1) + "</td><td>" +
-            F(t->request_per_s, 3) + "</td><td class=\"l " + VerdictClass(*t) + "\">" +
+            FormatFixed(t->ttft_p95_steady_ms / u.div, u.decimals + 1) + "</td><td>" +
+            FormatFixed(t->itl_ms.p50, 3) + "</td><td>" + FormatFixed(t->itl_ms.p95, 3) +
+            "</td><td>" + FormatFixed(t->output_tok_s, 1) + "</td><td>" +
+            FormatFixed(t->request_per_s, 3) + "</td><td class=\"l " + VerdictClass(*t) + "\">" +
             Esc(verdict) + "</td><td class=\"l\">" + Esc(DecidedBy(*t)) + "</td></tr>\n";
   }
   return html + "</table>\n";
@@ -143,11 +144,12 @@ std::string TblPrediction(const RowQualification& q) {
     std::string measured;
     for (const auto& t : q.trials) {
       if (t.concurrency != pt.level || !t.has_metrics) continue;
-      measured += (measured.empty() ? "" : ", ") + F(t.GatingMs() / u.div, u.decimals);
+      measured += (measured.empty() ? "" : ", ") + FormatFixed(t.GatingMs() / u.div, u.decimals);
     }
     html += "<tr><td>" + scale.Figure(pt.level) + "</td><td>" +
-            F(pt.gating_ms / u.div, u.decimals) + " " + u.name + (pt.passes ? " pass" : " fail") +
-            "</td><td>" + (measured.empty() ? "—" : measured + " " + u.name) + "</td></tr>\n";
+            FormatFixed(pt.gating_ms / u.div, u.decimals) + " " + u.name +
+            (pt.passes ? " pass" : " fail") + "</td><td>" +
+            (measured.empty() ? "—" : measured + " " + u.name) + "</td></tr>\n";
   }
   html += "</table>\n";
   if (q.prediction_parameters.empty()) return html;
@@ -156,7 +158,7 @@ std::string TblPrediction(const RowQualification& q) {
           ")</summary>\n<table><tr><th class=\"l\">parameter</th><th>value</th><th "
           "class=\"l\">basis</th><th class=\"l\">how</th></tr>\n";
   for (const engine::Parameter& x : q.prediction_parameters) {
-    html += "<tr><td class=\"l\">" + Esc(x.name) + "</td><td>" + G(x.value) +
+    html += "<tr><td class=\"l\">" + Esc(x.name) + "</td><td>" + FormatShortest(x.value) +
             "</td><td class=\"l\">" + engine::BasisName(x.basis) + "</td><td class=\"l\">" +
             Esc(x.how) + "</td></tr>\n";
   }
@@ -175,7 +177,7 @@ std::string TblLocate(const RowQualification& q) {
   for (const auto& t : q.trials) {
     if (t.phase == "confirm") continue;
     html += "<tr><td class=\"l\">" + t.phase + "</td><td>" + scale.Figure(t.concurrency) + "</td>" +
-            TrialRowCells(t, u) + "<td>" + F(t.output_tok_s, 1) + "</td><td class=\"l " +
+            TrialRowCells(t, u) + "<td>" + FormatFixed(t.output_tok_s, 1) + "</td><td class=\"l " +
             VerdictClass(t) + "\">" + VerdictWord(t) + "</td><td class=\"l\">" + Esc(DecidedBy(t)) +
             "</td><td class=\"l\">" + Esc(t.move) + "</td><td class=\"l\">" + Esc(t.corpus) +
             "</td><td>" + CachedCell(t) + "</td></tr>\n";
@@ -191,11 +193,11 @@ std::string TblCost(const RowQualification& q) {
   for (const auto& p : q.phases) {
     total += p.trials;
     html += "<tr><td class=\"l\">" + Esc(p.name) + "</td><td>" + std::to_string(p.trials) +
-            "</td><td>" + F(p.wall_s, 1) + "</td><td>" +
-            F(q.wall_s > 0 ? 100.0 * p.wall_s / q.wall_s : NAN, 0) + "%</td></tr>\n";
+            "</td><td>" + FormatFixed(p.wall_s, 1) + "</td><td>" +
+            FormatFixed(q.wall_s > 0 ? 100.0 * p.wall_s / q.wall_s : NAN, 0) + "%</td></tr>\n";
   }
   html += "<tr><th class=\"l\">total</th><th>" + std::to_string(total) + "</th><th>" +
-          F(q.wall_s, 1) + "</th><th></th></tr>\n</table>\n";
+          FormatFixed(q.wall_s, 1) + "</th><th></th></tr>\n</table>\n";
   if (q.probe_budget > 0) {
     html += "<p class=\"muted\">Locate used " + std::to_string(q.probes) +
             " probes; the budget ⌈log2 " + (q.row.open_loop() ? "(Rmax / step)" : "Cmax") +
@@ -340,7 +342,8 @@ std::string TblOverview(const CapacityData& d) {
             Esc(QualifyStatusName(q.status)) + "</td><td>" + cmax + "</td><td>" +
             std::to_string(q.probes) +
             (q.probe_budget ? " (" + std::to_string(q.probe_budget) + ")" : "") + "</td><td>" +
-            std::to_string(q.trials.size()) + "</td><td>" + F(q.wall_s, 1) + "</td></tr>\n";
+            std::to_string(q.trials.size()) + "</td><td>" + FormatFixed(q.wall_s, 1) +
+            "</td></tr>\n";
   }
   return html + "</table>\n";
 }

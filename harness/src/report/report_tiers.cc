@@ -19,18 +19,12 @@ std::string TierId(const std::string& prefix, const std::string& row) {
   return out;
 }
 
-std::string G(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
 // "p95 ttft < 2500 ms and p95 itl < 8.5 ms"
 std::string GatesText(const std::vector<SloGate>& slo) {
   std::string out;
   for (const SloGate& g : slo) {
-    out += (out.empty() ? "p" : " and p") + G(g.percentile) + " " + SloMetricName(g.metric) +
-           " < " + G(g.below_ms) + " ms";
+    out += (out.empty() ? "p" : " and p") + FormatShortest(g.percentile) + " " +
+           SloMetricName(g.metric) + " < " + FormatShortest(g.below_ms) + " ms";
   }
   return out;
 }

@@ -2,23 +2,14 @@
 #include <cmath>
 #include <cstdio>
 
+#include "capq/text.h"
 #include "capq/trial/trial.h"
 
 namespace capq {
 
 namespace {
 
-std::string Ms(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
-
-std::string Pct(double p) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", p);
-  return buf;
-}
+std::string Ms(double v) { return Fmt("%.1f", v); }
 
 SloGateResult JudgeGate(const TrialMetrics& m, const SloGate& gate) {
   SloGateResult g;
@@ -63,7 +54,7 @@ TrialVerdict Decide(const Row& row, const TrialMetrics& m, const CorrectnessRepo
     SloGateResult g = JudgeGate(m, gate);
     if (!g.passed) {
       v.latency_pass = false;
-      std::string what = "p" + Pct(gate.percentile) + " " + SloMetricName(gate.metric);
+      std::string what = "p" + FormatShortest(gate.percentile) + " " + SloMetricName(gate.metric);
       if (!std::isfinite(g.measured_ms)) {
         v.reasons.push_back(what + ": nothing measured, so it is not below " + Ms(gate.below_ms) +
                             " ms");
