@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "capq/file_io.h"
 #include "capq/model/row_loader.h"
 #include "capq/qualify/qualify.h"
 #include "capq/record/capacity_data.h"
@@ -314,7 +315,7 @@ TEST(QualifyRateTest, SpliceWritesRmaxAndTheRowLoadsBack) {
   Row updated = RowWithQualification(*row, q, "2026-12-02", "out/capacity-data.json");
   ASSERT_TRUE(updated.expect.rmax_rps.has_value());
   EXPECT_EQ(*updated.expect.rmax_rps, 0.3);
-  Result<std::string> text = capdata::ReadFileToString(path);
+  Result<std::string> text = ReadWholeFile(path);
   ASSERT_TRUE(text.ok()) << text.status().ToString();
   const std::string original = *text;
   Result<std::string> spliced = SpliceRowExpectation(original, updated, path);

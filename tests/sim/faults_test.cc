@@ -47,7 +47,9 @@ TEST(FaultsTest, BadFilesNameFileLineAndKey) {
     EXPECT_NE(p.status().message().find(c.fragment), std::string::npos)
         << c.file << ": " << p.status().message();
   }
-  EXPECT_EQ(FaultPlan::Load(Data("nope.yaml")).status().code(), Status::Code::kIoError);
+  const Status missing = FaultPlan::Load(Data("nope.yaml")).status();
+  EXPECT_EQ(missing.code(), Status::Code::kNotFound);
+  EXPECT_NE(missing.message().find("nope.yaml"), std::string::npos) << missing.message();
 }
 
 TEST(FaultsTest, SelectorsByIndexPromptAndFromRequest) {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 
+#include "capq/file_io.h"
 #include "capq/cli/args.h"
 #include "capq/cli/commands.h"
 #include "capq/clock.h"
@@ -346,7 +347,7 @@ QualifyOptions RowOptions(const Row& row, const QualifyCommand& c, const std::st
 // --update: the row file itself with the new expectation spliced in. Appends what happened to
 // `row_note`; a failure is said on stderr and counts as could not run.
 void UpdateInPlace(const Row& row, const Row& updated, std::string* row_note, int* exit_code) {
-  Result<std::string> original = capdata::ReadFileToString(row.source_path);
+  Result<std::string> original = ReadWholeFile(row.source_path);
   Result<std::string> spliced = original.ok()
                                     ? SpliceRowExpectation(*original, updated, row.source_path)
                                     : Result<std::string>(original.status());

@@ -7,6 +7,7 @@
 
 #include "capq/cli/args.h"
 #include "capq/cli/commands.h"
+#include "capq/file_io.h"
 #include "capq/model/traffic.h"
 
 namespace capq::cli {
@@ -21,12 +22,10 @@ constexpr const char* kUsage =
     "  --out FILE    write the samples there (default: none, summary only)\n";
 
 Result<std::vector<TrafficSample>> ReadExport(const std::string& path, const std::string& cls) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound(path + ": cannot read");
-  std::ostringstream text;
-  text << in.rdbuf();
+  Result<std::string> text = ReadWholeFile(path);
+  if (!text.ok()) return text.status();
   const std::string stem = cls.empty() ? std::filesystem::path(path).stem().string() : cls;
-  return ImportTraffic(text.str(), path, stem);
+  return ImportTraffic(*text, path, stem);
 }
 
 }  // namespace

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "capq/file_io.h"
+
 namespace capq::engine {
 namespace {
 
@@ -235,12 +237,9 @@ Result<EngineProfile> ParseProfile(const std::string& yaml_text, const std::stri
 }
 
 Result<EngineProfile> LoadProfile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound(path + ": cannot open profile");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) return Status::IoError(path + ": read failed");
-  return ParseProfile(buf.str(), path);
+  Result<std::string> text = ReadWholeFile(path);
+  if (!text.ok()) return text.status().WithContext("the engine profile");
+  return ParseProfile(*text, path);
 }
 
 std::string CanonicalProfileJson(const EngineProfile& p) {

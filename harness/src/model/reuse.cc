@@ -7,6 +7,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "capq/file_io.h"
 #include "capq/hash.h"
 
 namespace capq {
@@ -102,11 +103,9 @@ Result<std::vector<std::vector<TurnShape>>> ParseTrajectory(const std::string& t
 }
 
 Result<std::vector<std::vector<TurnShape>>> LoadTrajectory(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound(path + ": cannot read the trajectory file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseTrajectory(text.str(), path);
+  Result<std::string> text = ReadWholeFile(path);
+  if (!text.ok()) return text.status().WithContext("the trajectory file");
+  return ParseTrajectory(*text, path);
 }
 
 std::vector<std::vector<TurnShape>> SessionShapes(const Row& row, int concurrency, uint64_t seed) {

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "capq/file_io.h"
 #include "capq/model/row_loader.h"
 #include "row_reader_internal.h"
 
@@ -37,18 +38,12 @@ bool ReadFile(const std::string& path, std::string* text, RowError* error) {
         ec ? "cannot read the file size: " + ec.message() : "file larger than 1 MiB: not a row";
     return false;
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error->message = "cannot open the file";
+  Result<std::string> read = ReadWholeFile(path);
+  if (!read.ok()) {
+    error->message = read.status().message();
     return false;
   }
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) {
-    error->message = "cannot read the file";
-    return false;
-  }
-  *text = buf.str();
+  *text = std::move(*read);
   return true;
 }
 

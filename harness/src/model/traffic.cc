@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "capq/file_io.h"
+
 namespace capq {
 namespace {
 
@@ -142,11 +144,9 @@ Result<std::vector<TrafficSample>> ParseTraffic(const std::string& text, const s
 }
 
 Result<std::vector<TrafficSample>> LoadTraffic(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound(path + ": cannot read the traffic file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseTraffic(text.str(), path);
+  Result<std::string> text = ReadWholeFile(path);
+  if (!text.ok()) return text.status().WithContext("the traffic file");
+  return ParseTraffic(*text, path);
 }
 
 std::string TrafficSampleToJsonLine(const TrafficSample& s) {

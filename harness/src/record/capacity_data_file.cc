@@ -1,8 +1,4 @@
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
-
+#include "capq/file_io.h"
 #include "capq/record/artifacts.h"
 #include "capq/record/capacity_data.h"
 
@@ -10,21 +6,8 @@ namespace capq {
 
 using nlohmann::json;
 
-namespace capdata {
-
-Result<std::string> ReadFileToString(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::IoError(path + ": cannot open: " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Status::IoError(path + ": read failed");
-  return ss.str();
-}
-
-}  // namespace capdata
-
 Result<CapacityData> ReadCapacityData(const std::string& path) {
-  auto text = capdata::ReadFileToString(path);
+  auto text = ReadWholeFile(path);
   if (!text.ok()) return text.status();
   json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Status::InvalidArgument(path + ": not valid JSON");

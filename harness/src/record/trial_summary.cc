@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "capacity_data_internal.h"
+#include "capq/file_io.h"
 #include "capq/record/capacity_data.h"
 
 namespace capq {
@@ -361,7 +362,7 @@ std::string TrialFile(const std::string& dir, const char* name) {
 // The file `name` of the trial directory as a JSON object; nullopt when it is missing or is not
 // one.
 std::optional<json> OptionalObject(const std::string& dir, const char* name) {
-  Result<std::string> text = capdata::ReadFileToString(TrialFile(dir, name));
+  Result<std::string> text = ReadWholeFile(TrialFile(dir, name));
   if (!text.ok()) return std::nullopt;
   json j = json::parse(*text, nullptr, false);
   if (!j.is_object()) return std::nullopt;
@@ -393,12 +394,12 @@ void ExtrasFromDir(const std::string& dir, TrialSummary* t) {
       }
     }
   }
-  if (auto c = capdata::ReadFileToString(TrialFile(dir, "command.txt")); c.ok()) {
+  if (auto c = ReadWholeFile(TrialFile(dir, "command.txt")); c.ok()) {
     std::string s = *c;
     while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
     t->command = s;
   }
-  if (auto c = capdata::ReadFileToString(TrialFile(dir, "SHA256SUMS")); c.ok()) {
+  if (auto c = ReadWholeFile(TrialFile(dir, "SHA256SUMS")); c.ok()) {
     t->sha256sums = *c;
   }
 }
@@ -408,7 +409,7 @@ void ExtrasFromDir(const std::string& dir, TrialSummary* t) {
 Result<TrialSummary> ReadTrialDir(const std::string& dir) {
   TrialSummary t;
   t.dir = dir;
-  auto vtext = capdata::ReadFileToString(TrialFile(dir, "verdict.json"));
+  auto vtext = ReadWholeFile(TrialFile(dir, "verdict.json"));
   if (!vtext.ok()) return vtext.status();
   json v = json::parse(*vtext, nullptr, false);
   if (v.is_discarded() || !v.is_object()) {
@@ -417,7 +418,7 @@ Result<TrialSummary> ReadTrialDir(const std::string& dir) {
   Result<StoredVerdict> stored = VerdictFromJson(v);
   if (!stored.ok()) return stored.status().WithContext(dir);
   CAPQ_RETURN_IF_ERROR(SummaryFromVerdict(*stored, &t).WithContext(dir + "/verdict.json"));
-  if (auto mtext = capdata::ReadFileToString(TrialFile(dir, "metrics.json")); mtext.ok()) {
+  if (auto mtext = ReadWholeFile(TrialFile(dir, "metrics.json")); mtext.ok()) {
     json m = json::parse(*mtext, nullptr, false);
     if (m.is_discarded() || !m.is_object()) {
       return Status::InvalidArgument(dir + "/metrics.json: not a JSON object");

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "capq/file_io.h"
 #include "capq/sim/tokenizer.h"
 
 namespace capq::sim {
@@ -277,11 +278,9 @@ bool RequestFaults::any() const {
 }
 
 Result<FaultPlan> FaultPlan::Load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::IoError("cannot read faults file " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return Parse(ss.str(), path);
+  Result<std::string> text = ReadWholeFile(path);
+  if (!text.ok()) return text.status().WithContext("the faults file");
+  return Parse(*text, path);
 }
 
 Result<FaultPlan> FaultPlan::Parse(const std::string& text, const std::string& source) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "capq/file_io.h"
 #include "capq/status.h"
 
 namespace capq {
@@ -23,14 +24,6 @@ inline constexpr const char* kMetricsSchema = "capq/metrics/v1";
 inline constexpr const char* kIdentitySchema = "capq/identity/v1";
 inline constexpr const char* kServerInfoSchema = "capq/server_info/v1";
 
-// Whether WriteFileAtomic first creates the folders above `path` that are missing.
-enum class ParentDirs { kMustExist, kCreate };
-
-// Writes `bytes` to `path` through a temporary file in the same folder: write, fsync, rename,
-// fsync the folder. A reader sees the old file or the new one, never a part.
-Status WriteFileAtomic(const std::string& path, const std::string& bytes,
-                       ParentDirs parents = ParentDirs::kMustExist);
-Result<std::string> ReadWholeFile(const std::string& path);
 Result<std::string> FileSha256Hex(const std::string& path);
 
 // Stages a trial directory next to its final place and renames it there on Commit().

@@ -351,8 +351,4 @@ Result<CapacityData> CapacityDataFromJson(const nlohmann::json& j);
 Result<CapacityData> ReadCapacityData(const std::string& path);
 Status WriteCapacityData(const std::string& path, const CapacityData& d);
 
-namespace capdata {
-Result<std::string> ReadFileToString(const std::string& path);
-}  // namespace capdata
-
 }  // namespace capq
