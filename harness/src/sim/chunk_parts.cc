@@ -40,13 +40,16 @@ void BuildLlamacppParts(const StreamVariation& v, ChunkParts* p) {
   const std::string role = v.role_every_delta ? "\"role\":\"assistant\"," : "";
   p->role_choice = "{\"finish_reason\":" + FinishValue(FinishKind::kNone, v) +
                    ",\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null}}";
+  const auto open = [&](FinishKind k, const char* index) {
+    return "{\"finish_reason\":" + FinishValue(k, v) + ",\"index\":" + index + ",\"delta\":{";
+  };
   for (FinishKind k : {FinishKind::kNone, FinishKind::kLength, FinishKind::kStop}) {
     const int i = static_cast<int>(k);
-    const std::string fr = "{\"finish_reason\":" + FinishValue(k, v) + ",\"index\":0,\"delta\":{";
-    p->content_open[i] = fr + role + "\"content\":\"";
+    p->content_open[i] = open(k, "0") + role + "\"content\":\"";
     p->content_close[i] = "\"}}";
-    p->finish_choice[i] = fr + "}}";
+    p->finish_choice[i] = open(k, "0") + "}}";
   }
+  p->content_open_index1 = open(FinishKind::kNone, "1") + role + "\"content\":\"";
 }
 
 void BuildOpenAiParts(const DialectSpec& spec, const StreamVariation& v, ChunkParts* p) {
@@ -58,12 +61,14 @@ void BuildOpenAiParts(const DialectSpec& spec, const StreamVariation& v, ChunkPa
   p->role_choice = "{\"index\":0,\"delta\":{" + lead + "\"role\":\"assistant\",\"content\":" +
                    (spec.role_content_null ? "null" : "\"\"") + "}" +
                    ChoiceTail(spec, v, FinishKind::kNone);
+  const std::string content = lead + role + "\"content\":\"";
   for (FinishKind k : {FinishKind::kNone, FinishKind::kLength, FinishKind::kStop}) {
     const int i = static_cast<int>(k);
-    p->content_open[i] = "{\"index\":0,\"delta\":{" + lead + role + "\"content\":\"";
+    p->content_open[i] = "{\"index\":0,\"delta\":{" + content;
     p->content_close[i] = "\"}" + ChoiceTail(spec, v, k);
     p->finish_choice[i] = "{\"index\":0,\"delta\":{" + reasoning + "}" + ChoiceTail(spec, v, k);
   }
+  p->content_open_index1 = "{\"index\":1,\"delta\":{" + content;
 }
 
 }  // namespace
@@ -75,10 +80,6 @@ ChunkParts BuildChunkParts(const DialectSpec& spec, const StreamVariation& v) {
   } else {
     BuildOpenAiParts(spec, v, &p);
   }
-  // wrong_index fault: the same content choice naming index 1.
-  p.content_open_index1 = p.content_open[0];
-  const size_t at = p.content_open_index1.find("\"index\":0");
-  if (at != std::string::npos) p.content_open_index1[at + 8] = '1';
   const char* with_null = ",\"usage\":null}";
   switch (v.usage_key) {
     case UsageKey::kNull:
