@@ -118,19 +118,20 @@ bool Run::StopOn(const TrialSummary& t) {
   if (t.outcome == TrialOutcome::kCorrectnessFail) {
     q_.status = QualifyStatus::kCorrectnessFail;
     q_.failed_gate = FailedGateNames(t);
-    q_.message = "correctness gate " + q_.failed_gate + " failed at " + L(t.concurrency) + " (" +
-                 t.phase + " trial " + std::to_string(t.trial) + "): " + Reasons(t) +
+    q_.message = "correctness gate " + q_.failed_gate + " failed at " + LevelLabel(t.concurrency) +
+                 " (" + t.phase + " trial " + std::to_string(t.trial) + "): " + Reasons(t) +
                  " — a broken stream is not an SLO result; fix the server before qualifying";
     return true;
   }
   if (t.outcome == TrialOutcome::kInterrupted || Cancelled()) {
     q_.status = QualifyStatus::kInterrupted;
-    q_.message = "interrupted during " + t.phase + " at " + L(t.concurrency);
+    q_.message = "interrupted during " + t.phase + " at " + LevelLabel(t.concurrency);
     return true;
   }
   if (t.outcome != TrialOutcome::kPass && t.outcome != TrialOutcome::kSloFail) {
     q_.status = QualifyStatus::kCouldNotRun;
-    q_.message = t.phase + " trial at " + L(t.concurrency) + " could not run: " + Reasons(t);
+    q_.message =
+        t.phase + " trial at " + LevelLabel(t.concurrency) + " could not run: " + Reasons(t);
     return true;
   }
   return false;
@@ -156,8 +157,8 @@ void Run::Execute() {
 
 const TrialSummary* Run::RunBaseline() {
   BeginPhase("baseline");
-  Say("baseline: " + L(1) + " with " + std::to_string(row_.warmup.requests) + " warm-ups, " +
-      MeasuredText(row_, 1));
+  Say("baseline: " + LevelLabel(1) + " with " + std::to_string(row_.warmup.requests) +
+      " warm-ups, " + MeasuredText(row_, 1));
   const TrialSummary& base = RunOne("baseline", 1, 1, "baseline");
   EndPhase();
   Say("baseline: " + Brief(base) + Fmt(" (%.1f s)", base.wall_s));
@@ -185,8 +186,9 @@ std::optional<int> Run::Locate(const TrialSummary& base) {
   if (!Probe(&loc)) return std::nullopt;
   EndPhase();
   if (!AtBoundary(loc, base)) return std::nullopt;
-  Say("locate: adjacent pair " + L(loc.last_pass()) + " pass, " + L(loc.first_fail()) +
-      " fail after " + std::to_string(loc.probes_used()) + " probes");
+  Say("locate: adjacent pair " + LevelLabel(loc.last_pass()) + " pass, " +
+      LevelLabel(loc.first_fail()) + " fail after " + std::to_string(loc.probes_used()) +
+      " probes");
   return loc.last_pass();
 }
 
@@ -202,10 +204,10 @@ bool Run::Probe(Locator* loc) {
     int lo = loc->last_pass(), hi = loc->first_fail();
     int left = hi ? static_cast<int>(std::ceil(std::log2(std::max(2, hi - lo)))) : 2;
     std::string move = ProbeMove(*loc, *next);
-    Say("locate: probe " + std::to_string(probe_no) + " at " + L(*next) + " (" + move + ")" +
-        Eta(left));
+    Say("locate: probe " + std::to_string(probe_no) + " at " + LevelLabel(*next) + " (" + move +
+        ")" + Eta(left));
     const TrialSummary& t = RunOne("probe", *next, 1, move);
-    Say("locate: " + L(*next) + " " + Brief(t) + Fmt(" (%.1f s)", t.wall_s));
+    Say("locate: " + LevelLabel(*next) + " " + Brief(t) + Fmt(" (%.1f s)", t.wall_s));
     if (StopOn(t)) {
       EndPhase();
       return false;
@@ -227,7 +229,7 @@ bool Run::AtBoundary(const Locator& loc, const TrialSummary& base) {
   switch (loc.state()) {
     case Locator::State::kFailsAtOne:
       q_.status = QualifyStatus::kFailsAtOne;
-      q_.message = row_.open_loop() ? L(1) + " fails (" + DecidedBy(base) +
+      q_.message = row_.open_loop() ? LevelLabel(1) + " fails (" + DecidedBy(base) +
                                           "): no rate meets the row's gates, not even one step"
                                     : "C=1 misses the SLO (" + DecidedBy(base) +
                                           "): no concurrency meets it on this row";
@@ -235,8 +237,8 @@ bool Run::AtBoundary(const Locator& loc, const TrialSummary& base) {
     case Locator::State::kNoFailUpToCap:
       q_.status = QualifyStatus::kNoFailUpToCap;
       q_.operating_point = loc.last_pass();
-      q_.message = "every probe up to " + L(opt_.max_concurrency) + " passed: " + scale_.Max() +
-                   " >= " + scale_.Value(opt_.max_concurrency) +
+      q_.message = "every probe up to " + LevelLabel(opt_.max_concurrency) +
+                   " passed: " + scale_.Max() + " >= " + scale_.Value(opt_.max_concurrency) +
                    (row_.open_loop() ? " (not a claim; raise --max-concurrency, the highest "
                                        "level in rate steps, to find the boundary)"
                                      : " (not a claim; raise --max-concurrency to find the "
@@ -288,9 +290,10 @@ void Run::RefinePrediction(const TrialSummary& probe, Locator* loc) {
   }
   TakePrediction(*p);
   q_.refined_cmax = p->cmax;
-  q_.prediction_note += "; refined on the probe at " + L(probe.concurrency) + ": " + p->note;
+  q_.prediction_note +=
+      "; refined on the probe at " + LevelLabel(probe.concurrency) + ": " + p->note;
   if (p->cmax) loc->SetPrediction(std::min(*p->cmax, opt_.max_concurrency));
-  Say("predict: refined on the probe at " + L(probe.concurrency) + "'s ITL: " + p->note);
+  Say("predict: refined on the probe at " + LevelLabel(probe.concurrency) + "'s ITL: " + p->note);
 }
 
 void Run::Interrupt(const std::string& phase) {
@@ -329,7 +332,7 @@ bool Run::CheckBaseline(const TrialSummary& base) {
   q_.status = QualifyStatus::kBaselineMismatch;
   std::string what;
   for (const auto& o : off) what += (what.empty() ? "" : "; ") + o;
-  q_.message = L(1) + " baseline outside expect.baseline: " + what +
+  q_.message = LevelLabel(1) + " baseline outside expect.baseline: " + what +
                " — check the image, checkpoint, attention backend, graph path and speculative "
                "settings before searching";
   return false;

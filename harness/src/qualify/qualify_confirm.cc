@@ -37,10 +37,10 @@ bool Run::FillTo(int c, int n, int c_up, int n_up) {
       }
       int k = count(side) + 1;
       ++done;
-      Say("confirm " + std::to_string(done) + "/" + std::to_string(total) + ": " + L(side) +
-          " trial " + std::to_string(k) + Eta(total - done + 1));
+      Say("confirm " + std::to_string(done) + "/" + std::to_string(total) + ": " +
+          LevelLabel(side) + " trial " + std::to_string(k) + Eta(total - done + 1));
       const TrialSummary& t = RunOne("confirm", side, k, "");
-      Say("confirm: " + L(side) + " trial " + std::to_string(k) + " " + Brief(t) +
+      Say("confirm: " + LevelLabel(side) + " trial " + std::to_string(k) + " " + Brief(t) +
           Fmt(" (%.1f s)", t.wall_s));
       if (StopOn(t)) return false;
     }
@@ -60,7 +60,8 @@ void Run::Confirm(int c) {
       q_.cmax = c;
     }
     q_.operating_point = c;
-    q_.message = "every " + L(c) + " trial passed and every " + L(c + 1) + " trial failed";
+    q_.message =
+        "every " + LevelLabel(c) + " trial passed and every " + LevelLabel(c + 1) + " trial failed";
     return;
   }
   Lower(c);
@@ -70,13 +71,14 @@ void Run::Lower(int c) {
   auto low = q_.Trials("confirm", c);
   auto high = q_.Trials("confirm", c + 1);
   // Overlap: measure the noise with more trials on both sides, then never round upward.
-  Say("confirm: sides overlap (" + L(c) + " " + SideWord(low) + ", " + L(c + 1) + " " +
-      SideWord(high) + "); extending to " + std::to_string(max_per_side_) + " trials per side");
+  Say("confirm: sides overlap (" + LevelLabel(c) + " " + SideWord(low) + ", " + LevelLabel(c + 1) +
+      " " + SideWord(high) + "); extending to " + std::to_string(max_per_side_) +
+      " trials per side");
   if (!FillTo(c, max_per_side_, c + 1, max_per_side_)) return;
   low = q_.Trials("confirm", c);
   high = q_.Trials("confirm", c + 1);
-  std::string noise = L(c) + " passed " + std::to_string(Passes(low)) + " of " +
-                      std::to_string(low.size()) + " trials, " + L(c + 1) + " passed " +
+  std::string noise = LevelLabel(c) + " passed " + std::to_string(Passes(low)) + " of " +
+                      std::to_string(low.size()) + " trials, " + LevelLabel(c + 1) + " passed " +
                       std::to_string(Passes(high)) + " of " + std::to_string(high.size());
   int candidate = c;
   int steps = 0;
@@ -86,20 +88,20 @@ void Run::Lower(int c) {
     if (candidate <= 1 || steps >= opt_.max_steps_down) {
       q_.status = QualifyStatus::kLowered;
       q_.operating_point.reset();
-      q_.message = "noisy boundary (" + noise + ") and no level down to " + L(candidate) +
+      q_.message = "noisy boundary (" + noise + ") and no level down to " + LevelLabel(candidate) +
                    " passed every trial: no operating point";
       return;
     }
     --candidate;
     ++steps;
-    Say("confirm: moving down to " + L(candidate));
+    Say("confirm: moving down to " + LevelLabel(candidate));
     if (!FillTo(candidate, trials_, 0, 0)) return;
   }
   q_.status = QualifyStatus::kLowered;
   q_.operating_point = candidate;
-  q_.message = "noisy boundary: " + noise + ". Operating point " + L(candidate) +
+  q_.message = "noisy boundary: " + noise + ". Operating point " + LevelLabel(candidate) +
                " (every trial passed); it is not a proven " + scale_.Max() + " because " +
-               L(candidate + 1) + " did not fail every trial";
+               LevelLabel(candidate + 1) + " did not fail every trial";
 }
 
 }  // namespace capq::qualify_internal

@@ -48,7 +48,7 @@ class Run {
   void QualifyFurtherTiers();
 
   // "C=6" or "R=1.25 rps": every line below names a level this way.
-  std::string L(int level) const { return scale_.Label(level); }
+  std::string LevelLabel(int level) const { return scale_.Label(level); }
 
   void Say(const std::string& line) const {
     if (opt_.progress) opt_.progress(q_.row.id + ": " + line);
