@@ -256,6 +256,33 @@ TEST(ProbeCheckTest, AnEditedRecordingShowsItsEditAndFails) {
 }
 
 // llama.cpp's dialect claims its chunks' key order; SGLang's does not.
+// A live llama-server of a later build (b10587, recorded by capq probe: the corpus's README) writes
+// meta.vocab_type as a bool and has chat_template_caps.supports_reasoning_effort. The check starts
+// the dialect as the build the corpus names, so the corpus passes; the same answers named as
+// b9749 are held to b9749's shapes and show both differences.
+TEST(ProbeCheckTest, ALaterLlamacppBuildIsCheckedAgainstTheShapesOfItsBuild) {
+  const fs::path recorded = kSource + "/tests/data/conformance/llamacpp_b10587";
+  std::string out;
+  EXPECT_EQ(Check(recorded, capq::sim::Dialect::kLlamacpp, &out), 0) << out;
+  EXPECT_NE(out.find("32 exchanges compared with capq's llamacpp dialect: 0 differences"),
+            std::string::npos)
+      << out;
+  const fs::path dir = FreshDir("b9749-named");
+  fs::copy(recorded, dir, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  const std::string props = Read(dir / "03-props.resp");
+  Write(dir / "03-props.resp", EditBody(props, [](std::string body) {
+          return ReplaceAll(body, "\"build_info\":\"b10587-", "\"build_info\":\"b9749-");
+        }));
+  EXPECT_EQ(Check(dir, capq::sim::Dialect::kLlamacpp, &out), 1) << out;
+  EXPECT_NE(out.find("02-v1-models.resp: $.data[].meta.vocab_type: recorded bool, capq number"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("03-props.resp: $.chat_template_caps.supports_reasoning_effort: recorded "
+                     "bool, capq absent"),
+            std::string::npos)
+      << out;
+}
+
 TEST(ProbeCheckTest, KeyOrderIsComparedWhereTheDialectClaimsIt) {
   for (const auto& [engine, d, differs] :
        {std::tuple{"llamacpp", capq::sim::Dialect::kLlamacpp, true},

@@ -94,6 +94,10 @@ int Check(const ArgParser& p, const std::string& dir) {
   so.profile_path =
       p.GetOr("profile", e->dialect == Engine::kLlamacpp ? "rows/sim/profiles/llamacpp_tiny.yaml"
                                                          : "rows/sim/profiles/small.yaml");
+  if (e->dialect == Engine::kLlamacpp) {
+    // The dialect sends the shapes of the build the corpus was recorded from.
+    if (const int build = CorpusLlamacppBuild(dir); build > 0) so.llamacpp_build = build;
+  }
   auto server = sim::SimServer::Start(so);
   if (!server.ok()) {
     std::fprintf(stderr, "capq probe: the simulator did not start (%s); pass --profile FILE\n",

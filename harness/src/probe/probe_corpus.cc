@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -187,6 +188,25 @@ Result<std::vector<CorpusExchange>> LoadCorpus(const std::string& dir) {
 }  // namespace capq::probe
 
 namespace capq {
+
+int CorpusLlamacppBuild(const std::string& dir) {
+  std::istringstream in(
+      probe::ReadFileBytes((std::filesystem::path(dir) / "MANIFEST.jsonl").string()));
+  std::string line;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || j.value("request", "") != "GET /props") continue;
+    const auto files = j.value("files", std::vector<std::string>{});
+    if (files.size() < 2) return 0;
+    const probe::ParsedResponse r = probe::ParseResponse(
+        probe::ReadFileBytes((std::filesystem::path(dir) / files[1]).string()));
+    const nlohmann::json props = nlohmann::json::parse(r.body, nullptr, false);
+    const std::string build = props.is_object() ? props.value("build_info", "") : "";
+    if (build.size() < 2 || build[0] != 'b') return 0;
+    return std::atoi(build.c_str() + 1);
+  }
+  return 0;
+}
 
 Result<ProbeEngine> CorpusEngine(const std::string& dir) {
   std::istringstream in(

@@ -48,6 +48,21 @@ std::string TemplateSource(const ChatTemplate& t) {
   return out;
 }
 
+// b10587 added supports_reasoning_effort (common/jinja/caps.cpp; recorded, conformance/
+// llamacpp_b10587/03-props.resp); b9749 had the other eight (conformance/llamacpp/04).
+json TemplateCaps(int build) {
+  json caps = {{"supports_object_arguments", false},
+               {"supports_parallel_tool_calls", false},
+               {"supports_preserve_reasoning", false},
+               {"supports_string_content", true},
+               {"supports_system_role", false},
+               {"supports_tool_calls", false},
+               {"supports_tools", false},
+               {"supports_typed_content", false}};
+  if (build >= 10587) caps["supports_reasoning_effort"] = false;
+  return caps;
+}
+
 }  // namespace
 
 void SimServer::Impl::HandleProps(evhttp_request* req) {
@@ -67,15 +82,7 @@ void SimServer::Impl::HandleProps(evhttp_request* req) {
       {"ui", false},
       {"ui_settings", json::object()},
       {"chat_template", TemplateSource(tmpl)},
-      {"chat_template_caps",
-       {{"supports_object_arguments", false},
-        {"supports_parallel_tool_calls", false},
-        {"supports_preserve_reasoning", false},
-        {"supports_string_content", true},
-        {"supports_system_role", false},
-        {"supports_tool_calls", false},
-        {"supports_tools", false},
-        {"supports_typed_content", false}}},
+      {"chat_template_caps", TemplateCaps(opts.llamacpp_build)},
       {"bos_token", tmpl.bos ? std::string(kBosText) : std::string()},
       {"eos_token", "<|endoftext|>"},
       {"build_info", kSimFingerprint},
@@ -279,7 +286,10 @@ void SimServer::Impl::HandleLlamacppModels(evhttp_request* req) {
                          {"families", json::array({""})},
                          {"parameter_size", ""},
                          {"quantization_level", ""}}}};
-  const json meta = {{"vocab_type", 1},
+  // vocab_type is the vocabulary's enum (ts/server-context.cpp meta.model_vocab_type): b9749
+  // wrote it as 1 (conformance/llamacpp/03), b10587 as true (conformance/llamacpp_b10587/02).
+  const json vocab_type = opts.llamacpp_build >= 10587 ? json(true) : json(1);
+  const json meta = {{"vocab_type", vocab_type},
                      {"n_vocab", 32064},
                      {"n_ctx", profile.context_length},
                      {"n_ctx_train", profile.context_length},

@@ -58,6 +58,12 @@ struct ServerOptions {
   // servers (variations.h), from this seed and its index; otherwise the dialect's own.
   bool varied = false;
   uint64_t variation_seed = 1;
+  // The llama.cpp build whose /props and /v1/models shapes the llamacpp dialect sends, where
+  // builds differ (recorded): below 10587, b9749's (tests/data/conformance/llamacpp:
+  // meta.vocab_type an integer); from 10587, b10587's (tests/data/conformance/llamacpp_b10587:
+  // vocab_type a bool, chat_template_caps.supports_reasoning_effort). capq probe --check sets the
+  // corpus's.
+  int llamacpp_build = 9749;
 };
 
 // The simulator a sim row names: its profile, time scale and dialect (identity.sim_dialect).
