@@ -7,8 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "qualify_test_util.h"
+
 namespace capq {
 namespace {
+
+using testing::QueueGrew;
 
 SloCheck Ttft(double measured_ms, double below_ms = 2500) {
   return SloCheck{"ttft", 95, below_ms, measured_ms, measured_ms < below_ms};
@@ -123,22 +127,6 @@ TEST(DecidingGateTest, AVerdictNamesItsGateOnlyWhenLatencyDecidedIt) {
 
 // ---- Rate rows: a trial that met every SLO gate but not a stability gate was decided by it.
 
-// A queue that grew: the client's in-flight count over the last third against its bound.
-GateMiss Queue(double last, double bound) {
-  GateMiss m;
-  m.gate = "queue_bounded";
-  m.subject = "client in-flight";
-  m.value = last;
-  m.bound = bound;
-  char text[160];
-  std::snprintf(text, sizeof text,
-                "queue_bounded: client in-flight last third %.4g > %.4g (first third 3.1 x 1.25 + "
-                "2)",
-                last, bound);
-  m.text = text;
-  return m;
-}
-
 // A TTFT p95 that drifted, in milliseconds.
 GateMiss Drift(double last_ms, double bound_ms) {
   GateMiss m;
@@ -160,7 +148,7 @@ TrialSummary Unstable(std::vector<SloCheck> slo, std::vector<GateMiss> misses) {
 }
 
 TEST(DecidingGateTest, AStabilityGateDecidesATrialThatMetEverySloGate) {
-  const GateMiss queue = Queue(14.2, 5.9);
+  const GateMiss queue = QueueGrew(14.2, 5.9);
   TrialSummary t = Unstable({Ttft(2100)}, {queue});
   ASSERT_NE(DecidingStabilityFailure(t), nullptr);
   EXPECT_EQ(DecidingGateText(t), queue.text);
@@ -197,9 +185,9 @@ TEST(DecidingGateTest, AMissWithoutFiguresIsNamedByItsGateAndSubject) {
 }
 
 TEST(DecidingGateTest, ASideThatFailedAStabilityGateIsNamedByIt) {
-  std::vector<TrialSummary> ts = {Unstable({Ttft(2100)}, {Queue(14.2, 5.9)}),
-                                  Unstable({Ttft(2200)}, {Queue(13.1, 5.1), Drift(3200, 2100)}),
-                                  Unstable({Ttft(2050)}, {Queue(15, 6)})};
+  std::vector<TrialSummary> ts = {Unstable({Ttft(2100)}, {QueueGrew(14.2, 5.9)}),
+                                  Unstable({Ttft(2200)}, {QueueGrew(13.1, 5.1), Drift(3200, 2100)}),
+                                  Unstable({Ttft(2050)}, {QueueGrew(15, 6)})};
   SideGates s = DecideSide(Side(ts));
   EXPECT_TRUE(s.uniform);
   EXPECT_EQ(s.gate, nullptr);

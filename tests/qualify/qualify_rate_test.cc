@@ -16,6 +16,7 @@ namespace capq {
 namespace {
 
 using testing::FakeRow;
+using testing::QueueGrew;
 
 // ---- Rate rows: the same protocol over rate levels (level L sends L * rate_step_rps).
 
@@ -30,21 +31,6 @@ Row RateRow() {
   row.slo = {SloGate{SloMetric::kTtft, 95, 2500}};
   row.warmup.requests = 4;
   return row;
-}
-
-GateMiss QueueGrew(double last, double bound) {
-  GateMiss m;
-  m.gate = "queue_bounded";
-  m.subject = "client in-flight";
-  m.value = last;
-  m.bound = bound;
-  char buf[160];
-  std::snprintf(buf, sizeof buf,
-                "queue_bounded: client in-flight last third %.3g > %.3g (first third 3.1 x 1.25 + "
-                "2)",
-                last, bound);
-  m.text = buf;
-  return m;
 }
 
 // A rate server: TTFT grows with the rate and stays below its 2.5 s bound up to 1.75 rps, but from

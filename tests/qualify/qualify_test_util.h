@@ -2,6 +2,9 @@
 // trials with their seeds.
 #pragma once
 
+#include <cstdio>
+
+#include "capq/measurement/gate_miss.h"
 #include "capq/model/row.h"
 
 namespace capq::testing {
@@ -17,6 +20,23 @@ inline Row FakeRow() {
   row.trials.count = 3;
   row.trials.seeds = {101, 202, 303};
   return row;
+}
+
+// A rate trial's queue that grew: the client's in-flight count over the last third against its
+// bound, with the text the trial's verdict words it in.
+inline GateMiss QueueGrew(double last, double bound) {
+  GateMiss m;
+  m.gate = "queue_bounded";
+  m.subject = "client in-flight";
+  m.value = last;
+  m.bound = bound;
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "queue_bounded: client in-flight last third %.3g > %.3g (first third 3.1 x 1.25 + "
+                "2)",
+                last, bound);
+  m.text = buf;
+  return m;
 }
 
 }  // namespace capq::testing
