@@ -238,6 +238,13 @@ TEST(CapacityDataTest, OlderDataLoadsAndKeepsWhatDecidedItsTrials) {
   EXPECT_EQ(back->rows[1].trials[0].misses[0].gate, "queue_bounded");
   EXPECT_EQ(back->rows[1].trials[0].misses[0].value, 9);
   EXPECT_EQ(back->rows[1].trials[0].misses[0].bound, 4);
+  // A failed gate written as one "name: evidence" string (before FailedGate) still loads, whole.
+  trial["failed_gates"] = {"nonempty_deltas: 2 streams empty: m3, m9"};
+  back = CapacityDataFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->rows[1].trials[0].failed_gates.size(), 1u);
+  EXPECT_EQ(back->rows[1].trials[0].failed_gates[0].Text(),
+            "nonempty_deltas: 2 streams empty: m3, m9");
   // A rate trial keeps its level and rate under their own names.
   TrialSummary t;
   t.phase = "confirm";

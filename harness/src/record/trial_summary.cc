@@ -60,6 +60,12 @@ json FailedGatesToJson(const std::vector<FailedGate>& gates) {
 std::vector<FailedGate> FailedGatesFromJson(const json& a) {
   std::vector<FailedGate> out;
   for (const json& g : a) {
+    // Capacity data written before FailedGate kept "name: evidence" as one string: it is kept
+    // whole, as the gate's words, never split.
+    if (g.is_string()) {
+      out.push_back({g.get<std::string>(), ""});
+      continue;
+    }
     out.push_back({g.at("name").get<std::string>(), g.value("evidence", "")});
   }
   return out;

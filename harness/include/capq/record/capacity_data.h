@@ -60,7 +60,8 @@ ReuseFigures ReuseFiguresFromJson(const nlohmann::json& j);
 // A correctness gate a trial failed: its name ("nonempty_deltas") and its evidence.
 struct FailedGate {
   std::string name, evidence;
-  std::string Text() const { return name + ": " + evidence; }  // "nonempty_deltas: 2 streams ..."
+  // "nonempty_deltas: 2 streams empty: m3, m9"; the name alone without evidence.
+  std::string Text() const { return evidence.empty() ? name : name + ": " + evidence; }
   bool operator==(const FailedGate&) const = default;
 };
 
