@@ -226,6 +226,16 @@ TEST(CapacityDataTest, OlderDataLoadsAndKeepsWhatDecidedItsTrials) {
   auto back = CapacityDataFromJson(j);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_TRUE(back->rows[1].trials[0].misses.empty());
+  // A rate trial written before GateMiss listed its stability failures as strings: each is kept
+  // whole, with no figures read out of it.
+  trial["stability_failures"] = {"queue_bounded: client in-flight last third 9 > 4"};
+  back = CapacityDataFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->rows[1].trials[0].misses.size(), 1u);
+  EXPECT_EQ(back->rows[1].trials[0].misses[0].text,
+            "queue_bounded: client in-flight last third 9 > 4");
+  EXPECT_TRUE(std::isnan(back->rows[1].trials[0].misses[0].value));
+  trial.erase("stability_failures");
   trial["misses"] = {{{"gate", "queue_bounded"},
                       {"subject", "client in-flight"},
                       {"value", 9},

@@ -127,6 +127,15 @@ TrialSummary TrialFromJson(const json& j) {
   t.reasons = j.value("reasons", std::vector<std::string>{});
   t.failed_gates = FailedGatesFromJson(j.value("failed_gates", json::array()));
   t.misses = GateMissesFromJson(j.value("misses", json::array()));
+  // A rate trial written before GateMiss kept its stability failures as reason strings: each is
+  // kept whole, as the gate's words (no figures), never taken apart.
+  if (!j.contains("misses")) {
+    for (const auto& s : j.value("stability_failures", json::array())) {
+      GateMiss m;
+      m.gate = m.text = s.get<std::string>();
+      t.misses.push_back(std::move(m));
+    }
+  }
   t.queue_series = QueueSeriesFromJson(j.value("queue_series", json()));
   t.send_lateness_p99_ms = GetNum(j, "send_lateness_p99_ms");
   t.time_scale = Get<double>(j, "time_scale", 1.0);
