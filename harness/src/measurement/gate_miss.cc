@@ -1,16 +1,8 @@
 #include "capq/measurement/gate_miss.h"
 
+#include "capq/measurement/json_figure.h"
+
 namespace capq {
-
-namespace {
-
-nlohmann::json Num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
-
-double NumAt(const nlohmann::json& j, const char* key) {
-  return j.contains(key) && j.at(key).is_number() ? j.at(key).get<double>() : NAN;
-}
-
-}  // namespace
 
 GateMiss CapacityMiss(const GateResult& g, int judged) {
   GateMiss m;
@@ -24,8 +16,12 @@ GateMiss CapacityMiss(const GateResult& g, int judged) {
 nlohmann::json GateMissesToJson(const std::vector<GateMiss>& misses) {
   nlohmann::json a = nlohmann::json::array();
   for (const GateMiss& m : misses) {
-    nlohmann::json j = {{"gate", m.gate},        {"subject", m.subject}, {"value", Num(m.value)},
-                        {"bound", Num(m.bound)}, {"in_ms", m.in_ms},     {"text", m.text}};
+    nlohmann::json j = {{"gate", m.gate},
+                        {"subject", m.subject},
+                        {"value", FigureToJson(m.value)},
+                        {"bound", FigureToJson(m.bound)},
+                        {"in_ms", m.in_ms},
+                        {"text", m.text}};
     if (m.capacity()) {
       j["off"] = m.off;
       j["judged"] = m.judged;
@@ -41,8 +37,8 @@ std::vector<GateMiss> GateMissesFromJson(const nlohmann::json& a) {
     GateMiss m;
     m.gate = j.at("gate").get<std::string>();
     m.subject = j.value("subject", "");
-    m.value = NumAt(j, "value");
-    m.bound = NumAt(j, "bound");
+    m.value = FigureAt(j, "value");
+    m.bound = FigureAt(j, "bound");
     m.in_ms = j.value("in_ms", false);
     m.off = j.value("off", 0);
     m.judged = j.value("judged", 0);

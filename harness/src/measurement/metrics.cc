@@ -5,14 +5,12 @@
 #include <limits>
 #include <utility>
 
+#include "capq/measurement/json_figure.h"
+
 namespace capq {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-nlohmann::json Num(double v) {
-  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
-}
 
 // The percentile of values already sorted, NaN-free and non-empty, each read as at(i).
 template <typename At>
@@ -217,19 +215,15 @@ double SloValueMs(const TrialMetrics& t, const SloGate& gate) {
 }
 
 nlohmann::json DistributionToJson(const Distribution& d) {
-  return nlohmann::json{{"n", d.n},          {"min", Num(d.min)},  {"p50", Num(d.p50)},
-                        {"p90", Num(d.p90)}, {"p95", Num(d.p95)},  {"p99", Num(d.p99)},
-                        {"max", Num(d.max)}, {"mean", Num(d.mean)}};
+  return nlohmann::json{{"n", d.n},
+                        {"min", FigureToJson(d.min)},
+                        {"p50", FigureToJson(d.p50)},
+                        {"p90", FigureToJson(d.p90)},
+                        {"p95", FigureToJson(d.p95)},
+                        {"p99", FigureToJson(d.p99)},
+                        {"max", FigureToJson(d.max)},
+                        {"mean", FigureToJson(d.mean)}};
 }
-
-namespace {
-
-double NumAt(const nlohmann::json& j, const char* key) {
-  if (!j.contains(key) || j.at(key).is_null()) return kNaN;
-  return j.at(key).get<double>();
-}
-
-}  // namespace
 
 Distribution DistributionFromJson(const nlohmann::json& j) {
   Distribution d;
@@ -238,13 +232,13 @@ Distribution DistributionFromJson(const nlohmann::json& j) {
     return d;
   }
   d.n = j.value("n", size_t{0});
-  d.min = NumAt(j, "min");
-  d.p50 = NumAt(j, "p50");
-  d.p90 = NumAt(j, "p90");
-  d.p95 = NumAt(j, "p95");
-  d.p99 = NumAt(j, "p99");
-  d.max = NumAt(j, "max");
-  d.mean = NumAt(j, "mean");
+  d.min = FigureAt(j, "min");
+  d.p50 = FigureAt(j, "p50");
+  d.p90 = FigureAt(j, "p90");
+  d.p95 = FigureAt(j, "p95");
+  d.p99 = FigureAt(j, "p99");
+  d.max = FigureAt(j, "max");
+  d.mean = FigureAt(j, "mean");
   return d;
 }
 
@@ -264,17 +258,17 @@ TrialMetrics MetricsFromJson(const nlohmann::json& j) {
   t.chunk_gap_ms = dist("chunk_gap_ms");
   t.e2e_ms = dist("e2e_ms");
   t.scheduling_lag_ms = dist("scheduling_lag_ms");
-  t.tokens_per_chunk_mean = NumAt(j, "tokens_per_chunk_mean");
-  t.output_tok_s = NumAt(j, "output_tok_s");
-  t.request_per_s = NumAt(j, "request_per_s");
-  t.duration_s = NumAt(j, "duration_s");
+  t.tokens_per_chunk_mean = FigureAt(j, "tokens_per_chunk_mean");
+  t.output_tok_s = FigureAt(j, "output_tok_s");
+  t.request_per_s = FigureAt(j, "request_per_s");
+  t.duration_s = FigureAt(j, "duration_s");
   t.completion_tokens_total = j.value("completion_tokens_total", int64_t{0});
   t.prompt_tokens_min = j.value("prompt_tokens_min", int64_t{0});
   t.prompt_tokens_max = j.value("prompt_tokens_max", int64_t{0});
   for (const auto& v : j.value("ttft_ms_by_arrival", nlohmann::json::array())) {
     t.ttft_ms_by_arrival.push_back(v.is_number() ? v.get<double>() : kNaN);
   }
-  t.ttft_p95_steady_ms = NumAt(j, "ttft_p95_steady_ms");
+  t.ttft_p95_steady_ms = FigureAt(j, "ttft_p95_steady_ms");
   return t;
 }
 
@@ -290,17 +284,17 @@ nlohmann::json MetricsToJson(const TrialMetrics& t) {
   j["chunk_gap_ms"] = DistributionToJson(t.chunk_gap_ms);
   j["e2e_ms"] = DistributionToJson(t.e2e_ms);
   j["scheduling_lag_ms"] = DistributionToJson(t.scheduling_lag_ms);
-  j["tokens_per_chunk_mean"] = Num(t.tokens_per_chunk_mean);
-  j["output_tok_s"] = Num(t.output_tok_s);
-  j["request_per_s"] = Num(t.request_per_s);
-  j["duration_s"] = Num(t.duration_s);
+  j["tokens_per_chunk_mean"] = FigureToJson(t.tokens_per_chunk_mean);
+  j["output_tok_s"] = FigureToJson(t.output_tok_s);
+  j["request_per_s"] = FigureToJson(t.request_per_s);
+  j["duration_s"] = FigureToJson(t.duration_s);
   j["completion_tokens_total"] = t.completion_tokens_total;
   j["prompt_tokens_min"] = t.prompt_tokens_min;
   j["prompt_tokens_max"] = t.prompt_tokens_max;
   nlohmann::json arr = nlohmann::json::array();
-  for (double v : t.ttft_ms_by_arrival) arr.push_back(Num(v));
+  for (double v : t.ttft_ms_by_arrival) arr.push_back(FigureToJson(v));
   j["ttft_ms_by_arrival"] = std::move(arr);
-  j["ttft_p95_steady_ms"] = Num(t.ttft_p95_steady_ms);
+  j["ttft_p95_steady_ms"] = FigureToJson(t.ttft_p95_steady_ms);
   return j;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "capq/measurement/json_figure.h"
 #include "capq/measurement/metrics.h"
 #include "capq/text.h"
 
@@ -180,10 +181,13 @@ std::vector<std::string> StabilityVerdict::Failures() const {
 }
 
 nlohmann::json StabilityToJson(const StabilityVerdict& v) {
-  auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); };
   auto check = [&](const ThirdsCheck& c) {
-    return nlohmann::json{{"name", c.name},      {"known", c.known},      {"first", num(c.first)},
-                          {"last", num(c.last)}, {"bound", num(c.bound)}, {"passed", c.passed}};
+    return nlohmann::json{{"name", c.name},
+                          {"known", c.known},
+                          {"first", FigureToJson(c.first)},
+                          {"last", FigureToJson(c.last)},
+                          {"bound", FigureToJson(c.bound)},
+                          {"passed", c.passed}};
   };
   nlohmann::json lat = nlohmann::json::array();
   for (const ThirdsCheck& c : v.latency) lat.push_back(check(c));
@@ -201,10 +205,10 @@ nlohmann::json StabilityToJson(const StabilityVerdict& v) {
       {"server_queue", check(v.server_queue)},
       {"latency", std::move(lat)},
       {"send_lateness_ms",
-       {{"p50", num(v.send_lateness_p50_ms)},
-        {"p99", num(v.send_lateness_p99_ms)},
-        {"max", num(v.send_lateness_max_ms)},
-        {"bound", num(v.send_lateness_bound_ms)}}},
+       {{"p50", FigureToJson(v.send_lateness_p50_ms)},
+        {"p99", FigureToJson(v.send_lateness_p99_ms)},
+        {"max", FigureToJson(v.send_lateness_max_ms)},
+        {"bound", FigureToJson(v.send_lateness_bound_ms)}}},
       {"failures", v.Failures()},
       {"series", std::move(series)},
   };
@@ -212,18 +216,13 @@ nlohmann::json StabilityToJson(const StabilityVerdict& v) {
 
 namespace {
 
-double NumAt(const nlohmann::json& j, const char* key) {
-  if (!j.contains(key) || j.at(key).is_null()) return NAN;
-  return j.at(key).get<double>();
-}
-
 ThirdsCheck CheckFromJson(const nlohmann::json& j) {
   ThirdsCheck c;
   c.name = j.at("name").get<std::string>();
   c.known = j.at("known").get<bool>();
-  c.first = NumAt(j, "first");
-  c.last = NumAt(j, "last");
-  c.bound = NumAt(j, "bound");
+  c.first = FigureAt(j, "first");
+  c.last = FigureAt(j, "last");
+  c.bound = FigureAt(j, "bound");
   c.passed = j.at("passed").get<bool>();
   return c;
 }
@@ -236,10 +235,10 @@ StabilityVerdict StabilityFromJson(const nlohmann::json& j) {
   v.server_queue = CheckFromJson(j.at("server_queue"));
   for (const auto& c : j.at("latency")) v.latency.push_back(CheckFromJson(c));
   const nlohmann::json& late = j.at("send_lateness_ms");
-  v.send_lateness_p50_ms = NumAt(late, "p50");
-  v.send_lateness_p99_ms = NumAt(late, "p99");
-  v.send_lateness_max_ms = NumAt(late, "max");
-  v.send_lateness_bound_ms = NumAt(late, "bound");
+  v.send_lateness_p50_ms = FigureAt(late, "p50");
+  v.send_lateness_p99_ms = FigureAt(late, "p99");
+  v.send_lateness_max_ms = FigureAt(late, "max");
+  v.send_lateness_bound_ms = FigureAt(late, "bound");
   v.schedule_held = j.at("schedule_held").get<bool>();
   for (const auto& p : j.value("series", nlohmann::json::array())) {
     v.series.push_back({p.at(0).get<double>(), p.at(1).get<double>(),
