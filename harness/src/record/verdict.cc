@@ -58,8 +58,8 @@ int TrialVerdict::ExitCode() const {
 }
 
 std::string ClassMissText(const ClassVerdict& c, size_t i, const SloGate& gate) {
-  const std::string what =
-      "class " + c.name + ": p" + Fmt("%g", gate.percentile) + " " + SloMetricName(gate.metric);
+  const std::string what = "class " + c.name + ": p" + FormatShortest(gate.percentile) + " " +
+                           SloMetricName(gate.metric);
   const std::string bound = Fmt("%.1f", gate.below_ms) + " ms";
   if (!std::isfinite(c.gate_ms[i])) return what + ": nothing measured, so it is not below " + bound;
   return what + " " + Fmt("%.1f", c.gate_ms[i]) + " ms is not below " + bound;
