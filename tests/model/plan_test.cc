@@ -13,11 +13,11 @@
 namespace capq {
 namespace {
 
-PlanInputs Inputs(int concurrency, int trial, std::string phase = "confirm") {
+PlanInputs Inputs(int concurrency, int trial, QualifyPhase phase = QualifyPhase::kConfirm) {
   PlanInputs in;
   in.concurrency = concurrency;
   in.trial_index = trial;
-  in.phase = std::move(phase);
+  in.phase = phase;
   return in;
 }
 
@@ -100,12 +100,12 @@ TEST(MakeTrialPlan, StddevDrawsVaryAndStayPositive) {
 
 TEST(PlanJson, RoundTrips) {
   Row row = TestRow();
-  auto plan = MakeTrialPlan(row, Inputs(2, 2, "probe"));
+  auto plan = MakeTrialPlan(row, Inputs(2, 2, QualifyPhase::kProbe));
   ASSERT_TRUE(plan.ok());
   auto back = PlanFromJson(PlanToJson(*plan));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->seed, plan->seed);
-  EXPECT_EQ(back->phase, "probe");
+  EXPECT_EQ(back->phase, QualifyPhase::kProbe);
   ASSERT_EQ(back->measured.size(), plan->measured.size());
   EXPECT_EQ(back->measured[5].body, plan->measured[5].body);
   EXPECT_EQ(back->warmup[1].prompt.sha256, plan->warmup[1].prompt.sha256);
@@ -169,7 +169,6 @@ Row RateRow() {
   row.identity.served_model_name = "Model-X";
   row.workload.input_tokens = 40;
   row.workload.output_tokens = 16;
-  row.workload.arrival = "poisson";
   row.workload.arrival_kind = ArrivalKind::kPoisson;
   row.workload.open_loop.rate_step_rps = 0.5;
   row.workload.open_loop.cv = 1;
@@ -184,12 +183,12 @@ TEST(RatePlan, RampFirstThenMeasuredWithParallelOffsets) {
   const Row row = RateRow();
   Result<TrialPlan> plan = MakeTrialPlan(row, Inputs(4, 1));  // level 4: 2 requests/s
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  EXPECT_EQ(plan->arrival, "poisson");
+  EXPECT_EQ(plan->arrival, ArrivalKind::kPoisson);
   EXPECT_TRUE(plan->open_loop());
   EXPECT_EQ(plan->concurrency, 4);
   EXPECT_EQ(plan->rate_rps, 2.0);
   EXPECT_EQ(plan->arrival_cv, 1.0);
-  EXPECT_EQ(plan->schedule_seed, ScheduleSeed(101, "confirm", 4));
+  EXPECT_EQ(plan->schedule_seed, ScheduleSeed(101, QualifyPhase::kConfirm, 4));
   EXPECT_NE(plan->schedule_seed, plan->corpus_seed);
   EXPECT_EQ(plan->warmup.size(), 4u);
   EXPECT_EQ(plan->warmup_concurrency, 1);
@@ -269,7 +268,6 @@ TEST(RatePlan, ARequestsRowMeasuresExactlyThatManyAfterTheRamp) {
 
 TEST(RatePlan, ConstantArrivalIsEvenlySpacedFromZero) {
   Row row = RateRow();
-  row.workload.arrival = "constant";
   row.workload.arrival_kind = ArrivalKind::kConstant;
   row.workload.open_loop.cv = 0;
   row.workload.open_loop.duration_s = 30;
@@ -285,17 +283,17 @@ TEST(RatePlan, ConstantArrivalIsEvenlySpacedFromZero) {
 
 TEST(RatePlan, SchedulesDifferAcrossTrialsLevelsAndPhasesButRepeatExactly) {
   const Row row = RateRow();
-  auto offsets = [&](int level, int trial, const std::string& phase) {
+  auto offsets = [&](int level, int trial, QualifyPhase phase) {
     Result<TrialPlan> p = MakeTrialPlan(row, Inputs(level, trial, phase));
     EXPECT_TRUE(p.ok()) << p.status().ToString();
     return p.ok() ? p->send_offsets_ns : std::vector<int64_t>{};
   };
-  const auto base = offsets(4, 1, "confirm");
-  EXPECT_EQ(base, offsets(4, 1, "confirm"));
-  EXPECT_NE(base, offsets(4, 2, "confirm"));
-  EXPECT_NE(base, offsets(4, 1, "probe"));
+  const auto base = offsets(4, 1, QualifyPhase::kConfirm);
+  EXPECT_EQ(base, offsets(4, 1, QualifyPhase::kConfirm));
+  EXPECT_NE(base, offsets(4, 2, QualifyPhase::kConfirm));
+  EXPECT_NE(base, offsets(4, 1, QualifyPhase::kProbe));
   // At another level the schedule is not merely rescaled: its seed differs too.
-  const auto other = offsets(8, 1, "confirm");
+  const auto other = offsets(8, 1, QualifyPhase::kConfirm);
   ASSERT_GE(other.size(), 2u);
   EXPECT_NE(other[0] * 2, base[0]);
 }
@@ -311,7 +309,7 @@ TEST(RatePlan, AScheduleTooLargeForOneTrialIsRefused) {
 
 TEST(RatePlan, JsonRoundTripKeepsTheSchedule) {
   const Row row = RateRow();
-  Result<TrialPlan> plan = MakeTrialPlan(row, Inputs(4, 3, "probe"));
+  Result<TrialPlan> plan = MakeTrialPlan(row, Inputs(4, 3, QualifyPhase::kProbe));
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   const nlohmann::json j = PlanToJson(*plan);
   EXPECT_EQ(j["schema"], kPlanSchema);
@@ -354,7 +352,7 @@ TEST(RatePlan, ClosedLoopPlansAreUnchanged) {
   const Row row = TestRow();
   Result<TrialPlan> plan = MakeTrialPlan(row, Inputs(20, 1));
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  EXPECT_EQ(plan->arrival, "closed_loop");
+  EXPECT_EQ(plan->arrival, ArrivalKind::kClosedLoop);
   EXPECT_FALSE(plan->open_loop());
   EXPECT_TRUE(plan->send_offsets_ns.empty());
   EXPECT_EQ(plan->ramp_requests, 0);
@@ -376,7 +374,7 @@ TEST(RatePlan, ClosedLoopPlansAreUnchanged) {
   EXPECT_EQ(request_keys, (std::set<std::string>{"id", "index", "max_tokens", "prompt", "body"}));
   Result<TrialPlan> back = PlanFromJson(j);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
-  EXPECT_EQ(back->arrival, "closed_loop");
+  EXPECT_EQ(back->arrival, ArrivalKind::kClosedLoop);
   EXPECT_TRUE(back->send_offsets_ns.empty());
   EXPECT_EQ(PlanToJson(*back), j);
 }

@@ -66,7 +66,7 @@ TEST(SeedRows, TheThreeB70RowsCarryWhatThePostPins) {
     EXPECT_EQ(r->identity.server_expect, expect);
     EXPECT_EQ(r->workload.sampling.temperature, 0);
     EXPECT_TRUE(r->workload.sampling.ignore_eos);
-    EXPECT_EQ(r->workload.arrival, "closed_loop");
+    EXPECT_EQ(r->workload.arrival_kind, ArrivalKind::kClosedLoop);
     EXPECT_TRUE(r->cache.prefix_cache);
     EXPECT_TRUE(r->cache.flush_before_trial);
     EXPECT_TRUE(r->cache.verify_cold);
@@ -289,7 +289,7 @@ TEST(RowToYaml, RoundTripKeepsEveryValue) {
     EXPECT_EQ(again->correctness.finish_reason_value, original.correctness.finish_reason_value);
     EXPECT_EQ(again->expect.cmax, original.expect.cmax);
     EXPECT_EQ(again->expect.rmax_rps, original.expect.rmax_rps);
-    EXPECT_EQ(again->workload.arrival, original.workload.arrival);
+    EXPECT_EQ(again->workload.arrival_kind, original.workload.arrival_kind);
     EXPECT_EQ(again->workload.arrival_kind, original.workload.arrival_kind);
     EXPECT_EQ(again->expect.baseline.has_value(), original.expect.baseline.has_value());
     EXPECT_EQ(again->provenance.notes, original.provenance.notes);

@@ -44,10 +44,10 @@ TEST(CapacityDataTest, FixtureRoundTripsExactly) {
   EXPECT_EQ(ref.row.id, "b70_qwen38_27b_8k1k");
   EXPECT_EQ(ref.status, QualifyStatus::kProven);
   EXPECT_EQ(ref.cmax, 7);
-  EXPECT_EQ(ref.Trials("confirm", 7).size(), 3u);
-  EXPECT_EQ(ref.Trials("confirm", 8).size(), 3u);
+  EXPECT_EQ(ref.Trials(QualifyPhase::kConfirm, 7).size(), 3u);
+  EXPECT_EQ(ref.Trials(QualifyPhase::kConfirm, 8).size(), 3u);
   EXPECT_EQ(ref.row.slo.at(0).below_ms, 10000);
-  const TrialSummary& t = *ref.Trials("confirm", 8).front();
+  const TrialSummary& t = *ref.Trials(QualifyPhase::kConfirm, 8).front();
   EXPECT_FALSE(t.passed());
   EXPECT_GE(t.GatingMs(), 10000);
   EXPECT_EQ(t.ttft_ms_by_arrival.size(), 64u);
@@ -72,7 +72,7 @@ TEST(CapacityDataTest, QualificationResultRoundTrips) {
     t.slo = {SloCheck{"ttft", 95, r.slo[0].below_ms, p95, p95 < r.slo[0].below_ms}};
     t.outcome = p95 < r.slo[0].below_ms ? TrialOutcome::kPass : TrialOutcome::kSloFail;
     t.totals.streams = 64;
-    t.corpus = req.phase + "/c" + std::to_string(req.concurrency);
+    t.corpus = PhaseName(req.phase) + std::string("/c") + std::to_string(req.concurrency);
     t.max_cached_tokens = 4;
     t.cold_allowed_tokens = 4;
     t.command = "capq trial --row x --concurrency " + std::to_string(req.concurrency);
@@ -157,7 +157,7 @@ TEST(CapacityDataTest, EveryTierRoundTripsWithItsTrials) {
   }
   ASSERT_EQ(b.tier_trials.size(), q.tier_trials.size());
   EXPECT_EQ(b.tier_trials[0].tier_slo.size(), q.tier_trials[0].tier_slo.size());
-  EXPECT_NE(b.FindTrial("confirm", 3, 1), nullptr);
+  EXPECT_NE(b.FindTrial(QualifyPhase::kConfirm, 3, 1), nullptr);
 
   // A row without tiers writes neither key, as before tiers existed.
   CapacityData plain;
@@ -211,7 +211,7 @@ TEST(CapacityDataTest, OlderDataLoadsAndKeepsWhatDecidedItsTrials) {
   auto d = ReadCapacityData(kFixture);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   for (const auto& q : d->rows) {
-    EXPECT_EQ(q.row.arrival, "closed_loop");
+    EXPECT_EQ(q.row.arrival, ArrivalKind::kClosedLoop);
     EXPECT_FALSE(q.row.open_loop());
     EXPECT_FALSE(q.rmax_rps.has_value());
     EXPECT_EQ(q.proven_level(), q.cmax);
@@ -257,7 +257,7 @@ TEST(CapacityDataTest, OlderDataLoadsAndKeepsWhatDecidedItsTrials) {
             "nonempty_deltas: 2 streams empty: m3, m9");
   // A rate trial keeps its level and rate under their own names.
   TrialSummary t;
-  t.phase = "confirm";
+  t.phase = QualifyPhase::kConfirm;
   t.concurrency = 6;
   t.rate_rps = 1.5;
   t.outcome = TrialOutcome::kSloFail;
@@ -317,6 +317,19 @@ TEST(CapacityDataTest, RecommendationRoundTripsAndOlderDataDerivesIt) {
   EXPECT_FALSE(again->rows[0].recommendation.level.has_value());
   EXPECT_FALSE(again->rows[0].recommendation.margin.has_value());
   EXPECT_EQ(again->rows[0].recommendation.reason, none.recommendation.reason);
+}
+
+// A phase is a value inside capq: a trial whose recorded phase is none of the three is refused
+// with the key named, never read as some default phase.
+TEST(CapacityDataTest, ATrialOfAnUnknownPhaseIsRefusedNamingTheKey) {
+  auto d = ReadCapacityData(kFixture);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  nlohmann::json j = CapacityDataToJson(*d);
+  j["rows"][0]["trials"][0]["phase"] = "locate";
+  Result<CapacityData> back = CapacityDataFromJson(j);
+  ASSERT_FALSE(back.ok());
+  EXPECT_NE(back.status().message().find("'phase'"), std::string::npos) << back.status().message();
+  EXPECT_NE(back.status().message().find("'locate'"), std::string::npos) << back.status().message();
 }
 
 TEST(CapacityDataTest, ReadsATrialDirectory) {

@@ -97,7 +97,7 @@ TEST_F(QualifyEndToEndTest, ProcessPerTrialFindsTheRowsCmaxOnTheSimulator) {
   EXPECT_LE(q.probes, q.probe_budget) << CostLine(q);
   int c = *q.cmax;
   for (int side : {c, c + 1}) {
-    auto ts = q.Trials("confirm", side);
+    auto ts = q.Trials(QualifyPhase::kConfirm, side);
     ASSERT_EQ(ts.size(), static_cast<size_t>(row->trials.count));
     for (const auto* t : ts) {
       EXPECT_EQ(t->seed, row->trials.seeds[t->trial - 1]);
@@ -114,7 +114,7 @@ TEST_F(QualifyEndToEndTest, ProcessPerTrialFindsTheRowsCmaxOnTheSimulator) {
     }
   }
   for (const auto& t : q.trials) {
-    if (t.phase == "probe") {
+    if (t.phase == QualifyPhase::kProbe) {
       EXPECT_NE(t.command.find("--phase probe"), std::string::npos);
     }
   }
@@ -199,7 +199,7 @@ TEST_F(QualifyEndToEndTest, BrokenStreamDuringConfirmationFailsWithTheGateNamed)
   TrialRunner confirm = MakeProcessTrialRunner(ro);
   // Same profile, same identity: only the confirmation trials meet the broken server.
   TrialRunner runner = [&](const Row& r, const TrialRequest& req) {
-    return req.phase == "confirm" ? confirm(r, req) : navigate(r, req);
+    return req.phase == QualifyPhase::kConfirm ? confirm(r, req) : navigate(r, req);
   };
   QualifyOptions qo;
   qo.max_concurrency = 32;
@@ -212,7 +212,7 @@ TEST_F(QualifyEndToEndTest, BrokenStreamDuringConfirmationFailsWithTheGateNamed)
   EXPECT_FALSE(q.cmax.has_value());
   // It stopped at the first broken confirmation trial.
   size_t confirms = 0;
-  for (const auto& t : q.trials) confirms += t.phase == "confirm";
+  for (const auto& t : q.trials) confirms += t.phase == QualifyPhase::kConfirm;
   EXPECT_EQ(confirms, 1u);
   EXPECT_EQ(q.trials.back().outcome, TrialOutcome::kCorrectnessFail);
   EXPECT_EQ(QualifyExitCode(q.status), 2);
@@ -379,7 +379,8 @@ TEST(ProcessTrialRunnerTest, ATrialProcessThatNeverEndsIsStoppedAtItsDeadline) {
   ro.url = "http://127.0.0.1:1";
   ro.out_dir = (dir / "out").string();
   ro.trial_deadline_s = 0.3;
-  TrialSummary t = MakeProcessTrialRunner(ro)(FakeRow(), TrialRequest{"probe", 3, 1, 42});
+  TrialSummary t =
+      MakeProcessTrialRunner(ro)(FakeRow(), TrialRequest{QualifyPhase::kProbe, 3, 1, 42});
   EXPECT_EQ(t.outcome, TrialOutcome::kCouldNotRun);
   ASSERT_FALSE(t.reasons.empty());
   EXPECT_NE(t.reasons.back().find("wall deadline"), std::string::npos) << t.reasons.back();
@@ -397,15 +398,16 @@ TEST_F(QualifyEndToEndTest, JitteryBoundaryObeysTheOverlapRule) {
   ASSERT_TRUE(q.status == QualifyStatus::kProven || q.status == QualifyStatus::kLowered)
       << q.summary_line;
   if (q.status == QualifyStatus::kProven) {
-    for (const auto* t : q.Trials("confirm", *q.cmax)) EXPECT_TRUE(t->passed());
-    for (const auto* t : q.Trials("confirm", *q.cmax + 1)) EXPECT_FALSE(t->passed());
+    for (const auto* t : q.Trials(QualifyPhase::kConfirm, *q.cmax)) EXPECT_TRUE(t->passed());
+    for (const auto* t : q.Trials(QualifyPhase::kConfirm, *q.cmax + 1)) EXPECT_FALSE(t->passed());
   } else {
     EXPECT_FALSE(q.cmax.has_value());
     ASSERT_TRUE(q.operating_point.has_value()) << q.message;
-    for (const auto* t : q.Trials("confirm", *q.operating_point)) EXPECT_TRUE(t->passed());
+    for (const auto* t : q.Trials(QualifyPhase::kConfirm, *q.operating_point))
+      EXPECT_TRUE(t->passed());
     // The sides were extended before settling, and the point is not above any failing trial.
     for (const auto& t : q.trials) {
-      if (t.phase == "confirm" && !t.passed()) {
+      if (t.phase == QualifyPhase::kConfirm && !t.passed()) {
         EXPECT_GT(t.concurrency, *q.operating_point);
       }
     }

@@ -24,7 +24,7 @@ Row RateRow() {
   Row row = FakeRow();
   row.id = "fake_rate";
   row.workload.arrival_kind = ArrivalKind::kPoisson;
-  row.workload.arrival = "poisson";
+  row.workload.arrival_kind = ArrivalKind::kPoisson;
   row.workload.open_loop.rate_step_rps = 0.25;
   row.workload.open_loop.requests = 120;
   row.workload.open_loop.ramp_s = 10;
@@ -122,7 +122,7 @@ TEST(QualifyRateTest, ARateRowProvesRmaxAndEveryLineReadsAsARate) {
   const RowQualification& b = back->rows.at(0);
   EXPECT_EQ(b.rmax_rps, q.rmax_rps);
   EXPECT_EQ(b.proven_level(), 5);
-  EXPECT_EQ(b.Trials("confirm", 6).size(), 3u);
+  EXPECT_EQ(b.Trials(QualifyPhase::kConfirm, 6).size(), 3u);
   EXPECT_EQ(SummaryLine(b), q.summary_line);
   EXPECT_EQ(CapacityDataToJson(*back), CapacityDataToJson(d));
 
@@ -171,7 +171,7 @@ CapacityData ClosedLoopData(const Row& rate_row) {
   Row closed = rate_row;
   closed.id = "fake_closed";
   closed.workload.arrival_kind = ArrivalKind::kClosedLoop;
-  closed.workload.arrival = "closed_loop";
+  closed.workload.arrival_kind = ArrivalKind::kClosedLoop;
   closed.workload.open_loop = OpenLoop{};
   RowQualification q;
   q.row = RowInfoFromRow(closed);
@@ -181,7 +181,7 @@ CapacityData ClosedLoopData(const Row& rate_row) {
   for (int c : {6, 7}) {
     for (int k = 1; k <= 3; ++k) {
       TrialSummary t;
-      t.phase = "confirm";
+      t.phase = QualifyPhase::kConfirm;
       t.concurrency = c;
       t.trial = k;
       t.has_metrics = true;
@@ -216,8 +216,8 @@ TEST(QualifyRateTest, LittlesLawOnTheClosedLoopResultStartsTheSearchAndIsRecorde
   EXPECT_DOUBLE_EQ(*q.rmax_rps, 1.25);
   // The first probe is the prediction, then its neighbour: two probes find the pair.
   ASSERT_GE(server.calls.size(), 3u);
-  EXPECT_EQ(server.calls[0].phase, "baseline");
-  EXPECT_EQ(server.calls[1].phase, "probe");
+  EXPECT_EQ(server.calls[0].phase, QualifyPhase::kBaseline);
+  EXPECT_EQ(server.calls[1].phase, QualifyPhase::kProbe);
   EXPECT_EQ(server.calls[1].concurrency, 6);
   EXPECT_EQ(server.calls[2].concurrency, 5);
   EXPECT_EQ(q.probes, 2);
@@ -254,7 +254,7 @@ TEST(QualifyRateTest, AClosedLoopResultOfAnotherIdentityOrShapeIsRefused) {
   EXPECT_NE(level.status().message().find("model '', not 'another/model'"), std::string::npos)
       << level.status().message();
   // A rate qualification is no closed loop, and an unproven one has no Cmax.
-  closed.rows[0].row.arrival = "poisson";
+  closed.rows[0].row.arrival = ArrivalKind::kPoisson;
   closed.rows[0].row.rate_step_rps = 0.25;
   level = PredictLevelFromClosedLoop(row, closed, "x.json", nullptr);
   ASSERT_FALSE(level.ok());

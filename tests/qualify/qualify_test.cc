@@ -39,8 +39,9 @@ struct FakeServer {
     t.output_tok_s = 100.0 * r.concurrency;
     t.slo = {SloCheck{"ttft", 95, row.slo[0].below_ms, p95, p95 < row.slo[0].below_ms}};
     t.latency_pass = p95 < row.slo[0].below_ms;
-    bool broken_stream = (r.phase == "confirm" && broken.count({r.concurrency, r.trial})) ||
-                         (r.phase == "probe" && broken_probe.count(r.concurrency));
+    bool broken_stream =
+        (r.phase == QualifyPhase::kConfirm && broken.count({r.concurrency, r.trial})) ||
+        (r.phase == QualifyPhase::kProbe && broken_probe.count(r.concurrency));
     t.correctness_pass = !broken_stream;
     if (broken_stream) {
       t.outcome = TrialOutcome::kCorrectnessFail;
@@ -73,15 +74,15 @@ TEST(QualifyTest, ProvesTheAdjacentPairWithIndependentTrialsOnBothSides) {
   EXPECT_EQ(
       q.summary_line,
       "fake: Cmax = 4 — C=4 ttft p95 0.80/0.80/0.80 s pass, C=5 ttft p95 1.00/1.00/1.00 s fail");
-  EXPECT_EQ(q.Trials("confirm", 4).size(), 3u);
-  EXPECT_EQ(q.Trials("confirm", 5).size(), 3u);
-  EXPECT_EQ(q.Trials("baseline", 1).size(), 1u);
+  EXPECT_EQ(q.Trials(QualifyPhase::kConfirm, 4).size(), 3u);
+  EXPECT_EQ(q.Trials(QualifyPhase::kConfirm, 5).size(), 3u);
+  EXPECT_EQ(q.Trials(QualifyPhase::kBaseline, 1).size(), 1u);
   EXPECT_LE(q.probes, 5);
   EXPECT_EQ(q.probe_budget, 4);
   EXPECT_LE(q.probes, q.probe_budget);
   // Baseline first, then probes, then confirmations alternating sides.
   ASSERT_GE(server.calls.size(), 7u);
-  EXPECT_EQ(server.calls.front().phase, "baseline");
+  EXPECT_EQ(server.calls.front().phase, QualifyPhase::kBaseline);
   size_t n = server.calls.size();
   EXPECT_EQ(server.calls[n - 6].concurrency, 4);
   EXPECT_EQ(server.calls[n - 5].concurrency, 5);
@@ -105,7 +106,7 @@ TEST(QualifyTest, ConfirmTrialsUseTheRowSeedsAndNoOtherTrialsShareASeed) {
   ASSERT_EQ(q.status, QualifyStatus::kProven);
   std::set<uint64_t> others;
   for (const auto& r : server.calls) {
-    if (r.phase == "confirm") {
+    if (r.phase == QualifyPhase::kConfirm) {
       EXPECT_EQ(r.seed, row.trials.seeds[r.trial - 1]);
     } else {
       EXPECT_TRUE(others.insert(r.seed).second) << "seed reused: " << r.seed;
@@ -124,8 +125,8 @@ TEST(QualifyTest, PassAtCmaxPlusOneExtendsTrialsThenReportsTheLowerPoint) {
   EXPECT_FALSE(q.cmax.has_value());
   ASSERT_TRUE(q.operating_point.has_value());
   EXPECT_EQ(*q.operating_point, 4);
-  EXPECT_EQ(q.Trials("confirm", 4).size(), 6u);  // extended to 2 x trials per side
-  EXPECT_EQ(q.Trials("confirm", 5).size(), 6u);
+  EXPECT_EQ(q.Trials(QualifyPhase::kConfirm, 4).size(), 6u);  // extended to 2 x trials per side
+  EXPECT_EQ(q.Trials(QualifyPhase::kConfirm, 5).size(), 6u);
   EXPECT_NE(q.message.find("C=5 passed 1 of 6"), std::string::npos) << q.message;
   EXPECT_EQ(QualifyExitCode(q.status), 1);
   EXPECT_NE(q.summary_line.find("not a proven Cmax"), std::string::npos) << q.summary_line;
@@ -139,9 +140,9 @@ TEST(QualifyTest, FailAtCmaxMovesDownNeverUp) {
   EXPECT_EQ(q.status, QualifyStatus::kLowered);
   ASSERT_TRUE(q.operating_point.has_value());
   EXPECT_EQ(*q.operating_point, 3);
-  EXPECT_EQ(q.Trials("confirm", 3).size(), 3u);
+  EXPECT_EQ(q.Trials(QualifyPhase::kConfirm, 3).size(), 3u);
   for (const auto& r : server.calls) {
-    if (r.phase == "confirm") {
+    if (r.phase == QualifyPhase::kConfirm) {
       EXPECT_LE(r.concurrency, 5);
     }
   }
@@ -171,7 +172,7 @@ TEST(QualifyTest, BrokenStreamDuringLocateIsNotTreatedAsAnSloFailure) {
   EXPECT_EQ(q.status, QualifyStatus::kCorrectnessFail);
   EXPECT_EQ(q.failed_gate, "nonempty_deltas");
   EXPECT_EQ(q.probes, 1);
-  EXPECT_TRUE(q.Trials("confirm", 1).empty());
+  EXPECT_TRUE(q.Trials(QualifyPhase::kConfirm, 1).empty());
 }
 
 BoundaryPrediction Predicted(int cmax, const std::string& source) {
@@ -186,7 +187,7 @@ BoundaryPrediction Predicted(int cmax, const std::string& source) {
 std::vector<int> ProbedLevels(const FakeServer& server) {
   std::vector<int> out;
   for (const auto& c : server.calls) {
-    if (c.phase == "probe") out.push_back(c.concurrency);
+    if (c.phase == QualifyPhase::kProbe) out.push_back(c.concurrency);
   }
   return out;
 }
@@ -200,12 +201,12 @@ TEST(QualifyTest, ABaselinePredictionThatMissesIsRefinedOnTheFirstProbe) {
   opt.max_concurrency = 64;
   int refined_on = 0;
   opt.predict_from_baseline = [](const TrialSummary& base) -> Result<BoundaryPrediction> {
-    EXPECT_EQ(base.phase, "baseline");
+    EXPECT_EQ(base.phase, QualifyPhase::kBaseline);
     return Predicted(14, "baseline calibration");
   };
   opt.refine_prediction = [&](const TrialSummary& base,
                               const TrialSummary& probe) -> Result<BoundaryPrediction> {
-    EXPECT_EQ(base.phase, "baseline");
+    EXPECT_EQ(base.phase, QualifyPhase::kBaseline);
     refined_on = probe.concurrency;
     return Predicted(4, "baseline calibration and the ITL of the probe");
   };
@@ -450,7 +451,8 @@ TEST(QualifyTwoGateTest, SideTextTakesTheSidesLabel) {
   Row row = TwoGateRow();
   TwoGateServer server = ItlFailsAboveSix();
   std::vector<TrialSummary> ts;
-  for (int k = 1; k <= 3; ++k) ts.push_back(server(row, TrialRequest{"confirm", 7, k, 0}));
+  for (int k = 1; k <= 3; ++k)
+    ts.push_back(server(row, TrialRequest{QualifyPhase::kConfirm, 7, k, 0}));
   std::vector<const TrialSummary*> side;
   for (const auto& t : ts) side.push_back(&t);
   EXPECT_EQ(SideText("R=3 rps", side), "R=3 rps itl p95 52.0/55.0/51.0 ms fail");

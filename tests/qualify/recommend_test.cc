@@ -18,7 +18,7 @@ bool Has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-TrialSummary Trial(const std::string& phase, int level, double ttft_ms) {
+TrialSummary Trial(QualifyPhase phase, int level, double ttft_ms) {
   TrialSummary t;
   t.phase = phase;
   t.concurrency = level;
@@ -35,8 +35,8 @@ RowQualification Proven(int cmax, const std::vector<double>& at, const std::vect
   q.status = QualifyStatus::kProven;
   q.cmax = cmax;
   q.operating_point = cmax;
-  for (double v : at) q.trials.push_back(Trial("confirm", cmax, v));
-  for (double v : above) q.trials.push_back(Trial("confirm", cmax + 1, v));
+  for (double v : at) q.trials.push_back(Trial(QualifyPhase::kConfirm, cmax, v));
+  for (double v : above) q.trials.push_back(Trial(QualifyPhase::kConfirm, cmax + 1, v));
   return q;
 }
 
@@ -44,7 +44,7 @@ Recommendation Rec(const RowQualification& q) { return Recommend(q, RequalifyFie
 
 TEST(RecommendTest, DefaultIsOneStepBelowAProvenCmax) {
   RowQualification q = Proven(7, {8000, 8500, 8700}, {10500, 10600, 10400});
-  q.trials.push_back(Trial("probe", 6, 7990));
+  q.trials.push_back(Trial(QualifyPhase::kProbe, 6, 7990));
   Recommendation r = Rec(q);
   ASSERT_TRUE(r.level.has_value());
   EXPECT_EQ(*r.level, 6);
@@ -208,10 +208,10 @@ TEST(RecommendTest, AnUnmeasuredMarginCountsAsThin) {
 TEST(RecommendTest, ARateRowStepsInRateStepsAndReadsAsRates) {
   RowQualification q = Proven(6, {8000, 8000}, {10500, 10500});
   q.cmax.reset();
-  q.row.arrival = "poisson";
+  q.row.arrival = ArrivalKind::kPoisson;
   q.row.rate_step_rps = 0.25;
   q.rmax_rps = 1.5;
-  q.trials.push_back(Trial("probe", 5, 7000));
+  q.trials.push_back(Trial(QualifyPhase::kProbe, 5, 7000));
   q.recommendation = Rec(q);
   EXPECT_EQ(q.recommendation.level, 5);
   EXPECT_EQ(q.recommendation.rule, "one step below the proven Rmax (1 default)");

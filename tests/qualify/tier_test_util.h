@@ -49,7 +49,7 @@ inline Row FakeTieredRow() {
 
 struct FakeTierServer {
   std::vector<TrialRequest> calls;
-  std::set<std::tuple<std::string, int, int>> broken;  // (phase, C, k) whose streams break
+  std::set<std::tuple<QualifyPhase, int, int>> broken;  // (phase, C, k) whose streams break
 
   static SloCheck Check(const SloGate& g, int c) {
     const double v = FakeTierValueMs(g, c);
@@ -78,7 +78,8 @@ struct FakeTierServer {
                                     : TrialOutcome::kSloFail;
     if (!t.correctness_pass)
       t.failed_gates = {{"nonempty_deltas", "3 of 64 streams carried no text"}};
-    t.dir = "tiered/" + r.phase + "/c" + std::to_string(c) + "-t" + std::to_string(r.trial);
+    t.dir = "tiered/" + std::string(PhaseName(r.phase)) + "/c" + std::to_string(c) + "-t" +
+            std::to_string(r.trial);
     return t;
   }
 
@@ -97,8 +98,8 @@ struct FakeTierServer {
   }
 
   // How many times each (phase, C, k) was asked for.
-  std::map<std::tuple<std::string, int, int>, int> Counts() const {
-    std::map<std::tuple<std::string, int, int>, int> n;
+  std::map<std::tuple<QualifyPhase, int, int>, int> Counts() const {
+    std::map<std::tuple<QualifyPhase, int, int>, int> n;
     for (const auto& r : calls) n[{r.phase, r.concurrency, r.trial}] += 1;
     return n;
   }

@@ -51,7 +51,7 @@ TrialSummary ReadBack(const TrialVerdict& v) {
   fs::create_directories(dir);
   VerdictContext ctx;
   ctx.row_id = "tiered";
-  ctx.phase = "confirm";
+  ctx.phase = QualifyPhase::kConfirm;
   std::ofstream(dir / "verdict.json") << VerdictToJson(v, ctx).dump(1);
   Result<TrialSummary> t = ReadTrialDir(dir.string());
   fs::remove_all(dir);
@@ -186,7 +186,8 @@ TEST_F(TierQualifyTest, EveryTierGetsItsOwnBoundaryOnTrialsRunOnce) {
   }
   // No (phase, C, k) was run twice, and every call is a trial of the data.
   for (const auto& [key, n] : server_.Counts()) {
-    EXPECT_EQ(n, 1) << std::get<0>(key) << " C=" << std::get<1>(key) << " k=" << std::get<2>(key);
+    EXPECT_EQ(n, 1) << PhaseName(std::get<0>(key)) << " C=" << std::get<1>(key)
+                    << " k=" << std::get<2>(key);
   }
   EXPECT_EQ(server_.calls.size(), q.trials.size() + q.tier_trials.size());
   int run = 0;
@@ -213,7 +214,7 @@ TEST_F(TierQualifyTest, TrialsWhereTiersMeetAreReusedAndCounted) {
   for (const TierTrial* x : p99->DecidedBy()) EXPECT_TRUE(x->reused);
   for (const auto& t : q.tiers) {
     EXPECT_EQ(t.trials_run + t.trials_reused, static_cast<int>(t.trials.size())) << t.name;
-    std::set<std::tuple<std::string, int, int>> keys;
+    std::set<std::tuple<QualifyPhase, int, int>> keys;
     for (const auto& x : t.trials) {
       EXPECT_TRUE(keys.insert({x.phase, x.concurrency, x.trial}).second) << t.name;
       EXPECT_NE(q.FindTrial(x.phase, x.concurrency, x.trial), nullptr) << t.name;
@@ -260,7 +261,8 @@ TEST_F(TierQualifyTest, TrialsRunForTiersAreRecordedLikeThePrimarysOwn) {
 }
 
 TEST_F(TierQualifyTest, ABrokenStreamInATiersTrialStopsTheTiersAfterIt) {
-  server_.broken = {{"confirm", 3, 2}};  // run for ttft_itl only: the primary never confirms C=3
+  server_.broken = {
+      {QualifyPhase::kConfirm, 3, 2}};  // run for ttft_itl only: the primary never confirms C=3
   RowQualification q = Run();
   EXPECT_EQ(q.status, QualifyStatus::kProven) << "the primary's claim stands on its own trials";
   const TierQualification* itl = Tier(q, "ttft_itl");
@@ -275,7 +277,7 @@ TEST_F(TierQualifyTest, ABrokenStreamInATiersTrialStopsTheTiersAfterIt) {
 }
 
 TEST_F(TierQualifyTest, NoTierIsSearchedWhenThePrimaryStops) {
-  server_.broken = {{"confirm", 4, 1}};
+  server_.broken = {{QualifyPhase::kConfirm, 4, 1}};
   RowQualification q = Run();
   ASSERT_EQ(q.status, QualifyStatus::kCorrectnessFail);
   ASSERT_EQ(q.tiers.size(), 3u);

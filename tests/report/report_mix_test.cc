@@ -43,7 +43,7 @@ CapacityData Data() {
     m.row.mix.push_back(c);
   }
   TrialSummary t;
-  t.phase = "confirm";
+  t.phase = QualifyPhase::kConfirm;
   t.concurrency = 7;
   t.trial = 2;
   t.outcome = TrialOutcome::kSloFail;

@@ -24,7 +24,7 @@ ClassVerdict Turn(int t, double p95) {
 
 TrialSummary Confirm(int c, int trial, double p95_turn4, double served) {
   TrialSummary t;
-  t.phase = "confirm";
+  t.phase = QualifyPhase::kConfirm;
   t.concurrency = c;
   t.trial = trial;
   t.outcome = p95_turn4 < 800 ? TrialOutcome::kPass : TrialOutcome::kSloFail;
@@ -45,7 +45,7 @@ CapacityData SessionData() {
   RowQualification q;
   q.row.id = "sessions_row";
   q.row.engine = "sim";
-  q.row.arrival = "sessions";
+  q.row.arrival = ArrivalKind::kSessions;
   q.row.reuse = "4 turns, +128 tokens a turn, think exponential mean 1 s";
   q.row.slo = {SloGate{SloMetric::kTtft, 95, 800}};
   q.cmax = 5;

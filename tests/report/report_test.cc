@@ -106,7 +106,7 @@ TEST_F(ReportFixtureTest, ArrivalFigureShowsEveryMeasuredRequestAndTheBurst) {
     int b = *q.cmax;
     size_t requests = 0, burst = 0;
     for (int c : {b, b + 1}) {
-      for (const auto* t : q.Trials("confirm", c)) {
+      for (const auto* t : q.Trials(QualifyPhase::kConfirm, c)) {
         requests += t->ttft_ms_by_arrival.size();
         burst += std::min<size_t>(t->ttft_ms_by_arrival.size(), c);
       }
@@ -143,7 +143,8 @@ TEST_F(ReportFixtureTest, TablesLikeTheSeeds) {
   // 18 confirmations x (64 + 64 + 64 + 64 + 64 + 64 ...) streams: the totals line sums them.
   int64_t streams = 0;
   for (const auto& q : data_.rows) {
-    for (const auto& t : q.trials) streams += t.phase == "confirm" ? t.totals.streams : 0;
+    for (const auto& t : q.trials)
+      streams += t.phase == QualifyPhase::kConfirm ? t.totals.streams : 0;
   }
   std::string s = std::to_string(streams);
   if (s.size() > 3) s.insert(s.size() - 3, ",");
@@ -289,7 +290,7 @@ RowQualification TwoGateQualification() {
   q.cmax = 6;
   q.operating_point = 6;
   q.message = "every C=6 trial passed and every C=7 trial failed";
-  auto trial = [&](const std::string& phase, int c, int k, double ttft, double itl) {
+  auto trial = [&](QualifyPhase phase, int c, int k, double ttft, double itl) {
     TrialSummary t;
     t.phase = phase;
     t.concurrency = c;
@@ -307,15 +308,15 @@ RowQualification TwoGateQualification() {
     for (int i = 0; i < 64; ++i) t.ttft_ms_by_arrival.push_back(ttft * (0.5 + i / 128.0));
     q.trials.push_back(t);
   };
-  trial("baseline", 1, 1, 300, 30);
-  trial("probe", 4, 1, 1100, 30);
-  trial("probe", 8, 1, 2200, 60);
-  trial("probe", 6, 1, 1650, 30);
-  trial("probe", 7, 1, 1925, 53);
+  trial(QualifyPhase::kBaseline, 1, 1, 300, 30);
+  trial(QualifyPhase::kProbe, 4, 1, 1100, 30);
+  trial(QualifyPhase::kProbe, 8, 1, 2200, 60);
+  trial(QualifyPhase::kProbe, 6, 1, 1650, 30);
+  trial(QualifyPhase::kProbe, 7, 1, 1925, 53);
   const double itl7[] = {52, 55, 51};
   for (int k = 1; k <= 3; ++k) {
-    trial("confirm", 6, k, 1650, 30);
-    trial("confirm", 7, k, 1925, itl7[k - 1]);
+    trial(QualifyPhase::kConfirm, 6, k, 1650, 30);
+    trial(QualifyPhase::kConfirm, 7, k, 1925, itl7[k - 1]);
   }
   // As the capacity data of a version that did not name gates would have kept it.
   q.summary_line = "two_gates: Cmax = 6 — C=6 p95 1.65/1.65/1.65 s pass, C=7 1.93/1.93/1.93 s fail";
@@ -434,7 +435,7 @@ TEST(ReportTwoGateTest, OneGateDecidingBothSidesIsPlottedInItsOwnUnit) {
   d.rows.push_back(TwoGateQualification());
   // ITL at C=6 now nears its bound (0.98, TTFT 0.66): ITL decided both sides.
   for (auto& t : d.rows[0].trials) {
-    if (t.phase == "confirm" && t.concurrency == 6) t.slo[1].measured_ms = 49;
+    if (t.phase == QualifyPhase::kConfirm && t.concurrency == 6) t.slo[1].measured_ms = 49;
   }
   std::string fig = Figure(RenderReportHtml(d), "fig-boundary");
   EXPECT_NE(fig.find("itl p95 (ms)"), std::string::npos) << fig;
@@ -461,7 +462,7 @@ RowQualification RateQualification() {
   row.workload.input_tokens = 1024;
   row.workload.output_tokens = 256;
   row.workload.arrival_kind = ArrivalKind::kPoisson;
-  row.workload.arrival = "poisson";
+  row.workload.arrival_kind = ArrivalKind::kPoisson;
   row.workload.open_loop.rate_step_rps = 0.25;
   row.workload.open_loop.requests = 120;
   row.workload.open_loop.ramp_s = 10;
@@ -473,7 +474,7 @@ RowQualification RateQualification() {
   q.operating_point = 5;
   q.max_concurrency = 64;
   q.message = "every R=1.25 rps trial passed and every R=1.50 rps trial failed";
-  auto trial = [&](const std::string& phase, int level, int k, double ttft, double queue) {
+  auto trial = [&](QualifyPhase phase, int level, int k, double ttft, double queue) {
     TrialSummary t;
     t.phase = phase;
     t.concurrency = level;
@@ -513,16 +514,16 @@ RowQualification RateQualification() {
     t.send_lateness_p99_ms = 0.25 * k;
     q.trials.push_back(t);
   };
-  trial("baseline", 1, 1, 300, 0);
-  trial("probe", 4, 1, 1500, 0);
-  trial("probe", 8, 1, 2300, 20);
-  trial("probe", 6, 1, 2250, 14);
-  trial("probe", 5, 1, 2150, 0);
+  trial(QualifyPhase::kBaseline, 1, 1, 300, 0);
+  trial(QualifyPhase::kProbe, 4, 1, 1500, 0);
+  trial(QualifyPhase::kProbe, 8, 1, 2300, 20);
+  trial(QualifyPhase::kProbe, 6, 1, 2250, 14);
+  trial(QualifyPhase::kProbe, 5, 1, 2150, 0);
   const double ttft5[] = {2100, 2200, 2050};
   const double queue6[] = {14.2, 13.1, 15};
   for (int k = 1; k <= 3; ++k) {
-    trial("confirm", 5, k, ttft5[k - 1], 0);
-    trial("confirm", 6, k, 2250, queue6[k - 1]);
+    trial(QualifyPhase::kConfirm, 5, k, ttft5[k - 1], 0);
+    trial(QualifyPhase::kConfirm, 6, k, 2250, queue6[k - 1]);
   }
   return q;
 }
@@ -592,7 +593,7 @@ TEST(ReportRateTest, TheQueueFigureDrawsBothSidesOverTime) {
   // A closed-loop row has no such figure.
   CapacityData closed;
   closed.rows.push_back(RateQualification());
-  closed.rows[0].row.arrival = "closed_loop";
+  closed.rows[0].row.arrival = ArrivalKind::kClosedLoop;
   EXPECT_TRUE(Figure(RenderReportHtml(closed), "fig-queue-rate_row").empty());
 }
 

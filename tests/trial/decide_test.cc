@@ -104,7 +104,7 @@ TEST(Verdict, JsonRoundTripKeepsTheFieldsReadersUse) {
   ctx.concurrency = 7;
   ctx.trial_index = 2;
   ctx.seed = 202;
-  ctx.phase = "confirm";
+  ctx.phase = QualifyPhase::kConfirm;
   ctx.time_scale = 10;
   ctx.started_utc = "2026-11-29T12:00:00.000Z";
   nlohmann::json j = VerdictToJson(v, ctx);

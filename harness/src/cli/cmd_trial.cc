@@ -65,7 +65,7 @@ void PrintDist(const char* name, const Distribution& d) {
 void PrintTrialSummary(const Row& row, const TrialOptions& o, const TrialReport& rep) {
   const TrialVerdict& v = rep.verdict;
   std::printf("\n%s  %s  trial %d  (%s)\n", row.id.c_str(), LoadLabel(row, o.concurrency).c_str(),
-              o.trial_index, o.phase.c_str());
+              o.trial_index, PhaseName(o.phase));
   if (rep.metrics) {
     const TrialMetrics& m = *rep.metrics;
     std::printf("  %-10s %10s %10s %10s %10s %10s   (%s percentiles%s)\n", "ms", "p50", "p95",
@@ -140,7 +140,14 @@ bool ReadTrialOptions(const ArgParser& p, TrialOptions* o) {
     }
     o->seed = v;
   }
-  o->phase = p.GetOr("phase", "confirm");
+  const std::string phase = p.GetOr("phase", "confirm");
+  if (std::optional<QualifyPhase> ph = ParsePhase(phase)) {
+    o->phase = *ph;
+  } else {
+    std::fprintf(stderr, "capq trial: --phase: expected baseline, probe or confirm, got '%s'\n",
+                 phase.c_str());
+    return false;
+  }
   o->insecure_tls = p.Has("insecure");
   o->skip_quiet_period = p.Has("skip-quiet-period");
   o->ignore_tokenize_endpoint = p.Has("no-tokenize");

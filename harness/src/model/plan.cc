@@ -281,15 +281,15 @@ std::string SessionTurnBody(const Row& row, const std::vector<std::string>& prom
   return body.dump();
 }
 
-uint64_t CorpusSeed(uint64_t seed, const std::string& phase, int concurrency) {
+uint64_t CorpusSeed(uint64_t seed, QualifyPhase phase, int concurrency) {
   uint64_t x = SplitMix64(seed ^ 0x636f72707573ULL);  // "corpus"
-  x = SplitMix64(x ^ Fnv1a64(phase));
+  x = SplitMix64(x ^ Fnv1a64(PhaseName(phase)));
   return SplitMix64(x ^ static_cast<uint64_t>(concurrency));
 }
 
-uint64_t ScheduleSeed(uint64_t seed, const std::string& phase, int level) {
+uint64_t ScheduleSeed(uint64_t seed, QualifyPhase phase, int level) {
   uint64_t x = SplitMix64(seed ^ 0x7363686564756c65ULL);  // "schedule"
-  x = SplitMix64(x ^ Fnv1a64(phase));
+  x = SplitMix64(x ^ Fnv1a64(PhaseName(phase)));
   return SplitMix64(x ^ static_cast<uint64_t>(level));
 }
 
@@ -308,10 +308,10 @@ Result<TrialPlan> PlanHeader(const Row& row, const PlanInputs& in) {
   plan.seed = *seed;
   plan.phase = in.phase;
   plan.corpus_seed = CorpusSeed(plan.seed, plan.phase, plan.concurrency);
-  plan.corpus_id =
-      plan.phase + "/c" + std::to_string(plan.concurrency) + "/s" + std::to_string(plan.seed);
+  plan.corpus_id = PhaseName(plan.phase) + std::string("/c") + std::to_string(plan.concurrency) +
+                   "/s" + std::to_string(plan.seed);
   plan.warmup_concurrency = std::max(1, row.warmup.concurrency);
-  plan.arrival = ArrivalKindName(row.workload.arrival_kind);
+  plan.arrival = row.workload.arrival_kind;
   if (row.open_loop()) {
     plan.rate_rps = RateAtLevel(row, in.concurrency);
     plan.arrival_cv = row.workload.open_loop.cv;
@@ -421,7 +421,7 @@ nlohmann::json PlanToJson(const TrialPlan& plan) {
                       {"concurrency", plan.concurrency},
                       {"trial", plan.trial_index},
                       {"seed", plan.seed},
-                      {"phase", plan.phase},
+                      {"phase", PhaseName(plan.phase)},
                       {"corpus", {{"id", plan.corpus_id}, {"generator_seed", plan.corpus_seed}}},
                       {"calibration", plan.calibration},
                       {"calibration_note", plan.calibration_note},
@@ -432,9 +432,9 @@ nlohmann::json PlanToJson(const TrialPlan& plan) {
                       {"warmup", warm},
                       {"measured", meas}};
   if (plan.sessions())
-    j["arrival"] = {{"kind", plan.arrival}, {"schedule_seed", plan.schedule_seed}};
+    j["arrival"] = {{"kind", ArrivalKindName(plan.arrival)}, {"schedule_seed", plan.schedule_seed}};
   if (plan.open_loop()) {
-    j["arrival"] = {{"kind", plan.arrival},
+    j["arrival"] = {{"kind", ArrivalKindName(plan.arrival)},
                     {"rate_rps", plan.rate_rps},
                     {"cv", plan.arrival_cv},
                     {"schedule_seed", plan.schedule_seed},
@@ -454,7 +454,12 @@ Status PlanHeaderFromJson(const nlohmann::json& j, TrialPlan* plan) {
   plan->concurrency = j.at("concurrency").get<int>();
   plan->trial_index = j.at("trial").get<int>();
   plan->seed = j.at("seed").get<uint64_t>();
-  plan->phase = j.at("phase").get<std::string>();
+  std::optional<QualifyPhase> phase = ParsePhase(j.at("phase").get<std::string>());
+  if (!phase) {
+    return Status::InvalidArgument("plan.json: phase '" + j.at("phase").get<std::string>() +
+                                   "' is not baseline, probe or confirm");
+  }
+  plan->phase = *phase;
   plan->corpus_id = j.at("corpus").at("id").get<std::string>();
   plan->corpus_seed = j.at("corpus").at("generator_seed").get<uint64_t>();
   plan->calibration = j.at("calibration").get<std::string>();
@@ -465,15 +470,14 @@ Status PlanHeaderFromJson(const nlohmann::json& j, TrialPlan* plan) {
   plan->skipped_leads = j.value("skipped_leads", std::vector<std::string>{});
   if (j.contains("arrival")) {
     const auto& a = j.at("arrival");
-    plan->arrival = a.at("kind").get<std::string>();
+    const std::string kind = a.at("kind").get<std::string>();
+    std::optional<ArrivalKind> k = ParseArrivalKind(kind);
+    if (!k) return Status::InvalidArgument("plan.json: arrival.kind '" + kind + "' is not a kind");
+    plan->arrival = *k;
     plan->schedule_seed = a.at("schedule_seed").get<uint64_t>();
   }
   if (plan->open_loop()) {
     const auto& a = j.at("arrival");
-    if (plan->arrival != "constant" && plan->arrival != "poisson" && plan->arrival != "gamma") {
-      return Status::InvalidArgument("plan.json: arrival.kind '" + plan->arrival +
-                                     "' is not an open-loop kind");
-    }
     plan->rate_rps = a.at("rate_rps").get<double>();
     plan->arrival_cv = a.at("cv").get<double>();
     plan->ramp_requests = a.at("ramp_requests").get<int>();

@@ -55,6 +55,14 @@ const char* ArrivalKindName(ArrivalKind k) {
   return "unknown";
 }
 
+std::optional<ArrivalKind> ParseArrivalKind(std::string_view name) {
+  for (ArrivalKind k : {ArrivalKind::kClosedLoop, ArrivalKind::kConstant, ArrivalKind::kPoisson,
+                        ArrivalKind::kGamma, ArrivalKind::kSessions}) {
+    if (name == ArrivalKindName(k)) return k;
+  }
+  return std::nullopt;
+}
+
 int PrefixReuse::Prefixes() const {
   int n = 0;
   for (const PrefixGroup& g : groups) n += g.prefixes;

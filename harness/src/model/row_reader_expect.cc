@@ -69,7 +69,8 @@ bool RowParser::ParseExpect(const Entry& entry, const Workload& w, Expect* x) {
   if ((e = m.Find("cmax"))) {
     if (open_loop) {
       return Fail(e->key_mark, "expect.cmax",
-                  "cmax is a closed-loop claim (a concurrency); an open-loop (" + w.arrival +
+                  "cmax is a closed-loop claim (a concurrency); an open-loop (" +
+                      std::string(ArrivalKindName(w.arrival_kind)) +
                       ") row claims a rate: expect.rmax_rps");
     }
     int64_t cmax = 0;

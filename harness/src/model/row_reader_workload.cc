@@ -70,16 +70,13 @@ bool RowParser::ParseArrival(const Entry& entry, Workload* w) {
                 "inter-arrival gaps; expected one of: constant, poisson, gamma (or closed_loop "
                 "for a fixed number of concurrent sessions)");
   }
+  std::string kind;
   if (!GetEnum(*e, "workload.arrival.kind",
-               {"closed_loop", "constant", "poisson", "gamma", "sessions"}, &w->arrival)) {
+               {"closed_loop", "constant", "poisson", "gamma", "sessions"}, &kind)) {
     return false;
   }
   if (!CheckKeys(a, {"kind", "rate_step_rps", "cv"})) return false;
-  w->arrival_kind = w->arrival == "closed_loop" ? ArrivalKind::kClosedLoop
-                    : w->arrival == "constant"  ? ArrivalKind::kConstant
-                    : w->arrival == "poisson"   ? ArrivalKind::kPoisson
-                    : w->arrival == "sessions"  ? ArrivalKind::kSessions
-                                                : ArrivalKind::kGamma;
+  w->arrival_kind = *ParseArrivalKind(kind);
   const Entry* cv = a.Find("cv");
   if (w->arrival_kind == ArrivalKind::kClosedLoop || w->arrival_kind == ArrivalKind::kSessions) {
     if ((e = a.Find("rate_step_rps"))) {
@@ -135,7 +132,8 @@ bool RowParser::ParseOpenLoopArrival(const MapView& a, const Entry* cv, Workload
   } else {
     if (cv) {
       return Fail(cv->key_mark, "workload.arrival.cv",
-                  "cv is declared only for kind: gamma; " + w->arrival + " gaps have cv " +
+                  "cv is declared only for kind: gamma; " +
+                      std::string(ArrivalKindName(w->arrival_kind)) + " gaps have cv " +
                       (w->arrival_kind == ArrivalKind::kConstant ? "0" : "1") +
                       " by definition (use kind: gamma to choose one)");
     }
@@ -190,7 +188,7 @@ bool RowParser::ParseMeasured(const Entry& entry, Workload* w, Measured* out, Sa
 
 bool RowParser::ParseOpenLoopMeasured(const MapView& m, Workload* w, SampleAt* sample_at) {
   const Entry* e = nullptr;
-  const std::string kind = w->arrival;
+  const std::string kind = ArrivalKindName(w->arrival_kind);
   for (const char* k : {"min_requests", "per_concurrency"}) {
     if ((e = m.Find(k))) {
       return Fail(e->key_mark, std::string("measured.") + k,

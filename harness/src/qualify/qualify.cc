@@ -58,7 +58,7 @@ RowQualification Run::Go() {
 }
 
 void Run::Conclude() {
-  for (const auto& t : q_.trials) q_.probes += t.phase == "probe";
+  for (const auto& t : q_.trials) q_.probes += t.phase == QualifyPhase::kProbe;
   if (auto level = q_.proven_level()) q_.probe_budget = LocateProbeBudget(*level);
   q_.summary_line = SummaryLine(q_);
   q_.recommendation = Recommend(q_, RequalifyFields(row_));
@@ -97,7 +97,7 @@ void Run::EndPhase() {
   q_.phases.back().wall_s = NsToS(NowNs() - phase_start_ns_);
 }
 
-const TrialSummary& Run::RunOne(const std::string& phase, int c, int k, const std::string& move) {
+const TrialSummary& Run::RunOne(QualifyPhase phase, int c, int k, const std::string& move) {
   TrialRequest req{phase, c, k, TrialSeed(row_, phase, c, k)};
   MonoNs start = NowNs();
   TrialSummary t = runner_(row_, req);
@@ -119,19 +119,21 @@ bool Run::StopOn(const TrialSummary& t) {
     q_.status = QualifyStatus::kCorrectnessFail;
     q_.failed_gate = FailedGateNames(t);
     q_.message = "correctness gate " + q_.failed_gate + " failed at " + LevelLabel(t.concurrency) +
-                 " (" + t.phase + " trial " + std::to_string(t.trial) + "): " + Reasons(t) +
+                 " (" + std::string(PhaseName(t.phase)) + " trial " + std::to_string(t.trial) +
+                 "): " + Reasons(t) +
                  " — a broken stream is not an SLO result; fix the server before qualifying";
     return true;
   }
   if (t.outcome == TrialOutcome::kInterrupted || Cancelled()) {
     q_.status = QualifyStatus::kInterrupted;
-    q_.message = "interrupted during " + t.phase + " at " + LevelLabel(t.concurrency);
+    q_.message = "interrupted during " + std::string(PhaseName(t.phase)) + " at " +
+                 LevelLabel(t.concurrency);
     return true;
   }
   if (t.outcome != TrialOutcome::kPass && t.outcome != TrialOutcome::kSloFail) {
     q_.status = QualifyStatus::kCouldNotRun;
-    q_.message =
-        t.phase + " trial at " + LevelLabel(t.concurrency) + " could not run: " + Reasons(t);
+    q_.message = PhaseName(t.phase) + std::string(" trial at ") + LevelLabel(t.concurrency) +
+                 " could not run: " + Reasons(t);
     return true;
   }
   return false;
@@ -159,7 +161,7 @@ const TrialSummary* Run::RunBaseline() {
   BeginPhase("baseline");
   Say("baseline: " + LevelLabel(1) + " with " + std::to_string(row_.warmup.requests) +
       " warm-ups, " + MeasuredText(row_, 1));
-  const TrialSummary& base = RunOne("baseline", 1, 1, "baseline");
+  const TrialSummary& base = RunOne(QualifyPhase::kBaseline, 1, 1, "baseline");
   EndPhase();
   Say("baseline: " + Brief(base) + Fmt(" (%.1f s)", base.wall_s));
   if (StopOn(base)) return nullptr;
@@ -206,7 +208,7 @@ bool Run::Probe(Locator* loc) {
     std::string move = ProbeMove(*loc, *next);
     Say("locate: probe " + std::to_string(probe_no) + " at " + LevelLabel(*next) + " (" + move +
         ")" + Eta(left));
-    const TrialSummary& t = RunOne("probe", *next, 1, move);
+    const TrialSummary& t = RunOne(QualifyPhase::kProbe, *next, 1, move);
     Say("locate: " + LevelLabel(*next) + " " + Brief(t) + Fmt(" (%.1f s)", t.wall_s));
     if (StopOn(t)) {
       EndPhase();
@@ -281,7 +283,7 @@ void Run::RefinePrediction(const TrialSummary& probe, Locator* loc) {
   }
   if (probe.passed() == (probe.concurrency <= *q_.predicted_cmax)) return;
   refined_ = true;
-  const TrialSummary* base = q_.Trials("baseline", 1).front();
+  const TrialSummary* base = q_.Trials(QualifyPhase::kBaseline, 1).front();
   Result<BoundaryPrediction> p = opt_.refine_prediction(*base, probe);
   if (!p.ok()) {
     q_.prediction_note += "; not refined: " + p.status().message();
@@ -340,12 +342,13 @@ bool Run::CheckBaseline(const TrialSummary& base) {
 
 }  // namespace qualify_internal
 
-uint64_t TrialSeed(const Row& row, const std::string& phase, int concurrency, int trial) {
-  if (phase == "confirm" && trial >= 1 && static_cast<size_t>(trial) <= row.trials.seeds.size()) {
+uint64_t TrialSeed(const Row& row, QualifyPhase phase, int concurrency, int trial) {
+  if (phase == QualifyPhase::kConfirm && trial >= 1 &&
+      static_cast<size_t>(trial) <= row.trials.seeds.size()) {
     return row.trials.seeds[trial - 1];
   }
   uint64_t base = Fnv1a64(row.id) ^ (row.trials.seeds.empty() ? 0 : row.trials.seeds.front());
-  uint64_t x = SplitMix64(base ^ Fnv1a64(phase));
+  uint64_t x = SplitMix64(base ^ Fnv1a64(PhaseName(phase)));
   x = SplitMix64(x ^ static_cast<uint64_t>(concurrency));
   x = SplitMix64(x ^ static_cast<uint64_t>(trial));
   // Small positive numbers read well in file names and commands.

@@ -23,7 +23,9 @@ int Passes(const std::vector<const TrialSummary*>& ts) {
 
 bool Run::FillTo(int c, int n, int c_up, int n_up) {
   int total = 0;
-  auto count = [&](int cc) { return static_cast<int>(q_.Trials("confirm", cc).size()); };
+  auto count = [&](int cc) {
+    return static_cast<int>(q_.Trials(QualifyPhase::kConfirm, cc).size());
+  };
   total = std::max(0, n - count(c)) + (c_up ? std::max(0, n_up - count(c_up)) : 0);
   int done = 0;
   while (count(c) < n || (c_up && count(c_up) < n_up)) {
@@ -39,7 +41,7 @@ bool Run::FillTo(int c, int n, int c_up, int n_up) {
       ++done;
       Say("confirm " + std::to_string(done) + "/" + std::to_string(total) + ": " +
           LevelLabel(side) + " trial " + std::to_string(k) + Eta(total - done + 1));
-      const TrialSummary& t = RunOne("confirm", side, k, "");
+      const TrialSummary& t = RunOne(QualifyPhase::kConfirm, side, k, "");
       Say("confirm: " + LevelLabel(side) + " trial " + std::to_string(k) + " " + Brief(t) +
           Fmt(" (%.1f s)", t.wall_s));
       if (StopOn(t)) return false;
@@ -50,8 +52,8 @@ bool Run::FillTo(int c, int n, int c_up, int n_up) {
 
 void Run::Confirm(int c) {
   if (!FillTo(c, trials_, c + 1, trials_)) return;
-  auto low = q_.Trials("confirm", c);
-  auto high = q_.Trials("confirm", c + 1);
+  auto low = q_.Trials(QualifyPhase::kConfirm, c);
+  auto high = q_.Trials(QualifyPhase::kConfirm, c + 1);
   if (Passes(low) == static_cast<int>(low.size()) && Passes(high) == 0) {
     q_.status = QualifyStatus::kProven;
     if (row_.open_loop()) {
@@ -68,22 +70,22 @@ void Run::Confirm(int c) {
 }
 
 void Run::Lower(int c) {
-  auto low = q_.Trials("confirm", c);
-  auto high = q_.Trials("confirm", c + 1);
+  auto low = q_.Trials(QualifyPhase::kConfirm, c);
+  auto high = q_.Trials(QualifyPhase::kConfirm, c + 1);
   // Overlap: measure the noise with more trials on both sides, then never round upward.
   Say("confirm: sides overlap (" + LevelLabel(c) + " " + SideWord(low) + ", " + LevelLabel(c + 1) +
       " " + SideWord(high) + "); extending to " + std::to_string(max_per_side_) +
       " trials per side");
   if (!FillTo(c, max_per_side_, c + 1, max_per_side_)) return;
-  low = q_.Trials("confirm", c);
-  high = q_.Trials("confirm", c + 1);
+  low = q_.Trials(QualifyPhase::kConfirm, c);
+  high = q_.Trials(QualifyPhase::kConfirm, c + 1);
   std::string noise = LevelLabel(c) + " passed " + std::to_string(Passes(low)) + " of " +
                       std::to_string(low.size()) + " trials, " + LevelLabel(c + 1) + " passed " +
                       std::to_string(Passes(high)) + " of " + std::to_string(high.size());
   int candidate = c;
   int steps = 0;
   while (true) {
-    auto at = q_.Trials("confirm", candidate);
+    auto at = q_.Trials(QualifyPhase::kConfirm, candidate);
     if (!at.empty() && Passes(at) == static_cast<int>(at.size())) break;
     if (candidate <= 1 || steps >= opt_.max_steps_down) {
       q_.status = QualifyStatus::kLowered;

@@ -60,7 +60,7 @@ class Run {
   void BeginPhase(const std::string& name);
   void EndPhase();
 
-  const TrialSummary& RunOne(const std::string& phase, int c, int k, const std::string& move);
+  const TrialSummary& RunOne(QualifyPhase phase, int c, int k, const std::string& move);
 
   // Stops the qualification when a trial is not navigation or evidence (correctness, setup,
   // interruption). Returns true when it stopped.

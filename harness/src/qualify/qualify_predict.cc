@@ -54,7 +54,8 @@ Result<int> PredictLevelFromClosedLoop(const Row& row, const CapacityData& close
   for (const RowQualification& q : closed.rows) {
     std::string why;
     if (q.row.open_loop()) {
-      why = "a rate qualification (" + q.row.arrival + "), not a closed loop";
+      why = "a rate qualification (" + std::string(ArrivalKindName(q.row.arrival)) +
+            "), not a closed loop";
     } else if (std::string d = Differences(row, q.row); !d.empty()) {
       why = "another identity or shape: " + d;
     } else if (q.status != QualifyStatus::kProven || !q.cmax) {
@@ -67,7 +68,7 @@ Result<int> PredictLevelFromClosedLoop(const Row& row, const CapacityData& close
     const int cmax = *q.cmax;
     double sum_ms = 0;
     int n = 0;
-    for (const TrialSummary* t : q.Trials("confirm", cmax)) {
+    for (const TrialSummary* t : q.Trials(QualifyPhase::kConfirm, cmax)) {
       if (!t->has_metrics || !std::isfinite(t->e2e_ms.mean)) continue;
       sum_ms += t->e2e_ms.mean;
       ++n;

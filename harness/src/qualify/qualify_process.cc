@@ -197,8 +197,8 @@ double TrialDeadlineS(const Row& row, const TrialRequest& req, double configured
 TrialRunner MakeProcessTrialRunner(const ProcessTrialRunnerOptions& options) {
   return [options](const Row& row, const TrialRequest& req) -> TrialSummary {
     // "<row>/confirm/c7-t1"; a rate row's folders name the rate: "<row>/confirm/r1p25-t1".
-    std::string rel = row.id + "/" + req.phase + "/" + LoadScaleOf(row).Slug(req.concurrency) +
-                      "-t" + std::to_string(req.trial);
+    std::string rel = row.id + "/" + PhaseName(req.phase) + "/" +
+                      LoadScaleOf(row).Slug(req.concurrency) + "-t" + std::to_string(req.trial);
     fs::path dir = fs::path(options.out_dir) / rel;
     std::error_code ec;
     fs::create_directories(dir.parent_path(), ec);
@@ -211,7 +211,7 @@ TrialRunner MakeProcessTrialRunner(const ProcessTrialRunnerOptions& options) {
                                      "--concurrency", std::to_string(req.concurrency),
                                      "--trial",       std::to_string(req.trial),
                                      "--seed",        std::to_string(req.seed),
-                                     "--phase",       req.phase,
+                                     "--phase",       PhaseName(req.phase),
                                      "--url",         options.url,
                                      "--out",         dir.string(),
                                      "--no-progress"};

@@ -125,7 +125,7 @@ std::string Unstable(const std::vector<const TrialSummary*>& ts, const SideGates
 // SLO)"; on a rate row a stability gate's failures with their figures: "R=1.50 rps queue_bounded
 // client in-flight 14.2 > 5.9, 13.1 > 5.1 (last third against its bound)". Empty without trials.
 std::string Margin(const RowQualification& q, const LoadScale& scale, int cc) {
-  auto ts = q.Trials("confirm", cc);
+  auto ts = q.Trials(QualifyPhase::kConfirm, cc);
   if (ts.empty()) return std::string();
   SideGates side = DecideSide(ts);
   std::string out;
@@ -149,8 +149,8 @@ std::string SummaryLine(const RowQualification& q) {
   const std::string& id = q.row.id;
   const LoadScale scale = q.row.scale();
   auto sides = [&](int c) {
-    std::string s = SideText(scale.Label(c), q.Trials("confirm", c));
-    auto high = q.Trials("confirm", c + 1);
+    std::string s = SideText(scale.Label(c), q.Trials(QualifyPhase::kConfirm, c));
+    auto high = q.Trials(QualifyPhase::kConfirm, c + 1);
     if (!high.empty()) s += ", " + SideText(scale.Label(c + 1), high);
     return s;
   };

@@ -98,7 +98,7 @@ class TierRun {
     std::vector<ProbePoint> out;
     for (const auto* list : {&q_->trials, &q_->tier_trials}) {
       for (const auto& t : *list) {
-        if (t.phase == "baseline") continue;
+        if (t.phase == QualifyPhase::kBaseline) continue;
         const TrialSummary v = TierView(t, tier_.slo);
         if (!IsSloVerdict(v.outcome)) continue;
         out.push_back(ProbePoint{t.concurrency,
@@ -112,8 +112,9 @@ class TierRun {
 
   TrialSummary Judge(const TrialRequest& r) {
     if (const TrialSummary* done = q_->FindTrial(r.phase, r.concurrency, r.trial)) {
-      Say("reusing " + r.phase + " " + LoadLabel(row_, r.concurrency) + " trial " +
-          std::to_string(r.trial) + " (already run, seed " + std::to_string(done->seed) + ")");
+      Say("reusing " + std::string(PhaseName(r.phase)) + " " + LoadLabel(row_, r.concurrency) +
+          " trial " + std::to_string(r.trial) + " (already run, seed " +
+          std::to_string(done->seed) + ")");
       Use(*done, true);
       return TierView(*done, tier_.slo);
     }

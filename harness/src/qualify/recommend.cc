@@ -48,8 +48,8 @@ std::string SamplingText(const Sampling& s) {
 }
 
 std::string ArrivalText(const Workload& w) {
-  if (w.arrival_kind != ArrivalKind::kGamma) return w.arrival;
-  return w.arrival + ", cv " + Fmt("%g", w.open_loop.cv);
+  if (w.arrival_kind != ArrivalKind::kGamma) return ArrivalKindName(w.arrival_kind);
+  return std::string(ArrivalKindName(w.arrival_kind)) + ", cv " + Fmt("%g", w.open_loop.cv);
 }
 
 void PinWorkload(std::vector<PinnedField>* out, const Row& row) {
@@ -138,7 +138,7 @@ std::optional<KeptMargin> MarginKept(const RowQualification& q, int level, int f
     at.text = MarginText(at, scale);
     return at;
   }
-  KeptMargin base = WorstGate(q.Trials("confirm", from), from);
+  KeptMargin base = WorstGate(q.Trials(QualifyPhase::kConfirm, from), from);
   if (base.trials == 0) return std::nullopt;
   base.text =
       "not measured at " + scale.Label(level) + " (no trial ran there); " + MarginText(base, scale);
@@ -149,7 +149,7 @@ std::optional<KeptMargin> MarginKept(const RowQualification& q, int level, int f
 // sentence that says so.
 bool ThinMargin(const RowQualification& q, int from, const RecommendPolicy& p, std::string* why) {
   const LoadScale scale = q.row.scale();
-  KeptMargin m = WorstGate(q.Trials("confirm", from), from);
+  KeptMargin m = WorstGate(q.Trials(QualifyPhase::kConfirm, from), from);
   std::string pct = Fmt("%g%%", 100 * p.thin_margin_fraction);
   if (m.trials == 0) {
     *why = "no gate was measured in the " + scale.Label(from) +
@@ -175,11 +175,11 @@ bool Noisy(const RowQualification& q, int from, std::string* why) {
   const bool lowered = q.status == QualifyStatus::kLowered;
   std::set<int> levels;
   for (const auto& t : q.trials) {
-    if (t.phase == "confirm" && t.concurrency >= from) levels.insert(t.concurrency);
+    if (t.phase == QualifyPhase::kConfirm && t.concurrency >= from) levels.insert(t.concurrency);
   }
   std::string counts;
   for (int level : levels) {
-    auto ts = q.Trials("confirm", level);
+    auto ts = q.Trials(QualifyPhase::kConfirm, level);
     int pass = Passes(ts);
     bool broke = level == from ? pass < static_cast<int>(ts.size()) : pass > 0;
     bool shown = lowered ? level > from : broke && level <= from + 1;
@@ -267,7 +267,7 @@ std::vector<PinnedField> RequalifyFields(const RowInfo& row) {
   Pin(&out, "identity.sim_profile", row.sim_profile);
   Pin(&out, "workload.input_tokens", std::to_string(row.input_tokens));
   Pin(&out, "workload.output_tokens", std::to_string(row.output_tokens));
-  Pin(&out, "workload.arrival", row.arrival);
+  Pin(&out, "workload.arrival", ArrivalKindName(row.arrival));
   PinContract(&out, row);
   return out;
 }

@@ -33,7 +33,7 @@ RowInfo RowInfoFromRow(const Row& row) {
   r.trials_count = row.trials.count;
   r.quiet_period_s = row.trials.quiet_period_s;
   r.expected_cmax = row.expect.cmax;
-  r.arrival = ArrivalKindName(row.workload.arrival_kind);
+  r.arrival = row.workload.arrival_kind;
   if (row.open_loop()) {
     const OpenLoop& o = row.workload.open_loop;
     r.rate_step_rps = o.rate_step_rps;
@@ -107,7 +107,7 @@ std::optional<int> RowQualification::proven_level() const {
   return std::nullopt;
 }
 
-std::vector<const TrialSummary*> RowQualification::Trials(const std::string& phase,
+std::vector<const TrialSummary*> RowQualification::Trials(QualifyPhase phase,
                                                           int concurrency) const {
   std::vector<const TrialSummary*> out;
   for (const auto& t : trials) {
@@ -126,7 +126,8 @@ std::vector<const TierTrial*> TierQualification::DecidedBy() const {
   std::vector<const TierTrial*> out;
   const std::optional<int> level = admitted();
   for (const auto& t : trials) {
-    if (level && t.phase == "confirm" && (t.concurrency == *level || t.concurrency == *level + 1)) {
+    if (level && t.phase == QualifyPhase::kConfirm &&
+        (t.concurrency == *level || t.concurrency == *level + 1)) {
       out.push_back(&t);
     }
   }
@@ -136,7 +137,7 @@ std::vector<const TierTrial*> TierQualification::DecidedBy() const {
   return out;
 }
 
-const TrialSummary* RowQualification::FindTrial(const std::string& phase, int concurrency,
+const TrialSummary* RowQualification::FindTrial(QualifyPhase phase, int concurrency,
                                                 int trial) const {
   for (const auto* list : {&trials, &tier_trials}) {
     for (const auto& t : *list) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,18 @@ inline TrialOutcome OutcomeAt(const json& j, const char* key) {
     throw json::other_error::create(501, what, &j);
   }
   return *o;
+}
+
+// A qualification phase by its name (PhaseName); throws json::other_error naming any other text.
+inline QualifyPhase PhaseAt(const json& j, const char* key) {
+  const std::string name = j.at(key).get<std::string>();
+  std::optional<QualifyPhase> p = ParsePhase(name);
+  if (!p) {
+    const std::string what =
+        std::string("key '") + key + "': '" + name + "' is not baseline, probe or confirm";
+    throw json::other_error::create(501, what, &j);
+  }
+  return *p;
 }
 
 template <typename T>

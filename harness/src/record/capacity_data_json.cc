@@ -63,7 +63,7 @@ json RowInfoToJson(const RowInfo& r) {
            {"measured", {{"min_requests", r.min_requests}, {"per_concurrency", r.per_concurrency}}},
            {"trials", {{"count", r.trials_count}, {"quiet_period_s", r.quiet_period_s}}},
            {"expected_cmax", r.expected_cmax ? json(*r.expected_cmax) : json(nullptr)}};
-  json arrival{{"kind", r.arrival}};
+  json arrival{{"kind", ArrivalKindName(r.arrival)}};
   if (r.open_loop()) {
     arrival["rate_step_rps"] = r.rate_step_rps;
     arrival["ramp_s"] = r.ramp_s;
@@ -120,7 +120,10 @@ Result<RowInfo> RowInfoFromJson(const json& j) {
   // Data written before rate rows has no "arrival": its rows are closed loop.
   if (j.contains("arrival") && j["arrival"].is_object()) {
     const json& a = j["arrival"];
-    r.arrival = a.at("kind").get<std::string>();
+    const std::string kind = a.at("kind").get<std::string>();
+    std::optional<ArrivalKind> k = ParseArrivalKind(kind);
+    if (!k) return Status::InvalidArgument("arrival.kind: '" + kind + "' is not an arrival kind");
+    r.arrival = *k;
     if (r.open_loop()) {
       r.rate_step_rps = a.at("rate_step_rps").get<double>();
       if (!(r.rate_step_rps > 0)) {

@@ -36,7 +36,7 @@ KeptMargin MarginFromJson(const json& j) {
 }
 
 json TierTrialToJson(const TierTrial& t) {
-  return json{{"phase", t.phase},
+  return json{{"phase", PhaseName(t.phase)},
               {"concurrency", t.concurrency},
               {"trial", t.trial},
               {"outcome", TrialOutcomeName(t.outcome)},
@@ -81,7 +81,7 @@ Result<TierQualification> TierFromJson(const json& j) {
   t.trials_run = j.at("trials_run").get<int>();
   t.trials_reused = j.at("trials_reused").get<int>();
   for (const auto& x : j.at("trials")) {
-    t.trials.push_back(TierTrial{x.at("phase").get<std::string>(), x.at("concurrency").get<int>(),
+    t.trials.push_back(TierTrial{PhaseAt(x, "phase"), x.at("concurrency").get<int>(),
                                  x.at("trial").get<int>(), OutcomeAt(x, "outcome"),
                                  x.at("reused").get<bool>()});
   }

@@ -107,7 +107,7 @@ std::vector<SloCheck> ChecksFromJson(const json& a) {
 
 TrialSummary TrialFromJson(const json& j) {
   TrialSummary t;
-  t.phase = j.at("phase").get<std::string>();
+  t.phase = PhaseAt(j, "phase");
   // A rate row's trial names its level and rate; a closed-loop trial its concurrency.
   t.concurrency = j.contains("level") ? j.at("level").get<int>() : j.at("concurrency").get<int>();
   t.rate_rps = Get<double>(j, "rate_rps", 0);
@@ -217,7 +217,7 @@ double TrialSummary::GatingMs() const { return slo.empty() ? NAN : slo.front().m
 
 json TrialSummaryToJson(const TrialSummary& t) {
   json slo = ChecksToJson(t.slo);
-  json j{{"phase", t.phase},
+  json j{{"phase", PhaseName(t.phase)},
          {"trial", t.trial},
          {"seed", t.seed},
          {"corpus", t.corpus},

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "capacity_data_internal.h"
 #include "capq/record/artifacts.h"
 #include "capq/text.h"
 
@@ -153,7 +154,7 @@ nlohmann::json VerdictToJson(const TrialVerdict& v, const VerdictContext& ctx) {
                       {"concurrency", ctx.concurrency},
                       {"trial", ctx.trial_index},
                       {"seed", ctx.seed},
-                      {"phase", ctx.phase},
+                      {"phase", PhaseName(ctx.phase)},
                       {"outcome", TrialOutcomeName(v.outcome)},
                       {"exit_code", v.ExitCode()},
                       {"latency_pass", v.latency_pass},
@@ -200,7 +201,7 @@ Result<StoredVerdict> VerdictFromJson(const nlohmann::json& j) {
     s.context.concurrency = j.at("concurrency").get<int>();
     s.context.trial_index = j.at("trial").get<int>();
     s.context.seed = j.at("seed").get<uint64_t>();
-    s.context.phase = j.at("phase").get<std::string>();
+    s.context.phase = capjson::PhaseAt(j, "phase");
     s.context.time_scale = j.at("time_scale").get<double>();
     s.context.started_utc = j.at("started_utc").get<std::string>();
     s.context.complete = j.at("complete").get<bool>();

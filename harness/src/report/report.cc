@@ -119,7 +119,7 @@ std::string MeasuredMeta(const RowInfo& r) {
   std::string interval = r.measured_requests
                              ? std::to_string(*r.measured_requests) + " requests"
                              : FormatShortest(r.measured_duration_s.value_or(0)) + " s";
-  return Esc(r.arrival) + " arrivals at " + FormatShortest(r.rate_step_rps) +
+  return Esc(ArrivalKindName(r.arrival)) + " arrivals at " + FormatShortest(r.rate_step_rps) +
          " requests/s per level · measured " + interval +
          (r.ramp_s > 0 ? " after a " + FormatShortest(r.ramp_s) + " s ramp" : "");
 }
@@ -211,9 +211,10 @@ std::string RowSection(const RowQualification& q) {
           ")</summary>\n<table><tr><th class=\"l\">trial</th><th "
           "class=\"l\">directory</th><th class=\"l\">command</th></tr>\n";
   for (const auto& t : q.trials) {
-    html += "<tr><td class=\"l\">" + t.phase + " " + r.scale().Label(t.concurrency) + " #" +
-            std::to_string(t.trial) + "</td><td class=\"l\"><code>" + Esc(t.dir) +
-            "</code></td><td class=\"l\"><code>" + Esc(t.command) + "</code></td></tr>\n";
+    html += "<tr><td class=\"l\">" + std::string(PhaseName(t.phase)) + " " +
+            r.scale().Label(t.concurrency) + " #" + std::to_string(t.trial) +
+            "</td><td class=\"l\"><code>" + Esc(t.dir) + "</code></td><td class=\"l\"><code>" +
+            Esc(t.command) + "</code></td></tr>\n";
   }
   html += "</table>\n</details>\n</section>\n";
   return html;

@@ -40,7 +40,7 @@ ArrivalStats ArrivalOf(const TrialSummary& t, int burst) {
 }
 
 std::string FigArrivalPanel(const RowQualification& q, int c, const Unit& u, double y_max) {
-  auto ts = q.Trials("confirm", c);
+  auto ts = q.Trials(QualifyPhase::kConfirm, c);
   const LoadScale scale = q.row.scale();
   const int burst = scale.open_loop ? 0 : c;
   size_t n = 0;
@@ -88,7 +88,7 @@ std::string FigArrivalPanel(const RowQualification& q, int c, const Unit& u, dou
 // as a solid line and the server's queue gauge dashed, over the measured interval.
 std::string FigQueuePanel(const RowQualification& q, int level, double t_max, double y_max) {
   const LoadScale scale = q.row.scale();
-  const auto ts = q.Trials("confirm", level);
+  const auto ts = q.Trials(QualifyPhase::kConfirm, level);
   Plot p(596, 300, NiceAxis(0, t_max, 6, "seconds into the measured interval (wall)"),
          NiceAxis(0, y_max * 1.08, 6, "requests"));
   for (const TrialSummary* t : ts) {
@@ -121,7 +121,7 @@ std::string FigQueue(const RowQualification& q) {
   double t_max = 1, y_max = 1;
   bool any = false;
   for (int level : {*b, *b + 1}) {
-    for (const TrialSummary* t : q.Trials("confirm", level)) {
+    for (const TrialSummary* t : q.Trials(QualifyPhase::kConfirm, level)) {
       for (const auto& pt : t->queue_series) {
         any = true;
         t_max = std::max(t_max, pt.t_s);
@@ -187,7 +187,7 @@ std::string TblArrival(const RowQualification& q, int b, const Unit& u) {
                      "</th><th>slowest 5% in opening burst</th><th>verdict</th><th "
                      "class=\"l\">decided by</th></tr>\n";
   for (int c : {b, b + 1}) {
-    for (const auto* t : q.Trials("confirm", c)) {
+    for (const auto* t : q.Trials(QualifyPhase::kConfirm, c)) {
       ArrivalStats s = ArrivalOf(*t, scale.open_loop ? 0 : c);
       html +=
           "<tr><td>" + scale.Figure(c) + "</td><td>" + std::to_string(t->trial) + "</td><td>" +
@@ -212,7 +212,7 @@ std::string FigArrival(const RowQualification& q) {
   double y_max = TtftGate(q.row) ? TtftGate(q.row)->below_ms : 0;
   int requests = 0;
   for (int c : {*b, *b + 1}) {
-    for (const auto* t : q.Trials("confirm", c)) {
+    for (const auto* t : q.Trials(QualifyPhase::kConfirm, c)) {
       for (double v : t->ttft_ms_by_arrival) {
         if (std::isfinite(v)) y_max = std::max(y_max, v);
         ++requests;

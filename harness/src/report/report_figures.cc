@@ -124,12 +124,13 @@ void DrawTtftLevel(const LoadScale& scale, const Unit& u, int c,
     const TrialSummary& t = *list[i];
     pass += t.passed();
     double xc = TrialX(scale, c, i, list.size());
-    std::string what = t.phase + " " + scale.Label(c) + " trial " + std::to_string(t.trial);
+    std::string what = PhaseName(t.phase) + std::string(" ") + scale.Label(c) + " trial " +
+                       std::to_string(t.trial);
     p->Marker(xc, t.ttft_ms.p50 / u.div, "dash", "aux p50",
               what + ": p50 " + FormatFixed(t.ttft_ms.p50 / u.div, u.decimals) + " " + u.name);
     p->Marker(xc, t.ttft_ms.p99 / u.div, "tri", "aux p99",
               what + ": p99 " + FormatFixed(t.ttft_ms.p99 / u.div, u.decimals) + " " + u.name);
-    p->Circle(xc, t.ttft_ms.p95 / u.div, 4.5, "pt " + VerdictClass(t) + " " + t.phase,
+    p->Circle(xc, t.ttft_ms.p95 / u.div, 4.5, "pt " + VerdictClass(t) + " " + PhaseName(t.phase),
               what + ": p95 " + FormatFixed(t.ttft_ms.p95 / u.div, u.decimals) + " " + u.name +
                   ", " + VerdictTip(t));
   }
@@ -201,7 +202,7 @@ std::pair<double, double> ThroughputBand(const RowQualification& q, int level,
                                          const std::string& cls, const std::string& anchor,
                                          Plot* p) {
   double lo = INFINITY, hi = -INFINITY;
-  for (const auto* t : q.Trials("confirm", level)) {
+  for (const auto* t : q.Trials(QualifyPhase::kConfirm, level)) {
     if (!std::isfinite(t->output_tok_s)) continue;
     lo = std::min(lo, t->output_tok_s);
     hi = std::max(hi, t->output_tok_s);
@@ -229,8 +230,8 @@ std::string DrawThroughputBands(const RowQualification& q, Plot* p) {
          (overlap ? "<b>overlap</b>" : "do not overlap") + ", while the " +
          (scale.open_loop ? "SLO and stability gates give" : "SLO gives") +
          " the pass/fail decision (" + scale.Label(*b) + " on " +
-         Esc(SideGateName(q.Trials("confirm", *b))) + ", " + scale.Label(*b + 1) + " on " +
-         Esc(SideGateName(q.Trials("confirm", *b + 1))) + ").";
+         Esc(SideGateName(q.Trials(QualifyPhase::kConfirm, *b))) + ", " + scale.Label(*b + 1) +
+         " on " + Esc(SideGateName(q.Trials(QualifyPhase::kConfirm, *b + 1))) + ").";
 }
 
 // Every trial's output tok/s, a point per trial.
@@ -240,9 +241,10 @@ void DrawThroughputTrials(const LoadScale& scale, const std::vector<const TrialS
     for (size_t i = 0; i < list.size(); ++i) {
       const TrialSummary& t = *list[i];
       p->Circle(TrialX(scale, c, i, list.size()), t.output_tok_s, 4.5,
-                "pt " + VerdictClass(t) + " " + t.phase,
-                t.phase + " " + scale.Label(c) + " trial " + std::to_string(t.trial) + ": " +
-                    FormatFixed(t.output_tok_s, 1) + " tok/s, " + VerdictTip(t));
+                "pt " + VerdictClass(t) + " " + PhaseName(t.phase),
+                PhaseName(t.phase) + std::string(" ") + scale.Label(c) + " trial " +
+                    std::to_string(t.trial) + ": " + FormatFixed(t.output_tok_s, 1) + " tok/s, " +
+                    VerdictTip(t));
     }
   }
 }
@@ -298,14 +300,14 @@ std::string FigTimeline(const RowQualification& q) {
   y.label = "";
   Plot p(1000, 190, x, y);
   p.left = 80;
-  auto lane = [](const std::string& phase) {
-    return phase == "baseline" ? 2.0 : phase == "probe" ? 1.0 : 0.0;
+  auto lane = [](QualifyPhase phase) {
+    return phase == QualifyPhase::kBaseline ? 2.0 : phase == QualifyPhase::kProbe ? 1.0 : 0.0;
   };
   for (const auto& t : q.trials) {
     double l = lane(t.phase);
     p.Rect(t.start_offset_s, l - 0.32, t.start_offset_s + std::max(t.wall_s, end * 0.002), l + 0.32,
-           "bar " + t.phase + " " + VerdictClass(t),
-           t.phase + " " + q.row.scale().Label(t.concurrency) + " trial " +
+           "bar " + std::string(PhaseName(t.phase)) + " " + VerdictClass(t),
+           PhaseName(t.phase) + std::string(" ") + q.row.scale().Label(t.concurrency) + " trial " +
                std::to_string(t.trial) + ": " + VerdictTip(t) + ", " + FormatFixed(t.wall_s, 1) +
                " s");
     if (t.wall_s > end * 0.035) {
@@ -346,7 +348,7 @@ struct BoundarySides {
   Unit u;
 
   BoundarySides(const RowQualification& q, int b)
-      : low(q.Trials("confirm", b)), high(q.Trials("confirm", b + 1)) {
+      : low(q.Trials(QualifyPhase::kConfirm, b)), high(q.Trials(QualifyPhase::kConfirm, b + 1)) {
     gl = DecideSide(low);
     gh = DecideSide(high);
     one =

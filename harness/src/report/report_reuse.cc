@@ -23,7 +23,7 @@ std::vector<const TrialSummary*> ReuseTrials(const RowQualification& q) {
 std::string HitRow(const TrialSummary& t, bool sessions) {
   const ReuseFigures& f = *t.reuse;
   std::string html = "<tr><td>" + std::to_string(t.concurrency) + "</td><td class=\"l\">" +
-                     Esc(t.phase) + " #" + std::to_string(t.trial) + "</td><td>" +
+                     Esc(PhaseName(t.phase)) + " #" + std::to_string(t.trial) + "</td><td>" +
                      std::to_string(f.requests) + "</td><td>" +
                      FormatFixed(f.declared_ratio * 100, 1) + "%</td><td>" +
                      FormatFixed(f.served_ratio * 100, 1) + "%</td>";
@@ -56,7 +56,7 @@ std::map<std::string, double> TurnTails(const RowQualification& q, int c, int* t
   std::map<std::string, int> n;
   *trials = 0;
   for (const TrialSummary& t : q.trials) {
-    if (t.concurrency != c || t.phase != "confirm" || t.classes.empty()) continue;
+    if (t.concurrency != c || t.phase != QualifyPhase::kConfirm || t.classes.empty()) continue;
     ++*trials;
     for (const ClassVerdict& k : t.classes) {
       if (!std::isfinite(k.ttft_p95_ms)) continue;
@@ -93,7 +93,7 @@ std::string TurnTable(const RowQualification& q) {
 
 std::string ReuseSection(const RowQualification& q) {
   if (q.row.reuse.empty()) return "";
-  const bool sessions = q.row.arrival == "sessions";
+  const bool sessions = q.row.arrival == ArrivalKind::kSessions;
   std::string html = "<h3>Cache reuse: declared and served</h3>\n<p>" +
                      Esc(sessions ? "Sessions: " : "Prefix groups: ") + Esc(q.row.reuse) +
                      ". Every trial is gated on the hit ratio it was served (cache_reuse); a "

@@ -75,7 +75,7 @@ CorrectnessTotals Sum(const std::vector<const TrialSummary*>& ts) {
 std::vector<const TrialSummary*> Confirmations(const RowQualification& q) {
   std::vector<const TrialSummary*> out;
   for (const auto& t : q.trials) {
-    if (t.phase == "confirm") out.push_back(&t);
+    if (t.phase == QualifyPhase::kConfirm) out.push_back(&t);
   }
   return out;
 }
@@ -101,7 +101,7 @@ std::string TblBoundary(const RowQualification& q) {
                      "class=\"l\">verdict</th><th class=\"l\">decided by</th></tr>\n";
   std::vector<const TrialSummary*> ts;
   for (const auto& t : q.trials) {
-    if (t.phase == "confirm") ts.push_back(&t);
+    if (t.phase == QualifyPhase::kConfirm) ts.push_back(&t);
   }
   std::stable_sort(ts.begin(), ts.end(), [](const auto* a, const auto* b) {
     return a->concurrency != b->concurrency ? a->concurrency < b->concurrency : a->trial < b->trial;
@@ -175,12 +175,13 @@ std::string TblLocate(const RowQualification& q) {
                      "class=\"l\">chosen by</th><th "
                      "class=\"l\">corpus</th><th>cached max / allowed</th></tr>\n";
   for (const auto& t : q.trials) {
-    if (t.phase == "confirm") continue;
-    html += "<tr><td class=\"l\">" + t.phase + "</td><td>" + scale.Figure(t.concurrency) + "</td>" +
-            TrialRowCells(t, u) + "<td>" + FormatFixed(t.output_tok_s, 1) + "</td><td class=\"l " +
-            VerdictClass(t) + "\">" + VerdictWord(t) + "</td><td class=\"l\">" + Esc(DecidedBy(t)) +
-            "</td><td class=\"l\">" + Esc(t.move) + "</td><td class=\"l\">" + Esc(t.corpus) +
-            "</td><td>" + CachedCell(t) + "</td></tr>\n";
+    if (t.phase == QualifyPhase::kConfirm) continue;
+    html += "<tr><td class=\"l\">" + std::string(PhaseName(t.phase)) + "</td><td>" +
+            scale.Figure(t.concurrency) + "</td>" + TrialRowCells(t, u) + "<td>" +
+            FormatFixed(t.output_tok_s, 1) + "</td><td class=\"l " + VerdictClass(t) + "\">" +
+            VerdictWord(t) + "</td><td class=\"l\">" + Esc(DecidedBy(t)) + "</td><td class=\"l\">" +
+            Esc(t.move) + "</td><td class=\"l\">" + Esc(t.corpus) + "</td><td>" + CachedCell(t) +
+            "</td></tr>\n";
   }
   return html + "</table>\n";
 }
@@ -263,7 +264,7 @@ std::string TblRows(const CapacityData& d) {
     auto b = Boundary(q);
     int64_t pmin = 0, pmax = 0;
     for (const auto& t : q.trials) {
-      if (t.phase != "confirm" || t.prompt_tokens_max == 0) continue;
+      if (t.phase != QualifyPhase::kConfirm || t.prompt_tokens_max == 0) continue;
       pmin = pmin == 0 ? t.prompt_tokens_min : std::min(pmin, t.prompt_tokens_min);
       pmax = std::max(pmax, t.prompt_tokens_max);
     }
@@ -274,8 +275,9 @@ std::string TblRows(const CapacityData& d) {
         return scale.open_loop ? scale.Label(level) : std::to_string(level);
       };
       html += "<td>" + cell(*b) + "</td><td class=\"l\">" +
-              Esc(SideFigures(q.Trials("confirm", *b))) + "</td><td>" + cell(*b + 1) +
-              "</td><td class=\"l\">" + Esc(SideFigures(q.Trials("confirm", *b + 1))) + "</td>";
+              Esc(SideFigures(q.Trials(QualifyPhase::kConfirm, *b))) + "</td><td>" + cell(*b + 1) +
+              "</td><td class=\"l\">" + Esc(SideFigures(q.Trials(QualifyPhase::kConfirm, *b + 1))) +
+              "</td>";
     } else {
       html += "<td>n/a</td><td></td><td>n/a</td><td></td>";
     }
@@ -294,7 +296,7 @@ std::string TblMaxPass(const CapacityData& d) {
   for (const auto& q : d.rows) {
     auto b = Boundary(q);
     if (!b) continue;
-    auto ts = q.Trials("confirm", *b);
+    auto ts = q.Trials(QualifyPhase::kConfirm, *b);
     Unit u = UnitFor(Slo(q.row));
     html += "<tr><td class=\"l\">" + Esc(q.row.id) + " " + Shape(q.row) + " at " +
             q.row.scale().Label(*b) + "</td><td>" +

@@ -110,9 +110,10 @@ std::string TierTrialList(const RowQualification& q) {
                      ")</summary>\n<table><tr><th class=\"l\">trial</th><th "
                      "class=\"l\">directory</th><th class=\"l\">command</th></tr>\n";
   for (const auto& t : q.tier_trials) {
-    html += "<tr><td class=\"l\">" + Esc(t.phase) + " " + q.row.scale().Label(t.concurrency) +
-            " #" + std::to_string(t.trial) + "</td><td class=\"l\"><code>" + Esc(t.dir) +
-            "</code></td><td class=\"l\"><code>" + Esc(t.command) + "</code></td></tr>\n";
+    html += "<tr><td class=\"l\">" + Esc(PhaseName(t.phase)) + " " +
+            q.row.scale().Label(t.concurrency) + " #" + std::to_string(t.trial) +
+            "</td><td class=\"l\"><code>" + Esc(t.dir) + "</code></td><td class=\"l\"><code>" +
+            Esc(t.command) + "</code></td></tr>\n";
   }
   return html + "</table>\n</details>\n";
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "capq/model/prompts.h"
+#include "capq/model/qualify_phase.h"
 #include "capq/model/row.h"
 #include "capq/status.h"
 
@@ -63,7 +64,7 @@ struct TrialPlan {
   int concurrency = 1;
   int trial_index = 1;  // 1-based
   uint64_t seed = 0;
-  std::string phase = "confirm";
+  QualifyPhase phase = QualifyPhase::kConfirm;
   // The prompt corpus: its generator seed mixes the trial seed with the phase and concurrency, so
   // no two trials of one qualification (baseline, every probe, every confirmation at every C) and
   // no two capacity tests of one row send the same prompt, while the same (row, phase, C, trial)
@@ -86,9 +87,9 @@ struct TrialPlan {
   std::string first_token_check;
   std::vector<PlanRequest> warmup, measured;
 
-  // The arrival model: ArrivalKindName of the row's kind. Everything below is for open-loop plans
+  // The arrival model: the row's kind. Everything below is for open-loop plans
   // only (zero or empty for closed_loop).
-  std::string arrival = "closed_loop";
+  ArrivalKind arrival = ArrivalKind::kClosedLoop;
   double rate_rps = 0;         // RateAtLevel(row, concurrency)
   double arrival_cv = 0;       // the gaps' coefficient of variation (constant 0, poisson 1)
   uint64_t schedule_seed = 0;  // ScheduleSeed(seed, phase, concurrency)
@@ -102,8 +103,10 @@ struct TrialPlan {
   int64_t measured_start_ns = 0;
   int64_t measured_end_ns = 0;
 
-  bool open_loop() const { return arrival != "closed_loop" && arrival != "sessions"; }
-  bool sessions() const { return arrival == "sessions"; }
+  bool open_loop() const {
+    return arrival != ArrivalKind::kClosedLoop && arrival != ArrivalKind::kSessions;
+  }
+  bool sessions() const { return arrival == ArrivalKind::kSessions; }
 };
 
 // The server's token id that starts a prompt beginning with `lead_word`, tokenized as the server
@@ -116,7 +119,7 @@ struct PlanInputs {
       1;  // the load level: C for a closed-loop row, rate / rate_step_rps for a rate row
   int trial_index = 1;           // 1-based
   std::optional<uint64_t> seed;  // overrides row.trials.seeds[trial_index - 1]
-  std::string phase = "confirm";
+  QualifyPhase phase = QualifyPhase::kConfirm;
   const TokenCounter* counter = nullptr;  // null: no tokenize endpoint
   // When set, prompts whose lead word would start with a token an earlier prompt of the trial
   // already starts with are skipped (distinct words can share a first sub-word token).
@@ -130,11 +133,11 @@ Result<uint64_t> TrialSeed(const Row& row, int trial_index, std::optional<uint64
 Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in);
 
 // The generator seed of the corpus of a trial with `seed` in `phase` at `concurrency`.
-uint64_t CorpusSeed(uint64_t seed, const std::string& phase, int concurrency);
+uint64_t CorpusSeed(uint64_t seed, QualifyPhase phase, int concurrency);
 
 // The seed of an open-loop trial's arrival schedule: like CorpusSeed a function of (seed, phase,
 // level), but a different stream, so that the schedule and the prompts are drawn independently.
-uint64_t ScheduleSeed(uint64_t seed, const std::string& phase, int level);
+uint64_t ScheduleSeed(uint64_t seed, QualifyPhase phase, int level);
 
 // The most requests one open-loop plan may schedule (ramp and measured together).
 inline constexpr int64_t kMaxScheduledRequests = 1'000'000;

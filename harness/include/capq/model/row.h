@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "capq/model/mix.h"
@@ -35,6 +36,8 @@ const char* SloMetricName(SloMetric m);  // "ttft", "itl", "e2e"
 enum class ArrivalKind { kClosedLoop, kConstant, kPoisson, kGamma, kSessions };
 // "closed_loop", "constant", "poisson", "gamma", "sessions"
 const char* ArrivalKindName(ArrivalKind k);
+// The kind named `name` (ArrivalKindName); nullopt for any other text.
+std::optional<ArrivalKind> ParseArrivalKind(std::string_view name);
 
 struct Identity {
   Engine engine = Engine::kSim;
@@ -101,7 +104,6 @@ struct Workload {
   int64_t output_tokens = 0;
   int64_t output_stddev_tokens = 0;
   Sampling sampling;
-  std::string arrival = "closed_loop";  // ArrivalKindName(arrival_kind), kept in sync by the loader
   ArrivalKind arrival_kind = ArrivalKind::kClosedLoop;
   OpenLoop open_loop;  // filled for open-loop kinds only
   std::string prompt_corpus = "synthetic";

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "capq/model/qualify_phase.h"
 #include "capq/model/row.h"
 #include "capq/qualify/locate.h"
 #include "capq/qualify/predict.h"
@@ -30,7 +31,7 @@
 namespace capq {
 
 struct TrialRequest {
-  std::string phase;  // "baseline" | "probe" | "confirm"
+  QualifyPhase phase = QualifyPhase::kConfirm;
   int concurrency = 1;
   int trial = 1;  // 1-based index within (phase, concurrency)
   uint64_t seed = 0;
@@ -80,7 +81,7 @@ Result<int> PredictLevelFromClosedLoop(const Row& row, const CapacityData& close
 // The seed of a trial: confirm trial k uses row.trials.seeds[k-1] (the seeds the ctest suites use)
 // and a derived seed beyond them; baseline and probes get seeds derived from the row, phase and C,
 // so no two trials of a qualification share a prompt set by accident.
-uint64_t TrialSeed(const Row& row, const std::string& phase, int concurrency, int trial);
+uint64_t TrialSeed(const Row& row, QualifyPhase phase, int concurrency, int trial);
 
 RowQualification Qualify(const Row& row, const TrialRunner& runner, const QualifyOptions& options);
 

@@ -17,6 +17,7 @@
 #include "capq/engine/calibrate.h"
 #include "capq/measurement/metrics.h"
 #include "capq/measurement/validator.h"
+#include "capq/model/qualify_phase.h"
 #include "capq/model/row.h"
 #include "capq/record/verdict.h"
 #include "capq/status.h"
@@ -66,7 +67,7 @@ struct FailedGate {
 };
 
 struct TrialSummary {
-  std::string phase;  // "baseline" | "probe" | "confirm"
+  QualifyPhase phase = QualifyPhase::kConfirm;
   // The load level: the concurrency C, or on a rate row the rate in steps (rate_rps below).
   int concurrency = 0;
   double rate_rps = 0;  // rate rows: the trial's arrival rate, level * rate_step_rps; else 0
@@ -178,10 +179,10 @@ struct RowInfo {
   int trials_count = 0;
   double quiet_period_s = 0;
   std::optional<int> expected_cmax;  // the row's claim before this qualification
-  // How requests arrive: ArrivalKindName of the row's kind ("closed_loop" for data written before
+  // How requests arrive: the row's kind (closed loop for data written before
   // rate rows). The rest is for rate rows: the claim's resolution, the measured interval (one of
   // duration_s and requests, after ramp_s) and the claim before this qualification.
-  std::string arrival = "closed_loop";
+  ArrivalKind arrival = ArrivalKind::kClosedLoop;
   double rate_step_rps = 0;
   std::optional<double> measured_duration_s;
   std::optional<int> measured_requests;
@@ -193,7 +194,9 @@ struct RowInfo {
   // turns, +128 tokens each, think exponential mean 1 s"); "" otherwise.
   std::string reuse;
 
-  bool open_loop() const { return arrival != "closed_loop" && arrival != "sessions"; }
+  bool open_loop() const {
+    return arrival != ArrivalKind::kClosedLoop && arrival != ArrivalKind::kSessions;
+  }
   // How this row's load levels read (capq/model/row.h): "C=6" or "R=1.25 rps".
   LoadScale scale() const { return LoadScale{open_loop(), open_loop() ? rate_step_rps : 0}; }
 };
@@ -259,7 +262,7 @@ int QualifyExitCode(QualifyStatus s);
 // (pass or SLO fail, or the trial's own outcome when that is no SLO verdict), and whether the tier
 // took it from a trial already run (reused) or ran it.
 struct TierTrial {
-  std::string phase;
+  QualifyPhase phase = QualifyPhase::kConfirm;
   int concurrency = 0;
   int trial = 1;
   TrialOutcome outcome = TrialOutcome::kCouldNotRun;
@@ -329,11 +332,11 @@ struct RowQualification {
   std::vector<TrialSummary> tier_trials;
 
   // Trials of one phase at one level, in order.
-  std::vector<const TrialSummary*> Trials(const std::string& phase, int concurrency) const;
+  std::vector<const TrialSummary*> Trials(QualifyPhase phase, int concurrency) const;
   // The proven boundary as a level: cmax, or rmax_rps in steps on a rate row; nullopt unproven.
   std::optional<int> proven_level() const;
   // The trial (phase, level, index) in `trials` or `tier_trials`; nullptr when none ran.
-  const TrialSummary* FindTrial(const std::string& phase, int concurrency, int trial) const;
+  const TrialSummary* FindTrial(QualifyPhase phase, int concurrency, int trial) const;
 };
 
 struct CapacityData {

@@ -12,6 +12,7 @@
 #include "capq/measurement/gate_miss.h"
 #include "capq/measurement/stability.h"
 #include "capq/measurement/validator.h"
+#include "capq/model/qualify_phase.h"
 #include "capq/model/row.h"
 #include "capq/status.h"
 
@@ -82,7 +83,7 @@ struct VerdictContext {
   int concurrency = 1;
   int trial_index = 1;
   uint64_t seed = 0;
-  std::string phase;
+  QualifyPhase phase = QualifyPhase::kConfirm;
   double time_scale = 1;
   std::string started_utc;
   bool complete = true;

@@ -23,6 +23,7 @@
 #include "capq/measurement/metrics.h"
 #include "capq/measurement/stability.h"
 #include "capq/measurement/validator.h"
+#include "capq/model/qualify_phase.h"
 #include "capq/model/row.h"
 #include "capq/record/verdict.h"
 #include "capq/status.h"
@@ -37,9 +38,9 @@ struct TrialOptions {
   int concurrency = 1;
   int trial_index = 1;  // 1-based; seed = row.trials.seeds[k-1] unless `seed` is set
   std::optional<uint64_t> seed;
-  std::string phase = "confirm";  // "baseline" | "probe" | "confirm" (recorded)
-  std::string api_key;            // from CAPQ_API_KEY; never written anywhere
-  bool insecure_tls = false;      // recorded in the trial metadata when set
+  QualifyPhase phase = QualifyPhase::kConfirm;  // recorded in the plan and the verdict
+  std::string api_key;                          // from CAPQ_API_KEY; never written anywhere
+  bool insecure_tls = false;                    // recorded in the trial metadata when set
   bool skip_quiet_period = false;
   // Calibrate prompt lengths from the warm-ups' usage.prompt_tokens even when the server has a
   // tokenize endpoint (recorded as calibration "usage_prompt_tokens" in plan.json).
