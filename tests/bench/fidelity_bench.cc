@@ -175,7 +175,7 @@ void BM_TrialFidelity(benchmark::State& state) {
     capq::TrialOptions o;
     o.url = sim.url;
     o.out_dir = dir + "/trial";
-    o.concurrency = c;
+    o.level = c;
     o.skip_quiet_period = true;
     o.evidence_compression = capq::EvidenceCompression::kNone;
     capq::TrialReport rep = capq::RunTrial(*row, o);

@@ -71,7 +71,7 @@ void BM_TextRecount(benchmark::State& state) {
     capq::TrialOptions o;
     o.url = (*sim)->url();
     o.out_dir = dir + "/trial";
-    o.concurrency = c;
+    o.level = c;
     o.skip_quiet_period = true;
     const auto t0 = std::chrono::steady_clock::now();
     capq::TrialReport rep = capq::RunTrial(*row, o);

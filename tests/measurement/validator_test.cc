@@ -23,7 +23,7 @@ class ValidatorTest : public ::testing::Test {
     row_.measured.min_requests = 4;
     row_.measured.per_concurrency = 1;
     in_.row = &row_;
-    in_.concurrency = 2;
+    in_.level = 2;
     in_.expected_measured = 4;
     in_.cold_prefix_tokens_allowed = 2;
     in_.cold_counter_available = true;

@@ -197,7 +197,7 @@ TEST(MixedPlan, ClassesInSharesAndEveryRequestAWholeSample) {
   auto row = LoadRow(kMixedRow);
   ASSERT_TRUE(row.ok()) << row.status().ToString();
   PlanInputs in;
-  in.concurrency = 6;
+  in.level = 6;
   auto plan = MakeTrialPlan(*row, in);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   ASSERT_EQ(plan->measured.size(), 120u);

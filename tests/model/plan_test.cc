@@ -15,7 +15,7 @@ namespace {
 
 PlanInputs Inputs(int concurrency, int trial, QualifyPhase phase = QualifyPhase::kConfirm) {
   PlanInputs in;
-  in.concurrency = concurrency;
+  in.level = concurrency;
   in.trial_index = trial;
   in.phase = phase;
   return in;
@@ -127,7 +127,7 @@ TEST(MakeTrialPlan, NoTwoPromptsOfATrialStartWithTheSameServerToken) {
     return static_cast<int64_t>(std::tolower(static_cast<unsigned char>(lead[0])));
   };
   PlanInputs in;
-  in.concurrency = 1;
+  in.level = 1;
   in.first_token = &first_letter;
   row.warmup.requests = 2;
   row.measured.min_requests = 18;
@@ -185,7 +185,7 @@ TEST(RatePlan, RampFirstThenMeasuredWithParallelOffsets) {
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   EXPECT_EQ(plan->arrival, ArrivalKind::kPoisson);
   EXPECT_TRUE(plan->open_loop());
-  EXPECT_EQ(plan->concurrency, 4);
+  EXPECT_EQ(plan->level, 4);
   EXPECT_EQ(plan->rate_rps, 2.0);
   EXPECT_EQ(plan->arrival_cv, 1.0);
   EXPECT_EQ(plan->schedule_seed, ScheduleSeed(101, QualifyPhase::kConfirm, 4));

@@ -160,7 +160,7 @@ TEST(PrefixPlan, PrimesComeAfterTheWarmupsAndMeasuredPromptsStartWithTheirPrefix
   Result<Row> row = LoadRow(kPrefixRow);
   ASSERT_TRUE(row.ok());
   PlanInputs in;
-  in.concurrency = 4;
+  in.level = 4;
   Result<TrialPlan> plan = MakeTrialPlan(*row, in);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   ASSERT_EQ(plan->warmup.size(), 6u);  // 4 warm-ups, 2 primes
@@ -198,7 +198,7 @@ TEST(SessionPlan, TurnsAreConsecutiveAndOnlyTheFirstHasABody) {
   Result<Row> row = LoadRow(kSessionRow);
   ASSERT_TRUE(row.ok());
   PlanInputs in;
-  in.concurrency = 2;
+  in.level = 2;
   Result<TrialPlan> plan = MakeTrialPlan(*row, in);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   EXPECT_TRUE(plan->sessions());

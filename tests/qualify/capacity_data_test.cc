@@ -63,7 +63,7 @@ TEST(CapacityDataTest, QualificationResultRoundTrips) {
   row.trials.seeds = {1, 2, 3};
   TrialRunner runner = [](const Row& r, const TrialRequest& req) {
     TrialSummary t;
-    double p95 = 90.0 * req.concurrency;
+    double p95 = 90.0 * req.level;
     t.has_metrics = true;
     t.ttft_ms.n = 64;
     t.ttft_ms.p95 = p95;
@@ -72,10 +72,10 @@ TEST(CapacityDataTest, QualificationResultRoundTrips) {
     t.slo = {SloCheck{"ttft", 95, r.slo[0].below_ms, p95, p95 < r.slo[0].below_ms}};
     t.outcome = p95 < r.slo[0].below_ms ? TrialOutcome::kPass : TrialOutcome::kSloFail;
     t.totals.streams = 64;
-    t.corpus = PhaseName(req.phase) + std::string("/c") + std::to_string(req.concurrency);
+    t.corpus = PhaseName(req.phase) + std::string("/c") + std::to_string(req.level);
     t.max_cached_tokens = 4;
     t.cold_allowed_tokens = 4;
-    t.command = "capq trial --row x --concurrency " + std::to_string(req.concurrency);
+    t.command = "capq trial --row x --concurrency " + std::to_string(req.level);
     return t;
   };
   RowQualification q = Qualify(row, runner, QualifyOptions{});
@@ -258,7 +258,7 @@ TEST(CapacityDataTest, OlderDataLoadsAndKeepsWhatDecidedItsTrials) {
   // A rate trial keeps its level and rate under their own names.
   TrialSummary t;
   t.phase = QualifyPhase::kConfirm;
-  t.concurrency = 6;
+  t.level = 6;
   t.rate_rps = 1.5;
   t.outcome = TrialOutcome::kSloFail;
   nlohmann::json tj = TrialSummaryToJson(t);
@@ -359,7 +359,7 @@ TEST(CapacityDataTest, ReadsATrialDirectory) {
   WriteText(dir / "SHA256SUMS", "abc  verdict.json\n");
   auto t = ReadTrialDir(dir.string());
   ASSERT_TRUE(t.ok()) << t.status().ToString();
-  EXPECT_EQ(t->concurrency, 5);
+  EXPECT_EQ(t->level, 5);
   EXPECT_EQ(t->trial, 2);
   EXPECT_EQ(t->seed, 202u);
   EXPECT_EQ(t->outcome, TrialOutcome::kCorrectnessFail);

@@ -27,7 +27,7 @@ LocateRun RunAgainst(const RatioCurve& curve, bool with_values, int cap, bool ba
   auto point = [&](int c) {
     double r = curve(c);
     ProbePoint p;
-    p.concurrency = c;
+    p.level = c;
     p.verdict = r < 1.0 ? ProbeVerdict::kPass : ProbeVerdict::kSloFail;
     p.gate_ratio = with_values ? r : NAN;
     return p;

@@ -78,7 +78,7 @@ class QualifyEndToEndTest : public ::testing::Test {
     ro.row_path = row.source_path;
     ro.url = (*srv)->url();
     ro.out_dir = out.string();
-    qo.max_concurrency = 32;
+    qo.max_level = 32;
     RowQualification q = Qualify(row, MakeProcessTrialRunner(ro), qo);
     (*srv)->Stop();
     return q;
@@ -202,7 +202,7 @@ TEST_F(QualifyEndToEndTest, BrokenStreamDuringConfirmationFailsWithTheGateNamed)
     return req.phase == QualifyPhase::kConfirm ? confirm(r, req) : navigate(r, req);
   };
   QualifyOptions qo;
-  qo.max_concurrency = 32;
+  qo.max_level = 32;
   RowQualification q = Qualify(*row, runner, qo);
   (*clean)->Stop();
   (*broken)->Stop();
@@ -322,7 +322,7 @@ TEST_F(QualifyEndToEndTest, CommandProvesEveryTierAndRunsEachTrialOnce) {
   EXPECT_EQ(q.tiers[2].cmax, 4);
   // e2e's Cmax side, C=4, is ttft_itl's Cmax + 1: run for ttft_itl, reused by e2e.
   int reused = 0;
-  for (const TierTrial* x : q.tiers[2].DecidedBy()) reused += x->concurrency == 4 && x->reused;
+  for (const TierTrial* x : q.tiers[2].DecidedBy()) reused += x->level == 4 && x->reused;
   EXPECT_EQ(reused, 2) << "trials.count confirmations at C=4 come from ttft_itl";
   std::set<std::string> dirs;
   for (const auto* list : {&q.trials, &q.tier_trials}) {
@@ -408,7 +408,7 @@ TEST_F(QualifyEndToEndTest, JitteryBoundaryObeysTheOverlapRule) {
     // The sides were extended before settling, and the point is not above any failing trial.
     for (const auto& t : q.trials) {
       if (t.phase == QualifyPhase::kConfirm && !t.passed()) {
-        EXPECT_GT(t.concurrency, *q.operating_point);
+        EXPECT_GT(t.level, *q.operating_point);
       }
     }
     EXPECT_NE(q.message.find("noisy boundary"), std::string::npos);

@@ -41,8 +41,8 @@ struct RateServer {
     calls.push_back(r);
     TrialSummary t;
     const double at5[] = {2100, 2200, 2050};
-    double p95 = r.concurrency == 5 ? at5[(r.trial - 1) % 3] : 350.0 * r.concurrency;
-    if (r.concurrency > 6) p95 = 2300;
+    double p95 = r.level == 5 ? at5[(r.trial - 1) % 3] : 350.0 * r.level;
+    if (r.level > 6) p95 = 2300;
     t.has_metrics = true;
     t.ttft_ms.p50 = p95 / 2;
     t.ttft_ms.p95 = p95;
@@ -51,7 +51,7 @@ struct RateServer {
     t.latency_pass = t.slo[0].passed;
     t.correctness_pass = true;
     t.outcome = t.latency_pass ? TrialOutcome::kPass : TrialOutcome::kSloFail;
-    if (r.concurrency >= 6) {
+    if (r.level >= 6) {
       const double grew[] = {14.2, 13.1, 15.0};
       t.misses = {QueueGrew(grew[(r.trial - 1) % 3], 5.9)};
       t.reasons = {t.misses[0].text};
@@ -66,7 +66,7 @@ TEST(QualifyRateTest, ARateRowProvesRmaxAndEveryLineReadsAsARate) {
   RateServer server;
   std::vector<std::string> progress;
   QualifyOptions opt;
-  opt.max_concurrency = 64;
+  opt.max_level = 64;
   opt.progress = [&](const std::string& line) { progress.push_back(line); };
   RowQualification q = Qualify(row, std::ref(server), opt);
   ASSERT_EQ(q.status, QualifyStatus::kProven) << q.message;
@@ -97,8 +97,8 @@ TEST(QualifyRateTest, ARateRowProvesRmaxAndEveryLineReadsAsARate) {
       << CostLine(q);
   // Every trial keeps its level and its rate, and the stability failure that decided it.
   for (const auto& t : q.trials) {
-    EXPECT_DOUBLE_EQ(t.rate_rps, t.concurrency * 0.25);
-    EXPECT_EQ(t.misses.empty(), t.concurrency < 6);
+    EXPECT_DOUBLE_EQ(t.rate_rps, t.level * 0.25);
+    EXPECT_EQ(t.misses.empty(), t.level < 6);
   }
 
   // The capacity data records the arrival, the rate result and each trial's rate beside its level.
@@ -146,7 +146,7 @@ TEST(QualifyRateTest, ASideThatHeldItsQueueOnSomeTrialsIsNotProven) {
   // Level 6, trial 2: the queue held, so the sides overlap and the result is the lower point.
   TrialRunner runner = [&](const Row& r, const TrialRequest& req) {
     TrialSummary t = inner(r, req);
-    if (req.concurrency == 6 && req.trial == 2) {
+    if (req.level == 6 && req.trial == 2) {
       t.reasons.clear();
       t.misses.clear();
       t.outcome = TrialOutcome::kPass;
@@ -182,7 +182,7 @@ CapacityData ClosedLoopData(const Row& rate_row) {
     for (int k = 1; k <= 3; ++k) {
       TrialSummary t;
       t.phase = QualifyPhase::kConfirm;
-      t.concurrency = c;
+      t.level = c;
       t.trial = k;
       t.has_metrics = true;
       t.e2e_ms.mean = c == 6 ? 3800 + 20.0 * k : 5000;  // 3.84 s on average at C=6
@@ -218,8 +218,8 @@ TEST(QualifyRateTest, LittlesLawOnTheClosedLoopResultStartsTheSearchAndIsRecorde
   ASSERT_GE(server.calls.size(), 3u);
   EXPECT_EQ(server.calls[0].phase, QualifyPhase::kBaseline);
   EXPECT_EQ(server.calls[1].phase, QualifyPhase::kProbe);
-  EXPECT_EQ(server.calls[1].concurrency, 6);
-  EXPECT_EQ(server.calls[2].concurrency, 5);
+  EXPECT_EQ(server.calls[1].level, 6);
+  EXPECT_EQ(server.calls[2].level, 5);
   EXPECT_EQ(q.probes, 2);
   EXPECT_EQ(q.trials[1].move, "predicted Rmax");
   EXPECT_EQ(q.trials[2].move, "predicted Rmax - 1");
@@ -285,7 +285,7 @@ TEST(QualifyRateTest, SpliceWritesRmaxAndTheRowLoadsBack) {
   // Level 3 passes, level 4 fails: Rmax = 3 x 0.1 rps, which binary writes 0.30000000000000004.
   TrialRunner runner = [](const Row& r, const TrialRequest& req) {
     TrialSummary t;
-    double itl = 10.0 * req.concurrency;
+    double itl = 10.0 * req.level;
     t.slo = {SloCheck{"itl", 95, r.slo[0].below_ms, itl, itl < r.slo[0].below_ms}};
     t.outcome = t.slo[0].passed ? TrialOutcome::kPass : TrialOutcome::kSloFail;
     t.correctness_pass = true;

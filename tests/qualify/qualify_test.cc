@@ -30,18 +30,17 @@ struct FakeServer {
   TrialSummary operator()(const Row& row, const TrialRequest& r) {
     calls.push_back(r);
     TrialSummary t;
-    double p95 = p95_ms(r.concurrency, r.trial);
+    double p95 = p95_ms(r.level, r.trial);
     t.has_metrics = true;
     t.ttft_ms.p50 = p95 * 0.5;
     t.ttft_ms.p95 = p95;
     t.ttft_ms.p99 = p95 * 1.2;
     t.itl_ms.p50 = 10;
-    t.output_tok_s = 100.0 * r.concurrency;
+    t.output_tok_s = 100.0 * r.level;
     t.slo = {SloCheck{"ttft", 95, row.slo[0].below_ms, p95, p95 < row.slo[0].below_ms}};
     t.latency_pass = p95 < row.slo[0].below_ms;
-    bool broken_stream =
-        (r.phase == QualifyPhase::kConfirm && broken.count({r.concurrency, r.trial})) ||
-        (r.phase == QualifyPhase::kProbe && broken_probe.count(r.concurrency));
+    bool broken_stream = (r.phase == QualifyPhase::kConfirm && broken.count({r.level, r.trial})) ||
+                         (r.phase == QualifyPhase::kProbe && broken_probe.count(r.level));
     t.correctness_pass = !broken_stream;
     if (broken_stream) {
       t.outcome = TrialOutcome::kCorrectnessFail;
@@ -63,7 +62,7 @@ TEST(QualifyTest, ProvesTheAdjacentPairWithIndependentTrialsOnBothSides) {
   FakeServer server{[](int c, int) { return 200.0 * c; }};
   std::vector<std::string> progress;
   QualifyOptions opt;
-  opt.max_concurrency = 64;
+  opt.max_level = 64;
   opt.progress = [&](const std::string& line) { progress.push_back(line); };
   RowQualification q = Qualify(row, Runner(server), opt);
 
@@ -84,9 +83,9 @@ TEST(QualifyTest, ProvesTheAdjacentPairWithIndependentTrialsOnBothSides) {
   ASSERT_GE(server.calls.size(), 7u);
   EXPECT_EQ(server.calls.front().phase, QualifyPhase::kBaseline);
   size_t n = server.calls.size();
-  EXPECT_EQ(server.calls[n - 6].concurrency, 4);
-  EXPECT_EQ(server.calls[n - 5].concurrency, 5);
-  EXPECT_EQ(server.calls[n - 1].concurrency, 5);
+  EXPECT_EQ(server.calls[n - 6].level, 4);
+  EXPECT_EQ(server.calls[n - 5].level, 5);
+  EXPECT_EQ(server.calls[n - 1].level, 5);
   // Phase costs are recorded with their trial counts.
   ASSERT_EQ(q.phases.size(), 3u);
   EXPECT_EQ(q.phases[0].name, "baseline");
@@ -143,7 +142,7 @@ TEST(QualifyTest, FailAtCmaxMovesDownNeverUp) {
   EXPECT_EQ(q.Trials(QualifyPhase::kConfirm, 3).size(), 3u);
   for (const auto& r : server.calls) {
     if (r.phase == QualifyPhase::kConfirm) {
-      EXPECT_LE(r.concurrency, 5);
+      EXPECT_LE(r.level, 5);
     }
   }
 }
@@ -160,7 +159,7 @@ TEST(QualifyTest, BrokenStreamDuringConfirmationFailsWithTheGateNamed) {
   EXPECT_NE(q.summary_line.find("nonempty_deltas"), std::string::npos) << q.summary_line;
   EXPECT_NE(q.message.find("C=5"), std::string::npos);
   // Nothing ran after the broken trial.
-  EXPECT_EQ(server.calls.back().concurrency, 5);
+  EXPECT_EQ(server.calls.back().level, 5);
   EXPECT_EQ(server.calls.back().trial, 2);
 }
 
@@ -187,7 +186,7 @@ BoundaryPrediction Predicted(int cmax, const std::string& source) {
 std::vector<int> ProbedLevels(const FakeServer& server) {
   std::vector<int> out;
   for (const auto& c : server.calls) {
-    if (c.phase == QualifyPhase::kProbe) out.push_back(c.concurrency);
+    if (c.phase == QualifyPhase::kProbe) out.push_back(c.level);
   }
   return out;
 }
@@ -198,7 +197,7 @@ TEST(QualifyTest, ABaselinePredictionThatMissesIsRefinedOnTheFirstProbe) {
   Row row = FakeRow();  // p95 = 200 ms x C against 1000 ms: Cmax 4
   FakeServer server{[](int c, int) { return 200.0 * c; }};
   QualifyOptions opt;
-  opt.max_concurrency = 64;
+  opt.max_level = 64;
   int refined_on = 0;
   opt.predict_from_baseline = [](const TrialSummary& base) -> Result<BoundaryPrediction> {
     EXPECT_EQ(base.phase, QualifyPhase::kBaseline);
@@ -207,7 +206,7 @@ TEST(QualifyTest, ABaselinePredictionThatMissesIsRefinedOnTheFirstProbe) {
   opt.refine_prediction = [&](const TrialSummary& base,
                               const TrialSummary& probe) -> Result<BoundaryPrediction> {
     EXPECT_EQ(base.phase, QualifyPhase::kBaseline);
-    refined_on = probe.concurrency;
+    refined_on = probe.level;
     return Predicted(4, "baseline calibration and the ITL of the probe");
   };
   RowQualification q = Qualify(row, Runner(server), opt);
@@ -285,7 +284,7 @@ TEST(QualifyTest, NoFailureUpToTheCapIsNotAClaim) {
   Row row = FakeRow();
   FakeServer server{[](int, int) { return 100.0; }};
   QualifyOptions opt;
-  opt.max_concurrency = 8;
+  opt.max_level = 8;
   RowQualification q = Qualify(row, Runner(server), opt);
   EXPECT_EQ(q.status, QualifyStatus::kNoFailUpToCap);
   EXPECT_FALSE(q.cmax.has_value());
@@ -346,14 +345,14 @@ struct TwoGateServer {
   std::function<double(int c, int k)> ttft_ms, itl_ms;
   TrialSummary operator()(const Row& row, const TrialRequest& r) const {
     TrialSummary t;
-    double ttft = ttft_ms(r.concurrency, r.trial), itl = itl_ms(r.concurrency, r.trial);
+    double ttft = ttft_ms(r.level, r.trial), itl = itl_ms(r.level, r.trial);
     t.has_metrics = true;
     t.ttft_ms.p50 = ttft * 0.5;
     t.ttft_ms.p95 = ttft;
     t.ttft_ms.p99 = ttft * 1.2;
     t.itl_ms.p50 = itl * 0.5;
     t.itl_ms.p95 = itl;
-    t.output_tok_s = 100.0 * r.concurrency;
+    t.output_tok_s = 100.0 * r.level;
     t.slo = {SloCheck{"ttft", 95, row.slo[0].below_ms, ttft, ttft < row.slo[0].below_ms},
              SloCheck{"itl", 95, row.slo[1].below_ms, itl, itl < row.slo[1].below_ms}};
     t.latency_pass = t.slo[0].passed && t.slo[1].passed;
@@ -380,7 +379,7 @@ TEST(QualifyTwoGateTest, SummaryLineNamesTheGateThatDecidedEachSide) {
   TwoGateServer server = ItlFailsAboveSix();
   std::vector<std::string> progress;
   QualifyOptions opt;
-  opt.max_concurrency = 64;
+  opt.max_level = 64;
   opt.progress = [&](const std::string& line) { progress.push_back(line); };
   RowQualification q = Qualify(row, server, opt);
   ASSERT_EQ(q.status, QualifyStatus::kProven) << q.message;

@@ -21,7 +21,7 @@ bool Has(const std::string& text, const std::string& part) {
 TrialSummary Trial(QualifyPhase phase, int level, double ttft_ms) {
   TrialSummary t;
   t.phase = phase;
-  t.concurrency = level;
+  t.level = level;
   t.slo = {SloCheck{"ttft", 95, kBoundMs, ttft_ms, ttft_ms < kBoundMs}};
   t.outcome = ttft_ms < kBoundMs ? TrialOutcome::kPass : TrialOutcome::kSloFail;
   return t;
@@ -121,7 +121,7 @@ TEST(RecommendTest, ALoweredQualificationStepsTwoBelowItsOperatingPoint) {
   row.slo = {SloGate{SloMetric::kTtft, 95, 1000}};
   row.trials.seeds = {101, 202, 303};
   TrialRunner runner = [](const Row& r, const TrialRequest& req) {
-    double p95 = req.concurrency == 5 && req.trial == 2 ? 990.0 : 200.0 * req.concurrency;
+    double p95 = req.level == 5 && req.trial == 2 ? 990.0 : 200.0 * req.level;
     TrialSummary t;
     t.slo = {SloCheck{"ttft", 95, r.slo[0].below_ms, p95, p95 < r.slo[0].below_ms}};
     t.outcome = t.slo[0].passed ? TrialOutcome::kPass : TrialOutcome::kSloFail;
@@ -173,7 +173,7 @@ TEST(RecommendTest, NoProvenBoundaryGivesNoRecommendationAndSaysWhy) {
   RowQualification q = Proven(7, {8000}, {10500});
   q.cmax.reset();
   q.operating_point = 64;  // as Qualify keeps the last passing probe: not a boundary
-  q.max_concurrency = 64;
+  q.max_level = 64;
   q.status = QualifyStatus::kNoFailUpToCap;
   Recommendation cap = Rec(q);
   EXPECT_FALSE(cap.level.has_value());

@@ -59,7 +59,7 @@ struct FakeTierServer {
   TrialSummary operator()(const Row& row, const TrialRequest& r) {
     calls.push_back(r);
     TrialSummary t;
-    const int c = r.concurrency;
+    const int c = r.level;
     t.has_metrics = true;
     t.ttft_ms.p95 = 200.0 * c;
     t.ttft_ms.p99 = 260.0 * c;
@@ -100,7 +100,7 @@ struct FakeTierServer {
   // How many times each (phase, C, k) was asked for.
   std::map<std::tuple<QualifyPhase, int, int>, int> Counts() const {
     std::map<std::tuple<QualifyPhase, int, int>, int> n;
-    for (const auto& r : calls) n[{r.phase, r.concurrency, r.trial}] += 1;
+    for (const auto& r : calls) n[{r.phase, r.level, r.trial}] += 1;
     return n;
   }
 };
@@ -113,7 +113,7 @@ inline TrialRunner TierRunner(FakeTierServer& s) {
 inline RowQualification FakeTieredQualification() {
   FakeTierServer server;
   QualifyOptions opt;
-  opt.max_concurrency = 64;
+  opt.max_level = 64;
   return Qualify(FakeTieredRow(), TierRunner(server), opt);
 }
 

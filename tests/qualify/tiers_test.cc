@@ -157,7 +157,7 @@ class TierQualifyTest : public ::testing::Test {
  protected:
   RowQualification Run() {
     QualifyOptions opt;
-    opt.max_concurrency = 64;
+    opt.max_level = 64;
     return Qualify(row_, TierRunner(server_), opt);
   }
   static const TierQualification* Tier(const RowQualification& q, const std::string& name) {
@@ -203,8 +203,8 @@ TEST_F(TierQualifyTest, TrialsWhereTiersMeetAreReusedAndCounted) {
   // ttft_itl's C=4 side is the primary's Cmax: those three confirmations are the primary's.
   int reused_at_4 = 0;
   for (const TierTrial* x : itl->DecidedBy()) {
-    EXPECT_EQ(x->outcome, x->concurrency == 3 ? TrialOutcome::kPass : TrialOutcome::kSloFail);
-    reused_at_4 += x->concurrency == 4 && x->reused;
+    EXPECT_EQ(x->outcome, x->level == 3 ? TrialOutcome::kPass : TrialOutcome::kSloFail);
+    reused_at_4 += x->level == 4 && x->reused;
   }
   EXPECT_EQ(itl->DecidedBy().size(), 6u);
   EXPECT_EQ(reused_at_4, 3);
@@ -216,8 +216,8 @@ TEST_F(TierQualifyTest, TrialsWhereTiersMeetAreReusedAndCounted) {
     EXPECT_EQ(t.trials_run + t.trials_reused, static_cast<int>(t.trials.size())) << t.name;
     std::set<std::tuple<QualifyPhase, int, int>> keys;
     for (const auto& x : t.trials) {
-      EXPECT_TRUE(keys.insert({x.phase, x.concurrency, x.trial}).second) << t.name;
-      EXPECT_NE(q.FindTrial(x.phase, x.concurrency, x.trial), nullptr) << t.name;
+      EXPECT_TRUE(keys.insert({x.phase, x.level, x.trial}).second) << t.name;
+      EXPECT_NE(q.FindTrial(x.phase, x.level, x.trial), nullptr) << t.name;
     }
   }
   const std::string line = TierLine(*p99);
@@ -236,7 +236,7 @@ TEST_F(TierQualifyTest, TheStricterTierNeverAdmitsMore) {
   EXPECT_TRUE(TierOrderViolations(q).empty());
   // The tier's own confirmations hold its claim when judged again from the trials.
   for (const TierTrial* x : itl->DecidedBy()) {
-    const TrialSummary* t = q.FindTrial(x->phase, x->concurrency, x->trial);
+    const TrialSummary* t = q.FindTrial(x->phase, x->level, x->trial);
     ASSERT_NE(t, nullptr);
     EXPECT_EQ(TierOutcome(*t, itl->slo), x->outcome);
   }
@@ -247,8 +247,8 @@ TEST_F(TierQualifyTest, TrialsRunForTiersAreRecordedLikeThePrimarysOwn) {
   ASSERT_FALSE(q.tier_trials.empty());
   for (const auto& t : q.tier_trials) {
     // Not among the primary's trials, and seeded as the primary would have seeded it.
-    for (const auto* p : q.Trials(t.phase, t.concurrency)) EXPECT_NE(p->trial, t.trial);
-    EXPECT_EQ(t.seed, TrialSeed(row_, t.phase, t.concurrency, t.trial));
+    for (const auto* p : q.Trials(t.phase, t.level)) EXPECT_NE(p->trial, t.trial);
+    EXPECT_EQ(t.seed, TrialSeed(row_, t.phase, t.level, t.trial));
     EXPECT_FALSE(t.slo.empty());
     EXPECT_EQ(t.slo[0].metric, "ttft") << "the trial keeps the row's own gate first";
     EXPECT_GE(t.start_offset_s, 0);

@@ -44,7 +44,7 @@ CapacityData Data() {
   }
   TrialSummary t;
   t.phase = QualifyPhase::kConfirm;
-  t.concurrency = 7;
+  t.level = 7;
   t.trial = 2;
   t.outcome = TrialOutcome::kSloFail;
   t.classes = {Class("short", 90, 1100, true), Class("heavy", 30, 1903.4, false)};

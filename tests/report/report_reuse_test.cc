@@ -25,7 +25,7 @@ ClassVerdict Turn(int t, double p95) {
 TrialSummary Confirm(int c, int trial, double p95_turn4, double served) {
   TrialSummary t;
   t.phase = QualifyPhase::kConfirm;
-  t.concurrency = c;
+  t.level = c;
   t.trial = trial;
   t.outcome = p95_turn4 < 800 ? TrialOutcome::kPass : TrialOutcome::kSloFail;
   t.classes = {Turn(1, 200), Turn(2, 150), Turn(3, 160), Turn(4, p95_turn4)};

@@ -204,7 +204,7 @@ TEST(ReportTest, ARowWithoutABoundaryHasNoOperatingLimitAndSaysWhy) {
   RowQualification& q = one.rows[0];
   q.status = QualifyStatus::kNoFailUpToCap;
   q.cmax.reset();
-  q.max_concurrency = 16;
+  q.max_level = 16;
   q.recommendation = Recommendation{};  // as a qualification made in memory has it
   std::string rec = Div(RenderReportHtml(one), "rec-" + q.row.id);
   EXPECT_NE(rec.find("No recommended operating limit: no proven Cmax: every probe up to C=16 "
@@ -293,7 +293,7 @@ RowQualification TwoGateQualification() {
   auto trial = [&](QualifyPhase phase, int c, int k, double ttft, double itl) {
     TrialSummary t;
     t.phase = phase;
-    t.concurrency = c;
+    t.level = c;
     t.trial = k;
     t.has_metrics = true;
     t.ttft_ms.p50 = ttft / 2;
@@ -435,7 +435,7 @@ TEST(ReportTwoGateTest, OneGateDecidingBothSidesIsPlottedInItsOwnUnit) {
   d.rows.push_back(TwoGateQualification());
   // ITL at C=6 now nears its bound (0.98, TTFT 0.66): ITL decided both sides.
   for (auto& t : d.rows[0].trials) {
-    if (t.phase == QualifyPhase::kConfirm && t.concurrency == 6) t.slo[1].measured_ms = 49;
+    if (t.phase == QualifyPhase::kConfirm && t.level == 6) t.slo[1].measured_ms = 49;
   }
   std::string fig = Figure(RenderReportHtml(d), "fig-boundary");
   EXPECT_NE(fig.find("itl p95 (ms)"), std::string::npos) << fig;
@@ -472,12 +472,12 @@ RowQualification RateQualification() {
   q.status = QualifyStatus::kProven;
   q.rmax_rps = 1.25;
   q.operating_point = 5;
-  q.max_concurrency = 64;
+  q.max_level = 64;
   q.message = "every R=1.25 rps trial passed and every R=1.50 rps trial failed";
   auto trial = [&](QualifyPhase phase, int level, int k, double ttft, double queue) {
     TrialSummary t;
     t.phase = phase;
-    t.concurrency = level;
+    t.level = level;
     t.rate_rps = level * 0.25;
     t.trial = k;
     t.has_metrics = true;

@@ -29,7 +29,7 @@ Fixture Make(double heavy_ttft_ms) {
   EXPECT_TRUE(row.ok()) << row.status().ToString();
   f.row = *row;
   PlanInputs in;
-  in.concurrency = 6;
+  in.level = 6;
   auto plan = MakeTrialPlan(f.row, in);
   EXPECT_TRUE(plan.ok());
   f.plan = *plan;

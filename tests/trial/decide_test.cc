@@ -101,7 +101,7 @@ TEST(Verdict, JsonRoundTripKeepsTheFieldsReadersUse) {
   TrialVerdict v = Decide(GateRow(50), WithTtft(std::vector<double>(20, 100.0)), AllPass());
   VerdictContext ctx;
   ctx.row_id = "r";
-  ctx.concurrency = 7;
+  ctx.level = 7;
   ctx.trial_index = 2;
   ctx.seed = 202;
   ctx.phase = QualifyPhase::kConfirm;

@@ -186,7 +186,7 @@ TEST(TrialReuse, WithThePrefixCacheOffSessionsFailCacheReuse) {
 TEST(TrialReuse, ALaterTurnWithoutItsEarlierTurnsEvidenceCanPassNeitherGate) {
   Row row = LoadFast("sim_small_sessions.yaml", 40);
   PlanInputs in;
-  in.concurrency = 1;
+  in.level = 1;
   Result<TrialPlan> plan = MakeTrialPlan(row, in);
   ASSERT_TRUE(plan.ok());
   std::vector<RequestResult> measured;

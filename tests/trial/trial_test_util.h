@@ -93,7 +93,7 @@ inline TrialOptions Options(const std::string& url, const std::string& dir, int 
   TrialOptions o;
   o.url = url;
   o.out_dir = dir;
-  o.concurrency = c;
+  o.level = c;
   o.trial_index = 1;
   o.skip_quiet_period = true;
   o.setup_timeout_s = 5;

@@ -12,10 +12,10 @@
 #include <memory>
 #include <optional>
 
-#include "capq/file_io.h"
 #include "capq/cli/args.h"
 #include "capq/cli/commands.h"
 #include "capq/clock.h"
+#include "capq/file_io.h"
 #include "capq/model/row_loader.h"
 #include "capq/qualify/qualify.h"
 #include "capq/qualify/recommend.h"
@@ -126,12 +126,12 @@ void SetPrediction(const std::string& how, const Row& row, QualifyOptions* qo) {
   const bool sim = row.identity.engine == Engine::kSim;
   if (how == "none" || row.open_loop()) return;
   if (how == "baseline" || (how.empty() && !sim)) {
-    TrialPredictors t = PredictFromBaselineTrial(row, qo->max_concurrency);
+    TrialPredictors t = PredictFromBaselineTrial(row, qo->max_level);
     qo->predict_from_baseline = std::move(t.predict);
     qo->refine_prediction = std::move(t.refine);
     return;
   }
-  Result<BoundaryPrediction> pred = PredictFromProfile(row, qo->max_concurrency);
+  Result<BoundaryPrediction> pred = PredictFromProfile(row, qo->max_level);
   if (!pred.ok()) {
     qo->prediction_note = "no prediction: " + pred.status().message();
     return;
@@ -145,7 +145,7 @@ void SetPrediction(const std::string& how, const Row& row, QualifyOptions* qo) {
 // capq qualify's command line, checked, and what it resolved before any trial runs.
 struct QualifyCommand {
   std::string predict;  // --predict, "none" for --no-predict, empty for the row's default
-  int max_concurrency = 256;
+  int max_level = 256;
   int trials = 0;
   int max_trials = 0;
   std::vector<Row> rows;
@@ -182,7 +182,7 @@ std::optional<int> ReadNumbers(const ArgParser& p, QualifyCommand* c) {
     std::fprintf(stderr, "capq qualify: --max-concurrency must be >= 1, --trials >= 0\n");
     return 3;
   }
-  c->max_concurrency = static_cast<int>(*max_c);
+  c->max_level = static_cast<int>(*max_c);
   c->trials = static_cast<int>(*trials);
   c->max_trials = static_cast<int>(*max_trials);
   return std::nullopt;
@@ -325,7 +325,7 @@ ProcessTrialRunnerOptions RunnerOptions(const Row& row, const QualifyCommand& c,
 QualifyOptions RowOptions(const Row& row, const QualifyCommand& c, const std::string& row_url,
                           bool embedded) {
   QualifyOptions qo;
-  qo.max_concurrency = c.max_concurrency;
+  qo.max_level = c.max_level;
   qo.trials = c.trials;
   qo.max_trials_per_side = c.max_trials;
   qo.url = embedded ? row_url + " (embedded simulator)" : row_url;
@@ -333,7 +333,7 @@ QualifyOptions RowOptions(const Row& row, const QualifyCommand& c, const std::st
     // Little's law on the closed loop's Cmax: navigation only, like the engine model's guess.
     Result<int> level =
         PredictLevelFromClosedLoop(row, *c.closed_loop, c.closed_loop_path, &qo.prediction_note);
-    if (level.ok()) qo.predicted_cmax = std::min(*level, qo.max_concurrency);
+    if (level.ok()) qo.predicted_cmax = std::min(*level, qo.max_level);
   } else {
     SetPrediction(c.predict, row, &qo);
   }

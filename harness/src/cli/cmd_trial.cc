@@ -64,7 +64,7 @@ void PrintDist(const char* name, const Distribution& d) {
 // Shared by `capq trial` and its tests: the one-screen summary.
 void PrintTrialSummary(const Row& row, const TrialOptions& o, const TrialReport& rep) {
   const TrialVerdict& v = rep.verdict;
-  std::printf("\n%s  %s  trial %d  (%s)\n", row.id.c_str(), LoadLabel(row, o.concurrency).c_str(),
+  std::printf("\n%s  %s  trial %d  (%s)\n", row.id.c_str(), LoadLabel(row, o.level).c_str(),
               o.trial_index, PhaseName(o.phase));
   if (rep.metrics) {
     const TrialMetrics& m = *rep.metrics;
@@ -128,7 +128,7 @@ bool ReadTrialOptions(const ArgParser& p, TrialOptions* o) {
       return false;
     }
   }
-  o->concurrency = static_cast<int>(*c);
+  o->level = static_cast<int>(*c);
   o->trial_index = static_cast<int>(*k);
   o->setup_timeout_s = *setup;
   if (auto s = p.Get("seed")) {
@@ -168,8 +168,8 @@ bool ReadTrialOptions(const ArgParser& p, TrialOptions* o) {
 
 // Where the trial directory goes, and the command line command.txt records.
 void NameTrial(const Row& row, const ArgParser& p, const Args& args, TrialOptions* o) {
-  o->out_dir = p.GetOr("out", "capq-trials/" + row.id + "_c" + std::to_string(o->concurrency) +
-                                  "_t" + std::to_string(o->trial_index));
+  o->out_dir = p.GetOr("out", "capq-trials/" + row.id + "_c" + std::to_string(o->level) + "_t" +
+                                  std::to_string(o->trial_index));
   o->command_line = "capq trial";
   for (const auto& a : args) o->command_line += " " + ShellQuote(a);
 }

@@ -77,7 +77,7 @@ void ApplyMix(const Mix& mix, uint64_t seed, int warm_n, std::vector<RequestShap
 
 // The measured requests of a session row: every turn of SessionShapes, session by session.
 void ShapeSessions(const Row& row, TrialPlan* plan, std::vector<RequestShape>* shapes) {
-  const auto sessions = SessionShapes(row, plan->concurrency, plan->schedule_seed);
+  const auto sessions = SessionShapes(row, plan->level, plan->schedule_seed);
   const size_t before = shapes->size();
   for (size_t k = 0; k < sessions.size(); ++k) {
     for (size_t t = 0; t < sessions[k].size(); ++t) {
@@ -165,8 +165,7 @@ Status ScheduleOpenLoop(const Row& row, TrialPlan* plan) {
   const double rate = plan->rate_rps;
   if (!(rate > 0) || !std::isfinite(rate)) {
     return Status::InvalidArgument("row " + row.id + " has no rate at level " +
-                                   std::to_string(plan->concurrency) +
-                                   " (rate_step_rps must be > 0)");
+                                   std::to_string(plan->level) + " (rate_step_rps must be > 0)");
   }
   if (o.duration_s.has_value() == o.requests.has_value()) {
     return Status::InvalidArgument("row " + row.id +
@@ -281,13 +280,13 @@ std::string SessionTurnBody(const Row& row, const std::vector<std::string>& prom
   return body.dump();
 }
 
-uint64_t CorpusSeed(uint64_t seed, QualifyPhase phase, int concurrency) {
+uint64_t CorpusSeed(uint64_t seed, QualifyPhase phase, LoadLevel level) {
   uint64_t x = SplitMix64(seed ^ 0x636f72707573ULL);  // "corpus"
   x = SplitMix64(x ^ Fnv1a64(PhaseName(phase)));
-  return SplitMix64(x ^ static_cast<uint64_t>(concurrency));
+  return SplitMix64(x ^ static_cast<uint64_t>(level));
 }
 
-uint64_t ScheduleSeed(uint64_t seed, QualifyPhase phase, int level) {
+uint64_t ScheduleSeed(uint64_t seed, QualifyPhase phase, LoadLevel level) {
   uint64_t x = SplitMix64(seed ^ 0x7363686564756c65ULL);  // "schedule"
   x = SplitMix64(x ^ Fnv1a64(PhaseName(phase)));
   return SplitMix64(x ^ static_cast<uint64_t>(level));
@@ -297,29 +296,29 @@ namespace {
 
 // Everything a plan says before its requests: the trial, its corpus, its arrival, its calibration.
 Result<TrialPlan> PlanHeader(const Row& row, const PlanInputs& in) {
-  if (in.concurrency < 1) return Status::InvalidArgument("concurrency must be at least 1");
+  if (in.level < 1) return Status::InvalidArgument("concurrency must be at least 1");
   Result<uint64_t> seed = TrialSeed(row, in.trial_index, in.seed);
   if (!seed.ok()) return seed.status();
   TrialPlan plan;
   plan.row_id = row.id;
   plan.engine = EngineName(row.identity.engine);
-  plan.concurrency = in.concurrency;
+  plan.level = in.level;
   plan.trial_index = in.trial_index;
   plan.seed = *seed;
   plan.phase = in.phase;
-  plan.corpus_seed = CorpusSeed(plan.seed, plan.phase, plan.concurrency);
-  plan.corpus_id = PhaseName(plan.phase) + std::string("/c") + std::to_string(plan.concurrency) +
-                   "/s" + std::to_string(plan.seed);
+  plan.corpus_seed = CorpusSeed(plan.seed, plan.phase, plan.level);
+  plan.corpus_id = PhaseName(plan.phase) + std::string("/c") + std::to_string(plan.level) + "/s" +
+                   std::to_string(plan.seed);
   plan.warmup_concurrency = std::max(1, row.warmup.concurrency);
   plan.arrival = row.workload.arrival_kind;
   if (row.open_loop()) {
-    plan.rate_rps = RateAtLevel(row, in.concurrency);
+    plan.rate_rps = RateAtLevel(row, in.level);
     plan.arrival_cv = row.workload.open_loop.cv;
-    plan.schedule_seed = ScheduleSeed(plan.seed, plan.phase, plan.concurrency);
+    plan.schedule_seed = ScheduleSeed(plan.seed, plan.phase, plan.level);
     if (Status s = ScheduleOpenLoop(row, &plan); !s.ok()) return s;
   } else {
-    plan.expected_measured = row.measured.RequestsAt(in.concurrency);
-    if (row.sessions) plan.schedule_seed = ScheduleSeed(plan.seed, plan.phase, plan.concurrency);
+    plan.expected_measured = row.measured.RequestsAt(in.level);
+    if (row.sessions) plan.schedule_seed = ScheduleSeed(plan.seed, plan.phase, plan.level);
   }
   if (in.counter) {
     plan.calibration = "tokenize";
@@ -418,7 +417,7 @@ nlohmann::json PlanToJson(const TrialPlan& plan) {
   nlohmann::json j = {{"schema", kPlanSchema},
                       {"row_id", plan.row_id},
                       {"engine", plan.engine},
-                      {"concurrency", plan.concurrency},
+                      {"concurrency", plan.level},
                       {"trial", plan.trial_index},
                       {"seed", plan.seed},
                       {"phase", PhaseName(plan.phase)},
@@ -451,7 +450,7 @@ namespace {
 Status PlanHeaderFromJson(const nlohmann::json& j, TrialPlan* plan) {
   plan->row_id = j.at("row_id").get<std::string>();
   plan->engine = j.at("engine").get<std::string>();
-  plan->concurrency = j.at("concurrency").get<int>();
+  plan->level = j.at("concurrency").get<int>();
   plan->trial_index = j.at("trial").get<int>();
   plan->seed = j.at("seed").get<uint64_t>();
   std::optional<QualifyPhase> phase = ParsePhase(j.at("phase").get<std::string>());

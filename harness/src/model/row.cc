@@ -88,12 +88,12 @@ std::vector<std::string> GateClasses(const Row& row) {
   return out;
 }
 
-double RateAtLevel(const Row& row, int level) {
+double RateAtLevel(const Row& row, LoadLevel level) {
   if (!row.open_loop()) return 0;
   return level * row.workload.open_loop.rate_step_rps;
 }
 
-int LevelAtRate(const Row& row, double rate_rps) {
+LoadLevel LevelAtRate(const Row& row, double rate_rps) {
   const double step = row.workload.open_loop.rate_step_rps;
   if (!row.open_loop() || !(step > 0) || !std::isfinite(rate_rps)) return 0;
   const double level = std::round(rate_rps / step);
@@ -102,60 +102,11 @@ int LevelAtRate(const Row& row, double rate_rps) {
   return static_cast<int>(level);
 }
 
-double LoadScale::Rate(int level) const { return open_loop ? level * rate_step_rps : 0; }
-
-double LoadScale::RoundedRate(int level) const {
-  const double unit = std::pow(10.0, Decimals());
-  return std::round(Rate(level) * unit) / unit;
-}
-
-int LoadScale::Decimals() const {
-  if (!open_loop || !(rate_step_rps > 0) || !std::isfinite(rate_step_rps)) return 0;
-  double scaled = rate_step_rps;
-  int d = 0;
-  while (d < 6 && std::fabs(scaled - std::round(scaled)) > 1e-9 * std::max(1.0, scaled)) {
-    scaled *= 10;
-    ++d;
-  }
-  return d;
-}
-
-std::string LoadScale::Figure(int level) const {
-  if (!open_loop) return std::to_string(level);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", Decimals(), Rate(level));
-  return buf;
-}
-
-std::string LoadScale::Value(int level) const {
-  return open_loop ? Figure(level) + " rps" : Figure(level);
-}
-
-std::string LoadScale::Label(int level) const { return Symbol() + "=" + Value(level); }
-
-std::string LoadScale::Symbol() const { return open_loop ? "R" : "C"; }
-
-std::string LoadScale::Max() const { return Symbol() + "max"; }
-
-std::string LoadScale::Slug(int level) const {
-  std::string out = open_loop ? "r" : "c";
-  for (char c : Figure(level)) {
-    if (c == '.') {
-      out += 'p';
-    } else if (c == '-') {
-      out += 'm';
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 LoadScale LoadScaleOf(const Row& row) {
   return LoadScale{row.open_loop(), row.open_loop() ? row.workload.open_loop.rate_step_rps : 0};
 }
 
-std::string LoadLabel(const Row& row, int level) { return LoadScaleOf(row).Label(level); }
+std::string LoadLabel(const Row& row, LoadLevel level) { return LoadScaleOf(row).Label(level); }
 
 std::vector<SloTier> AllTiers(const Row& row) {
   std::vector<SloTier> out = {SloTier{kPrimaryTier, row.slo}};

@@ -37,12 +37,12 @@ bool Usable(double ratio) { return std::isfinite(ratio) && ratio > 0; }
 }  // namespace
 
 Locator::Locator(Options options) : options_(options) {
-  if (options_.max_concurrency < 1) options_.max_concurrency = 1;
+  if (options_.max_level < 1) options_.max_level = 1;
 }
 
 const ProbePoint* Locator::Find(int c) const {
   for (auto it = points_.rbegin(); it != points_.rend(); ++it) {
-    if (it->concurrency == c && IsNavigation(it->verdict)) return &*it;
+    if (it->level == c && IsNavigation(it->verdict)) return &*it;
   }
   return nullptr;
 }
@@ -50,7 +50,7 @@ const ProbePoint* Locator::Find(int c) const {
 int Locator::first_fail() const {
   int hi = 0;
   for (const auto& p : points_) {
-    if (p.verdict == ProbeVerdict::kSloFail && (hi == 0 || p.concurrency < hi)) hi = p.concurrency;
+    if (p.verdict == ProbeVerdict::kSloFail && (hi == 0 || p.level < hi)) hi = p.level;
   }
   return hi;
 }
@@ -60,8 +60,8 @@ int Locator::last_pass() const {
   int lo = 0;
   // A pass above a known failure is noise for navigation: the confirmation phase judges it.
   for (const auto& p : points_) {
-    if (p.verdict == ProbeVerdict::kPass && (hi == 0 || p.concurrency < hi)) {
-      lo = std::max(lo, p.concurrency);
+    if (p.verdict == ProbeVerdict::kPass && (hi == 0 || p.level < hi)) {
+      lo = std::max(lo, p.level);
     }
   }
   return lo;
@@ -73,7 +73,7 @@ Locator::State Locator::state() const {
   int lo = last_pass();
   if (hi == 1) return State::kFailsAtOne;
   if (hi != 0 && lo + 1 == hi) return State::kBoundary;
-  if (hi == 0 && lo >= options_.max_concurrency) return State::kNoFailUpToCap;
+  if (hi == 0 && lo >= options_.max_level) return State::kNoFailUpToCap;
   return State::kSearching;
 }
 
@@ -88,7 +88,7 @@ std::optional<Locator::Choice> Locator::Choose() const {
 
 std::optional<Locator::Choice> Locator::ChooseByPrediction(int lo, int hi) const {
   if (prediction_ < 1) return std::nullopt;
-  const int cap = options_.max_concurrency;
+  const int cap = options_.max_level;
   const int pc = std::min(prediction_, cap);
   const ProbePoint* at = Find(pc);
   const std::string predicted = "predicted " + options_.max_name;
@@ -104,7 +104,7 @@ std::optional<Locator::Choice> Locator::ChooseByPrediction(int lo, int hi) const
 }
 
 Locator::Choice Locator::ChooseUpward(int lo) const {
-  const int cap = options_.max_concurrency;
+  const int cap = options_.max_level;
   if (lo == 0) return Choice{1, "start at C=1"};
   Choice c{std::min(2 * lo, cap), "double"};
   const ProbePoint* at_lo = Find(lo);
@@ -113,14 +113,14 @@ Locator::Choice Locator::ChooseUpward(int lo) const {
     // grows in proportion to C). Jumps are bounded to 4x so a flat curve cannot run away.
     const ProbePoint* below = nullptr;
     for (const auto& p : points_) {
-      if (p.verdict == ProbeVerdict::kPass && p.concurrency < lo && Usable(p.gate_ratio) &&
-          (!below || p.concurrency > below->concurrency)) {
+      if (p.verdict == ProbeVerdict::kPass && p.level < lo && Usable(p.gate_ratio) &&
+          (!below || p.level > below->level)) {
         below = &p;
       }
     }
     double crossing = NAN;
     if (below && at_lo->gate_ratio > below->gate_ratio) {
-      double slope = (at_lo->gate_ratio - below->gate_ratio) / (lo - below->concurrency);
+      double slope = (at_lo->gate_ratio - below->gate_ratio) / (lo - below->level);
       crossing = lo + (1.0 - at_lo->gate_ratio) / slope;
     } else if (!below) {
       crossing = lo / at_lo->gate_ratio;
@@ -168,7 +168,7 @@ Locator::Choice Locator::ChooseInBracket(int lo, int hi) const {
 std::optional<int> Locator::Next() const {
   auto c = Choose();
   if (!c) return std::nullopt;
-  return c->concurrency;
+  return c->level;
 }
 
 void Locator::AddKnown(const ProbePoint& p) {
@@ -182,8 +182,7 @@ void Locator::AddKnown(const ProbePoint& p) {
 void Locator::Record(const ProbePoint& p) {
   auto choice = Choose();
   const bool bracketed_before = first_fail() != 0;
-  std::string move =
-      choice && choice->concurrency == p.concurrency ? choice->move : "chosen by caller";
+  std::string move = choice && choice->level == p.level ? choice->move : "chosen by caller";
   points_.push_back(p);
   probes_.push_back(p);
   interpolated_.push_back(move == "interpolate");

@@ -106,7 +106,7 @@ TrialPredictors PredictFromBaselineTrial(const Row& row, int max_level) {
                               const TrialSummary& probe) -> Result<BoundaryPrediction> {
     Result<MeasuredBaseline> b = BaselineFromTrial(t, row);
     if (!b.ok()) return b.status();
-    MeasuredLoad load{"the probe at C=" + std::to_string(probe.concurrency), probe.concurrency,
+    MeasuredLoad load{"the probe at C=" + std::to_string(probe.level), probe.level,
                       probe.itl_ms.p50};
     return PredictFromBaselines(row, {*b}, max_level, load);
   };

@@ -39,7 +39,7 @@ Run::Run(const Row& row, const TrialRunner& runner, const QualifyOptions& opt)
   max_per_side_ = opt.max_trials_per_side > 0 ? opt.max_trials_per_side : 2 * trials_;
   if (max_per_side_ < trials_) max_per_side_ = trials_;
   q_.row = RowInfoFromRow(row);
-  q_.max_concurrency = opt.max_concurrency;
+  q_.max_level = opt.max_level;
   q_.predicted_cmax = opt.predicted_cmax;
   q_.prediction_note = opt.prediction_note;
   q_.prediction_source = opt.prediction_source;
@@ -102,7 +102,7 @@ const TrialSummary& Run::RunOne(QualifyPhase phase, int c, int k, const std::str
   MonoNs start = NowNs();
   TrialSummary t = runner_(row_, req);
   t.phase = phase;
-  t.concurrency = c;
+  t.level = c;
   t.rate_rps = scale_.Rate(c);
   t.trial = k;
   t.seed = req.seed;
@@ -118,21 +118,21 @@ bool Run::StopOn(const TrialSummary& t) {
   if (t.outcome == TrialOutcome::kCorrectnessFail) {
     q_.status = QualifyStatus::kCorrectnessFail;
     q_.failed_gate = FailedGateNames(t);
-    q_.message = "correctness gate " + q_.failed_gate + " failed at " + LevelLabel(t.concurrency) +
-                 " (" + std::string(PhaseName(t.phase)) + " trial " + std::to_string(t.trial) +
+    q_.message = "correctness gate " + q_.failed_gate + " failed at " + LevelLabel(t.level) + " (" +
+                 std::string(PhaseName(t.phase)) + " trial " + std::to_string(t.trial) +
                  "): " + Reasons(t) +
                  " — a broken stream is not an SLO result; fix the server before qualifying";
     return true;
   }
   if (t.outcome == TrialOutcome::kInterrupted || Cancelled()) {
     q_.status = QualifyStatus::kInterrupted;
-    q_.message = "interrupted during " + std::string(PhaseName(t.phase)) + " at " +
-                 LevelLabel(t.concurrency);
+    q_.message =
+        "interrupted during " + std::string(PhaseName(t.phase)) + " at " + LevelLabel(t.level);
     return true;
   }
   if (t.outcome != TrialOutcome::kPass && t.outcome != TrialOutcome::kSloFail) {
     q_.status = QualifyStatus::kCouldNotRun;
-    q_.message = PhaseName(t.phase) + std::string(" trial at ") + LevelLabel(t.concurrency) +
+    q_.message = PhaseName(t.phase) + std::string(" trial at ") + LevelLabel(t.level) +
                  " could not run: " + Reasons(t);
     return true;
   }
@@ -175,7 +175,7 @@ const TrialSummary* Run::RunBaseline() {
 }
 
 std::optional<int> Run::Locate(const TrialSummary& base) {
-  Locator loc(Locator::Options{opt_.max_concurrency, true, scale_.Max()});
+  Locator loc(Locator::Options{opt_.max_level, true, scale_.Max()});
   loc.AddKnown(ProbePoint{1, ToProbeVerdict(base.outcome), base.GateRatio(), ""});
   for (const ProbePoint& p : opt_.known_points) loc.AddKnown(p);
   if (q_.predicted_cmax) {
@@ -239,8 +239,8 @@ bool Run::AtBoundary(const Locator& loc, const TrialSummary& base) {
     case Locator::State::kNoFailUpToCap:
       q_.status = QualifyStatus::kNoFailUpToCap;
       q_.operating_point = loc.last_pass();
-      q_.message = "every probe up to " + LevelLabel(opt_.max_concurrency) +
-                   " passed: " + scale_.Max() + " >= " + scale_.Value(opt_.max_concurrency) +
+      q_.message = "every probe up to " + LevelLabel(opt_.max_level) + " passed: " + scale_.Max() +
+                   " >= " + scale_.Value(opt_.max_level) +
                    (row_.open_loop() ? " (not a claim; raise --max-concurrency, the highest "
                                        "level in rate steps, to find the boundary)"
                                      : " (not a claim; raise --max-concurrency to find the "
@@ -271,17 +271,17 @@ void Run::PredictFromBaseline(const TrialSummary& base) {
   }
   TakePrediction(*p);
   q_.prediction_note = p->note;
-  if (p->cmax) q_.predicted_cmax = std::min(*p->cmax, opt_.max_concurrency);
+  if (p->cmax) q_.predicted_cmax = std::min(*p->cmax, opt_.max_level);
   from_baseline_ = true;
   Say("predict: " + p->note + " (" + p->source + ")");
 }
 
 void Run::RefinePrediction(const TrialSummary& probe, Locator* loc) {
   if (!from_baseline_ || refined_ || !opt_.refine_prediction || !q_.predicted_cmax ||
-      probe.concurrency < 2 || !probe.has_metrics || !(probe.itl_ms.p50 > 0)) {
+      probe.level < 2 || !probe.has_metrics || !(probe.itl_ms.p50 > 0)) {
     return;
   }
-  if (probe.passed() == (probe.concurrency <= *q_.predicted_cmax)) return;
+  if (probe.passed() == (probe.level <= *q_.predicted_cmax)) return;
   refined_ = true;
   const TrialSummary* base = q_.Trials(QualifyPhase::kBaseline, 1).front();
   Result<BoundaryPrediction> p = opt_.refine_prediction(*base, probe);
@@ -292,10 +292,9 @@ void Run::RefinePrediction(const TrialSummary& probe, Locator* loc) {
   }
   TakePrediction(*p);
   q_.refined_cmax = p->cmax;
-  q_.prediction_note +=
-      "; refined on the probe at " + LevelLabel(probe.concurrency) + ": " + p->note;
-  if (p->cmax) loc->SetPrediction(std::min(*p->cmax, opt_.max_concurrency));
-  Say("predict: refined on the probe at " + LevelLabel(probe.concurrency) + "'s ITL: " + p->note);
+  q_.prediction_note += "; refined on the probe at " + LevelLabel(probe.level) + ": " + p->note;
+  if (p->cmax) loc->SetPrediction(std::min(*p->cmax, opt_.max_level));
+  Say("predict: refined on the probe at " + LevelLabel(probe.level) + "'s ITL: " + p->note);
 }
 
 void Run::Interrupt(const std::string& phase) {
@@ -342,14 +341,14 @@ bool Run::CheckBaseline(const TrialSummary& base) {
 
 }  // namespace qualify_internal
 
-uint64_t TrialSeed(const Row& row, QualifyPhase phase, int concurrency, int trial) {
+uint64_t TrialSeed(const Row& row, QualifyPhase phase, LoadLevel level, int trial) {
   if (phase == QualifyPhase::kConfirm && trial >= 1 &&
       static_cast<size_t>(trial) <= row.trials.seeds.size()) {
     return row.trials.seeds[trial - 1];
   }
   uint64_t base = Fnv1a64(row.id) ^ (row.trials.seeds.empty() ? 0 : row.trials.seeds.front());
   uint64_t x = SplitMix64(base ^ Fnv1a64(PhaseName(phase)));
-  x = SplitMix64(x ^ static_cast<uint64_t>(concurrency));
+  x = SplitMix64(x ^ static_cast<uint64_t>(level));
   x = SplitMix64(x ^ static_cast<uint64_t>(trial));
   // Small positive numbers read well in file names and commands.
   return x % 1000000000ULL + 1;

@@ -178,11 +178,11 @@ double TrialDeadlineS(const Row& row, const TrialRequest& req, double configured
   if (deadline_s <= 0) {
     deadline_s = 0;
     double scale = row.identity.time_scale > 0 ? row.identity.time_scale : 1;
-    double requests = row.measured.RequestsAt(req.concurrency);
+    double requests = row.measured.RequestsAt(req.level);
     if (row.open_loop()) {
       // The schedule's length plus every request it sends at its full timeout.
       const OpenLoop& o = row.workload.open_loop;
-      const double rate = RateAtLevel(row, req.concurrency);
+      const double rate = RateAtLevel(row, req.level);
       const double span_s = o.ramp_s + o.duration_s.value_or(0);
       requests = rate * span_s + o.requests.value_or(0);
       deadline_s = (span_s + (rate > 0 ? o.requests.value_or(0) / rate : 0)) / scale;
@@ -197,8 +197,8 @@ double TrialDeadlineS(const Row& row, const TrialRequest& req, double configured
 TrialRunner MakeProcessTrialRunner(const ProcessTrialRunnerOptions& options) {
   return [options](const Row& row, const TrialRequest& req) -> TrialSummary {
     // "<row>/confirm/c7-t1"; a rate row's folders name the rate: "<row>/confirm/r1p25-t1".
-    std::string rel = row.id + "/" + PhaseName(req.phase) + "/" +
-                      LoadScaleOf(row).Slug(req.concurrency) + "-t" + std::to_string(req.trial);
+    std::string rel = row.id + "/" + PhaseName(req.phase) + "/" + LoadScaleOf(row).Slug(req.level) +
+                      "-t" + std::to_string(req.trial);
     fs::path dir = fs::path(options.out_dir) / rel;
     std::error_code ec;
     fs::create_directories(dir.parent_path(), ec);
@@ -208,7 +208,7 @@ TrialRunner MakeProcessTrialRunner(const ProcessTrialRunnerOptions& options) {
     }
     std::vector<std::string> argv = {options.exe,     "trial",
                                      "--row",         options.row_path,
-                                     "--concurrency", std::to_string(req.concurrency),
+                                     "--concurrency", std::to_string(req.level),
                                      "--trial",       std::to_string(req.trial),
                                      "--seed",        std::to_string(req.seed),
                                      "--phase",       PhaseName(req.phase),

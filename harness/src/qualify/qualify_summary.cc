@@ -169,8 +169,8 @@ std::string SummaryLine(const RowQualification& q) {
       }
       return id + ": noisy boundary, no operating point — " + q.message;
     case QualifyStatus::kNoFailUpToCap:
-      return id + ": no failure up to " + at(scale.Symbol(), q.max_concurrency) + " — " +
-             scale.Max() + " >= " + scale.Value(q.max_concurrency) + ", not a claim";
+      return id + ": no failure up to " + at(scale.Symbol(), q.max_level) + " — " + scale.Max() +
+             " >= " + scale.Value(q.max_level) + ", not a claim";
     case QualifyStatus::kFailsAtOne:
       return id + ": " + scale.Label(1) + (q.row.open_loop() ? " fails — " : " misses the SLO — ") +
              q.message;

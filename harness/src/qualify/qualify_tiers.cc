@@ -28,7 +28,7 @@ TierQualification PrimaryTier(const Row& row, const RowQualification& q) {
   t.message = q.message;
   t.summary_line = q.summary_line;
   for (const auto& x : q.trials) {
-    t.trials.push_back(TierTrial{x.phase, x.concurrency, x.trial, x.outcome, false});
+    t.trials.push_back(TierTrial{x.phase, x.level, x.trial, x.outcome, false});
   }
   t.trials_run = static_cast<int>(q.trials.size());
   return t;
@@ -101,8 +101,7 @@ class TierRun {
         if (t.phase == QualifyPhase::kBaseline) continue;
         const TrialSummary v = TierView(t, tier_.slo);
         if (!IsSloVerdict(v.outcome)) continue;
-        out.push_back(ProbePoint{t.concurrency,
-                                 v.passed() ? ProbeVerdict::kPass : ProbeVerdict::kSloFail,
+        out.push_back(ProbePoint{t.level, v.passed() ? ProbeVerdict::kPass : ProbeVerdict::kSloFail,
                                  v.GateRatio(), ""});
         Use(t, true);
       }
@@ -111,8 +110,8 @@ class TierRun {
   }
 
   TrialSummary Judge(const TrialRequest& r) {
-    if (const TrialSummary* done = q_->FindTrial(r.phase, r.concurrency, r.trial)) {
-      Say("reusing " + std::string(PhaseName(r.phase)) + " " + LoadLabel(row_, r.concurrency) +
+    if (const TrialSummary* done = q_->FindTrial(r.phase, r.level, r.trial)) {
+      Say("reusing " + std::string(PhaseName(r.phase)) + " " + LoadLabel(row_, r.level) +
           " trial " + std::to_string(r.trial) + " (already run, seed " +
           std::to_string(done->seed) + ")");
       Use(*done, true);
@@ -128,12 +127,12 @@ class TierRun {
   // Runs the trial with the row's own seed and fills what the primary search fills for its trials.
   TrialSummary RunNew(const TrialRequest& r) {
     TrialRequest real = r;
-    real.seed = TrialSeed(row_, r.phase, r.concurrency, r.trial);
+    real.seed = TrialSeed(row_, r.phase, r.level, r.trial);
     const MonoNs start = NowNs();
     TrialSummary t = runner_(row_, real);
     t.phase = r.phase;
-    t.concurrency = r.concurrency;
-    t.rate_rps = RateAtLevel(row_, r.concurrency);
+    t.level = r.level;
+    t.rate_rps = RateAtLevel(row_, r.level);
     t.trial = r.trial;
     t.seed = real.seed;
     t.start_offset_s = NsToS(start - t0_);
@@ -144,10 +143,9 @@ class TierRun {
   // Records a trial this tier judged, once.
   void Use(const TrialSummary& t, bool reused) {
     for (const auto& x : out_.trials) {
-      if (x.phase == t.phase && x.concurrency == t.concurrency && x.trial == t.trial) return;
+      if (x.phase == t.phase && x.level == t.level && x.trial == t.trial) return;
     }
-    out_.trials.push_back(
-        TierTrial{t.phase, t.concurrency, t.trial, TierOutcome(t, tier_.slo), reused});
+    out_.trials.push_back(TierTrial{t.phase, t.level, t.trial, TierOutcome(t, tier_.slo), reused});
     (reused ? out_.trials_reused : out_.trials_run) += 1;
   }
 
@@ -155,7 +153,7 @@ class TierRun {
   void KeepMoves(const RowQualification& r, size_t first_new) {
     for (size_t i = first_new; i < q_->tier_trials.size(); ++i) {
       TrialSummary& t = q_->tier_trials[i];
-      for (const auto* seen : r.Trials(t.phase, t.concurrency)) {
+      for (const auto* seen : r.Trials(t.phase, t.level)) {
         if (seen->trial == t.trial) t.move = seen->move;
       }
     }

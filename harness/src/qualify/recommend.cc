@@ -81,7 +81,7 @@ void PinMix(std::vector<PinnedField>* out, const Mix& mix) {
 std::vector<const TrialSummary*> TrialsAt(const RowQualification& q, int level) {
   std::vector<const TrialSummary*> out;
   for (const auto& t : q.trials) {
-    if (t.concurrency == level) out.push_back(&t);
+    if (t.level == level) out.push_back(&t);
   }
   return out;
 }
@@ -175,7 +175,7 @@ bool Noisy(const RowQualification& q, int from, std::string* why) {
   const bool lowered = q.status == QualifyStatus::kLowered;
   std::set<int> levels;
   for (const auto& t : q.trials) {
-    if (t.phase == QualifyPhase::kConfirm && t.concurrency >= from) levels.insert(t.concurrency);
+    if (t.phase == QualifyPhase::kConfirm && t.level >= from) levels.insert(t.level);
   }
   std::string counts;
   for (int level : levels) {
@@ -226,8 +226,8 @@ std::string NoRecommendation(const RowQualification& q) {
     case QualifyStatus::kLowered:
       return "no operating point: the boundary was noisy and no level below it passed every trial";
     case QualifyStatus::kNoFailUpToCap:
-      return none + "every probe up to " + scale.Label(q.max_concurrency) + " passed, so " +
-             scale.Max() + " >= " + scale.Value(q.max_concurrency) +
+      return none + "every probe up to " + scale.Label(q.max_level) + " passed, so " + scale.Max() +
+             " >= " + scale.Value(q.max_level) +
              " is not a claim to step "
              "down from";
     case QualifyStatus::kFailsAtOne:

@@ -108,10 +108,10 @@ std::optional<int> RowQualification::proven_level() const {
 }
 
 std::vector<const TrialSummary*> RowQualification::Trials(QualifyPhase phase,
-                                                          int concurrency) const {
+                                                          LoadLevel level) const {
   std::vector<const TrialSummary*> out;
   for (const auto& t : trials) {
-    if (t.phase == phase && t.concurrency == concurrency) out.push_back(&t);
+    if (t.phase == phase && t.level == level) out.push_back(&t);
   }
   return out;
 }
@@ -127,21 +127,21 @@ std::vector<const TierTrial*> TierQualification::DecidedBy() const {
   const std::optional<int> level = admitted();
   for (const auto& t : trials) {
     if (level && t.phase == QualifyPhase::kConfirm &&
-        (t.concurrency == *level || t.concurrency == *level + 1)) {
+        (t.level == *level || t.level == *level + 1)) {
       out.push_back(&t);
     }
   }
   std::stable_sort(out.begin(), out.end(), [](const TierTrial* a, const TierTrial* b) {
-    return a->concurrency != b->concurrency ? a->concurrency < b->concurrency : a->trial < b->trial;
+    return a->level != b->level ? a->level < b->level : a->trial < b->trial;
   });
   return out;
 }
 
-const TrialSummary* RowQualification::FindTrial(QualifyPhase phase, int concurrency,
+const TrialSummary* RowQualification::FindTrial(QualifyPhase phase, LoadLevel level,
                                                 int trial) const {
   for (const auto* list : {&trials, &tier_trials}) {
     for (const auto& t : *list) {
-      if (t.phase == phase && t.concurrency == concurrency && t.trial == trial) return &t;
+      if (t.phase == phase && t.level == level && t.trial == trial) return &t;
     }
   }
   return nullptr;

@@ -216,12 +216,12 @@ json RowQualificationCoreToJson(const RowQualification& q) {
     };
     result["rmax_rps"] = q.rmax_rps ? json(*q.rmax_rps) : json(nullptr);
     result["operating_point_rps"] = rate(q.operating_point);
-    locate["max_level"] = q.max_concurrency;
-    locate["max_rps"] = scale.Rate(q.max_concurrency);
+    locate["max_level"] = q.max_level;
+    locate["max_rps"] = scale.Rate(q.max_level);
     locate["predicted_level"] = level(q.predicted_cmax);
     locate["predicted_rps"] = rate(q.predicted_cmax);
   } else {
-    locate["max_concurrency"] = q.max_concurrency;
+    locate["max_concurrency"] = q.max_level;
     locate["predicted_cmax"] = level(q.predicted_cmax);
   }
   return json{{"row", RowInfoToJson(q.row)},
@@ -287,8 +287,8 @@ Status ResultFromJson(const json& res, RowQualification* q) {
 // "locate": the probes and the prediction; a rate row names its levels, a closed-loop row its
 // concurrencies.
 void LocateFromJson(const json& loc, RowQualification* q) {
-  q->max_concurrency = loc.contains("max_level") ? Get<int>(loc, "max_level", 0)
-                                                 : Get<int>(loc, "max_concurrency", 0);
+  q->max_level = loc.contains("max_level") ? Get<int>(loc, "max_level", 0)
+                                           : Get<int>(loc, "max_concurrency", 0);
   q->probes = Get<int>(loc, "probes", 0);
   q->probe_budget = Get<int>(loc, "probe_budget", 0);
   for (const char* key : {"predicted_cmax", "predicted_level"}) {

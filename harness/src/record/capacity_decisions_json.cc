@@ -37,7 +37,7 @@ KeptMargin MarginFromJson(const json& j) {
 
 json TierTrialToJson(const TierTrial& t) {
   return json{{"phase", PhaseName(t.phase)},
-              {"concurrency", t.concurrency},
+              {"concurrency", t.level},
               {"trial", t.trial},
               {"outcome", TrialOutcomeName(t.outcome)},
               {"reused", t.reused}};

@@ -109,7 +109,7 @@ TrialSummary TrialFromJson(const json& j) {
   TrialSummary t;
   t.phase = PhaseAt(j, "phase");
   // A rate row's trial names its level and rate; a closed-loop trial its concurrency.
-  t.concurrency = j.contains("level") ? j.at("level").get<int>() : j.at("concurrency").get<int>();
+  t.level = j.contains("level") ? j.at("level").get<int>() : j.at("concurrency").get<int>();
   t.rate_rps = Get<double>(j, "rate_rps", 0);
   t.trial = j.at("trial").get<int>();
   t.seed = Get<uint64_t>(j, "seed", 0);
@@ -244,12 +244,12 @@ json TrialSummaryToJson(const TrialSummary& t) {
   if (!t.tier_slo.empty()) j["tier_slo"] = ChecksToJson(t.tier_slo);
   if (!t.misses.empty()) j["misses"] = GateMissesToJson(t.misses);
   if (t.rate_rps > 0) {
-    j["level"] = t.concurrency;
+    j["level"] = t.level;
     j["rate_rps"] = t.rate_rps;
     j["queue_series"] = QueueSeriesToJson(t.queue_series);
     j["send_lateness_p99_ms"] = Num(t.send_lateness_p99_ms);
   } else {
-    j["concurrency"] = t.concurrency;
+    j["concurrency"] = t.level;
   }
   if (t.has_metrics) {
     json arrival = json::array();
@@ -317,7 +317,7 @@ std::vector<FailedGate> FailedGatesOf(const std::optional<StreamBreak>& stopped_
 // the outcome, its checks, misses and reasons, the queue over time, the failed gates.
 Status SummaryFromVerdict(const StoredVerdict& s, TrialSummary* t) {
   const TrialVerdict& v = s.verdict;
-  t->concurrency = s.context.concurrency;
+  t->level = s.context.level;
   t->trial = s.context.trial_index;
   t->seed = s.context.seed;
   t->phase = s.context.phase;

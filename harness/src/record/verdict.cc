@@ -151,7 +151,7 @@ nlohmann::json VerdictToJson(const TrialVerdict& v, const VerdictContext& ctx) {
   nlohmann::json slo = GateResultsToJson(v.slo);
   nlohmann::json j = {{"schema", kVerdictSchema},
                       {"row_id", ctx.row_id},
-                      {"concurrency", ctx.concurrency},
+                      {"concurrency", ctx.level},
                       {"trial", ctx.trial_index},
                       {"seed", ctx.seed},
                       {"phase", PhaseName(ctx.phase)},
@@ -198,7 +198,7 @@ Result<StoredVerdict> VerdictFromJson(const nlohmann::json& j) {
     if (j.contains("stability")) s.verdict.stability = StabilityFromJson(j.at("stability"));
     s.correctness_json = j.at("correctness");
     s.context.row_id = j.at("row_id").get<std::string>();
-    s.context.concurrency = j.at("concurrency").get<int>();
+    s.context.level = j.at("concurrency").get<int>();
     s.context.trial_index = j.at("trial").get<int>();
     s.context.seed = j.at("seed").get<uint64_t>();
     s.context.phase = capjson::PhaseAt(j, "phase");

@@ -212,7 +212,7 @@ std::string RowSection(const RowQualification& q) {
           "class=\"l\">directory</th><th class=\"l\">command</th></tr>\n";
   for (const auto& t : q.trials) {
     html += "<tr><td class=\"l\">" + std::string(PhaseName(t.phase)) + " " +
-            r.scale().Label(t.concurrency) + " #" + std::to_string(t.trial) +
+            r.scale().Label(t.level) + " #" + std::to_string(t.trial) +
             "</td><td class=\"l\"><code>" + Esc(t.dir) + "</code></td><td class=\"l\"><code>" +
             Esc(t.command) + "</code></td></tr>\n";
   }

@@ -60,14 +60,14 @@ std::vector<const TrialSummary*> WithMetrics(const RowQualification& q) {
 std::map<int, std::vector<const TrialSummary*>> ByLevel(
     const std::vector<const TrialSummary*>& ts) {
   std::map<int, std::vector<const TrialSummary*>> by_c;
-  for (const auto* t : ts) by_c[t->concurrency].push_back(t);
+  for (const auto* t : ts) by_c[t->level].push_back(t);
   return by_c;
 }
 
 // The highest level any of the trials ran at, at least 1.
 int MaxLevel(const std::vector<const TrialSummary*>& ts) {
   int max_c = 1;
-  for (const auto* t : ts) max_c = std::max(max_c, t->concurrency);
+  for (const auto* t : ts) max_c = std::max(max_c, t->level);
   return max_c;
 }
 
@@ -307,14 +307,13 @@ std::string FigTimeline(const RowQualification& q) {
     double l = lane(t.phase);
     p.Rect(t.start_offset_s, l - 0.32, t.start_offset_s + std::max(t.wall_s, end * 0.002), l + 0.32,
            "bar " + std::string(PhaseName(t.phase)) + " " + VerdictClass(t),
-           PhaseName(t.phase) + std::string(" ") + q.row.scale().Label(t.concurrency) + " trial " +
+           PhaseName(t.phase) + std::string(" ") + q.row.scale().Label(t.level) + " trial " +
                std::to_string(t.trial) + ": " + VerdictTip(t) + ", " + FormatFixed(t.wall_s, 1) +
                " s");
     if (t.wall_s > end * 0.035) {
       // A rate label is wider: the bar must be too.
       if (!q.row.open_loop() || t.wall_s > end * 0.08) {
-        p.Text(t.start_offset_s + t.wall_s / 2, l - 0.12, q.row.scale().Label(t.concurrency),
-               "bar-text");
+        p.Text(t.start_offset_s + t.wall_s / 2, l - 0.12, q.row.scale().Label(t.level), "bar-text");
       }
     }
   }
@@ -410,7 +409,7 @@ int DrawBoundarySide(const LoadScale& scale, const BoundarySides& s,
   for (size_t k = 0; k < list.size(); ++k) {
     const TrialSummary& t = *list[k];
     const double x = side_x + Jitter(static_cast<int>(k), static_cast<int>(list.size()), 0.16);
-    const std::string what = scale.Label(t.concurrency) + " trial " + std::to_string(t.trial);
+    const std::string what = scale.Label(t.level) + " trial " + std::to_string(t.trial);
     int i = side.per_trial[k];
     if (i < 0) {
       const GateMiss* m = side.stability[k];

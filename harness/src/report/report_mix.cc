@@ -33,20 +33,19 @@ std::vector<const TrialSummary*> MixedTrials(const RowQualification& q) {
     if (!t.classes.empty()) ts.push_back(&t);
   }
   std::stable_sort(ts.begin(), ts.end(), [](const auto* a, const auto* b) {
-    return a->concurrency != b->concurrency ? a->concurrency < b->concurrency : a->trial < b->trial;
+    return a->level != b->level ? a->level < b->level : a->trial < b->trial;
   });
   return ts;
 }
 
 std::string ClassRow(const TrialSummary& t, const ClassVerdict& c, int total) {
   const double pct = total > 0 ? 100.0 * c.requests / total : NAN;
-  return "<tr><td>" + std::to_string(t.concurrency) + "</td><td class=\"l\">" +
-         Esc(PhaseName(t.phase)) + " #" + std::to_string(t.trial) + "</td><td class=\"l\">" +
-         Esc(c.name) + "</td><td>" + std::to_string(c.requests) + " (" + FormatFixed(pct, 1) +
-         "%)</td><td>" + FormatFixed(c.ttft_p50_ms, 1) + "</td><td>" +
-         FormatFixed(c.ttft_p95_ms, 1) + "</td><td>" + FormatFixed(c.ttft_p99_ms, 1) +
-         "</td><td class=\"l " + (c.passed() ? "pass" : "fail") + "\">" +
-         (c.passed() ? "met" : "MISSED") + "</td></tr>\n";
+  return "<tr><td>" + std::to_string(t.level) + "</td><td class=\"l\">" + Esc(PhaseName(t.phase)) +
+         " #" + std::to_string(t.trial) + "</td><td class=\"l\">" + Esc(c.name) + "</td><td>" +
+         std::to_string(c.requests) + " (" + FormatFixed(pct, 1) + "%)</td><td>" +
+         FormatFixed(c.ttft_p50_ms, 1) + "</td><td>" + FormatFixed(c.ttft_p95_ms, 1) + "</td><td>" +
+         FormatFixed(c.ttft_p99_ms, 1) + "</td><td class=\"l " + (c.passed() ? "pass" : "fail") +
+         "\">" + (c.passed() ? "met" : "MISSED") + "</td></tr>\n";
 }
 
 std::string ClassTable(const RowQualification& q) {

@@ -15,14 +15,14 @@ std::vector<const TrialSummary*> ReuseTrials(const RowQualification& q) {
     if (t.reuse) ts.push_back(&t);
   }
   std::stable_sort(ts.begin(), ts.end(), [](const auto* a, const auto* b) {
-    return a->concurrency != b->concurrency ? a->concurrency < b->concurrency : a->trial < b->trial;
+    return a->level != b->level ? a->level < b->level : a->trial < b->trial;
   });
   return ts;
 }
 
 std::string HitRow(const TrialSummary& t, bool sessions) {
   const ReuseFigures& f = *t.reuse;
-  std::string html = "<tr><td>" + std::to_string(t.concurrency) + "</td><td class=\"l\">" +
+  std::string html = "<tr><td>" + std::to_string(t.level) + "</td><td class=\"l\">" +
                      Esc(PhaseName(t.phase)) + " #" + std::to_string(t.trial) + "</td><td>" +
                      std::to_string(f.requests) + "</td><td>" +
                      FormatFixed(f.declared_ratio * 100, 1) + "%</td><td>" +
@@ -56,7 +56,7 @@ std::map<std::string, double> TurnTails(const RowQualification& q, int c, int* t
   std::map<std::string, int> n;
   *trials = 0;
   for (const TrialSummary& t : q.trials) {
-    if (t.concurrency != c || t.phase != QualifyPhase::kConfirm || t.classes.empty()) continue;
+    if (t.level != c || t.phase != QualifyPhase::kConfirm || t.classes.empty()) continue;
     ++*trials;
     for (const ClassVerdict& k : t.classes) {
       if (!std::isfinite(k.ttft_p95_ms)) continue;

@@ -104,12 +104,12 @@ std::string TblBoundary(const RowQualification& q) {
     if (t.phase == QualifyPhase::kConfirm) ts.push_back(&t);
   }
   std::stable_sort(ts.begin(), ts.end(), [](const auto* a, const auto* b) {
-    return a->concurrency != b->concurrency ? a->concurrency < b->concurrency : a->trial < b->trial;
+    return a->level != b->level ? a->level < b->level : a->trial < b->trial;
   });
   for (const auto* t : ts) {
     std::string verdict = VerdictWord(*t);
     if (!t->failed_gates.empty()) verdict += ": " + t->failed_gates.front().Text();
-    html += "<tr><td>" + scale.Figure(t->concurrency) + "</td><td>" + std::to_string(t->trial) +
+    html += "<tr><td>" + scale.Figure(t->level) + "</td><td>" + std::to_string(t->trial) +
             "</td><td>" + std::to_string(t->seed) + "</td><td class=\"l\">" + Esc(t->corpus) +
             "</td><td>" + CachedCell(*t) + "</td>" + TrialRowCells(*t, u) + "<td>" +
             FormatFixed(t->ttft_p95_steady_ms / u.div, u.decimals + 1) + "</td><td>" +
@@ -143,7 +143,7 @@ std::string TblPrediction(const RowQualification& q) {
   for (const PredictedPoint& pt : q.predicted_curve) {
     std::string measured;
     for (const auto& t : q.trials) {
-      if (t.concurrency != pt.level || !t.has_metrics) continue;
+      if (t.level != pt.level || !t.has_metrics) continue;
       measured += (measured.empty() ? "" : ", ") + FormatFixed(t.GatingMs() / u.div, u.decimals);
     }
     html += "<tr><td>" + scale.Figure(pt.level) + "</td><td>" +
@@ -177,7 +177,7 @@ std::string TblLocate(const RowQualification& q) {
   for (const auto& t : q.trials) {
     if (t.phase == QualifyPhase::kConfirm) continue;
     html += "<tr><td class=\"l\">" + std::string(PhaseName(t.phase)) + "</td><td>" +
-            scale.Figure(t.concurrency) + "</td>" + TrialRowCells(t, u) + "<td>" +
+            scale.Figure(t.level) + "</td>" + TrialRowCells(t, u) + "<td>" +
             FormatFixed(t.output_tok_s, 1) + "</td><td class=\"l " + VerdictClass(t) + "\">" +
             VerdictWord(t) + "</td><td class=\"l\">" + Esc(DecidedBy(t)) + "</td><td class=\"l\">" +
             Esc(t.move) + "</td><td class=\"l\">" + Esc(t.corpus) + "</td><td>" + CachedCell(t) +

@@ -33,8 +33,8 @@ std::string GatesText(const std::vector<SloGate>& slo) {
 std::vector<TrialSummary> Views(const RowQualification& q, const TierQualification& t, int level) {
   std::vector<TrialSummary> out;
   for (const TierTrial* x : t.DecidedBy()) {
-    if (x->concurrency != level) continue;
-    if (const TrialSummary* s = q.FindTrial(x->phase, x->concurrency, x->trial)) {
+    if (x->level != level) continue;
+    if (const TrialSummary* s = q.FindTrial(x->phase, x->level, x->trial)) {
       out.push_back(TierView(*s, t.slo));
     }
   }
@@ -110,10 +110,9 @@ std::string TierTrialList(const RowQualification& q) {
                      ")</summary>\n<table><tr><th class=\"l\">trial</th><th "
                      "class=\"l\">directory</th><th class=\"l\">command</th></tr>\n";
   for (const auto& t : q.tier_trials) {
-    html += "<tr><td class=\"l\">" + Esc(PhaseName(t.phase)) + " " +
-            q.row.scale().Label(t.concurrency) + " #" + std::to_string(t.trial) +
-            "</td><td class=\"l\"><code>" + Esc(t.dir) + "</code></td><td class=\"l\"><code>" +
-            Esc(t.command) + "</code></td></tr>\n";
+    html += "<tr><td class=\"l\">" + Esc(PhaseName(t.phase)) + " " + q.row.scale().Label(t.level) +
+            " #" + std::to_string(t.trial) + "</td><td class=\"l\"><code>" + Esc(t.dir) +
+            "</code></td><td class=\"l\"><code>" + Esc(t.command) + "</code></td></tr>\n";
   }
   return html + "</table>\n</details>\n";
 }

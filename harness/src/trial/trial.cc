@@ -23,7 +23,7 @@ void StartTrial(Trial& t, const Row& row, const TrialOptions& opt) {
   t.scale = row.identity.time_scale > 0 ? row.identity.time_scale : 1.0;
   VerdictContext& c = t.s.ctx;
   c.row_id = row.id;
-  c.concurrency = opt.concurrency;
+  c.level = opt.level;
   c.trial_index = opt.trial_index;
   c.phase = opt.phase;
   c.time_scale = t.scale;

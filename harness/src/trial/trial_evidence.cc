@@ -134,7 +134,7 @@ ValidationInput MakeValidationInput(const Row& row, const TrialPlan& plan,
                                     const ColdPrefix& cold, const Evidence& ev) {
   ValidationInput in;
   in.row = &row;
-  in.concurrency = plan.concurrency;
+  in.level = plan.level;
   in.warmup = WithoutTextAndGaps(warmup);
   in.measured = WithoutTextAndGaps(measured);
   for (const auto& r : plan.warmup) in.warmup_prompt_hashes.push_back(r.prompt.sha256);
@@ -224,7 +224,7 @@ LatencyJudgement JudgeLatency(const Row& row, const TrialPlan& plan,
   LatencyJudgement j;
   const PercentileMethod m = row.percentile_method;
   if (!plan.open_loop()) {
-    j.metrics = ComputeMetrics(*meas, plan.concurrency, time_scale, m);
+    j.metrics = ComputeMetrics(*meas, plan.level, time_scale, m);
     return j;
   }
   std::vector<const RequestResult*> scheduled, measured;

@@ -198,7 +198,7 @@ LoadSpec PlannedSpec(const Trial& t, const LoadSpec& connection, size_t skip_war
     spec.measured.push_back({r.id, Phase::kMeasured, r.index, r.body});
   }
   spec.warmup_concurrency = plan.warmup_concurrency;
-  spec.concurrency = opt.concurrency;
+  spec.concurrency = opt.level;  // closed loop: C at once; sessions: C open; unused by a rate
   if (plan.open_loop()) {
     // The schedule in wall time; the connection pool sized for a busy server's queue, and a cap
     // far above any bounded queue that keeps a runaway one inside the file-descriptor limit (a
@@ -215,7 +215,7 @@ LoadSpec PlannedSpec(const Trial& t, const LoadSpec& connection, size_t skip_war
   if (plan.sessions()) {
     spec.measured_arrivals = internal::SessionArrivalFactory(t.effective, plan, t.scale);
   }
-  const std::string label = LoadLabel(*t.s.row, plan.concurrency);
+  const std::string label = LoadLabel(*t.s.row, plan.level);
   if (opt.on_load_progress) {
     spec.on_progress = [&opt, label](const LoadProgress& p) {
       opt.on_load_progress(LoadLine(p, label));

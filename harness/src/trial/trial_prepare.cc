@@ -93,7 +93,7 @@ PhaseEnd PinIdentity(Trial& t) {
   Result<uint64_t> seed = TrialSeed(row, opt.trial_index, opt.seed);
   if (!seed.ok()) return CouldNotRun(t.s, seed.status().message());
   t.s.ctx.seed = *seed;
-  if (opt.concurrency < 1) return CouldNotRun(t.s, "concurrency must be at least 1");
+  if (opt.level < 1) return CouldNotRun(t.s, "concurrency must be at least 1");
   Result<std::unique_ptr<Target>> target = MakeTarget(row.identity, t.topts);
   if (!target.ok()) return CouldNotRun(t.s, target.status().message());
   t.target = std::move(*target);
@@ -189,7 +189,7 @@ PhaseEnd PlanPrompts(Trial& t) {
   // Phi-3 vocabulary cached 5 tokens, not 4, for two such prompts of one trial).
   FirstTokens first = MakeFirstTokens(target);
   PlanInputs pin;
-  pin.concurrency = opt.concurrency;
+  pin.level = opt.level;
   pin.trial_index = opt.trial_index;
   pin.seed = opt.seed;
   pin.phase = opt.phase;

@@ -120,7 +120,7 @@ ReuseFigures MeasureReuse(const TrialPlan& plan, const ValidationInput& in, doub
 
 ArrivalFactory SessionArrivalFactory(const Row& row, const TrialPlan& plan, double time_scale) {
   SessionSchedule schedule;
-  schedule.concurrency = plan.concurrency;
+  schedule.concurrency = plan.level;
   for (size_t i = 0; i < plan.measured.size(); ++i) {
     const PlanRequest& r = plan.measured[i];
     if (r.turn == 1) schedule.sessions.emplace_back();

@@ -54,11 +54,11 @@ struct CorrectnessReport {
 
 struct ValidationInput {
   const Row* row = nullptr;  // REQUIRES: non-null
-  int concurrency = 1;
+  LoadLevel level = 1;
   std::vector<RequestResult> warmup, measured;
   // SHA-256 of each prompt, in plan order: hash i belongs to the request with index i of its phase.
   std::vector<std::string> warmup_prompt_hashes, measured_prompt_hashes;
-  int expected_measured = 0;  // row->measured.RequestsAt(concurrency)
+  int expected_measured = 0;  // row->measured.RequestsAt(level)
   // Cached prompt tokens every prompt may show while cold: the chat template's shared leading
   // tokens, measured per server.
   int64_t cold_prefix_tokens_allowed = 0;

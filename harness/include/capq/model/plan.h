@@ -61,11 +61,11 @@ struct PlanRequest {
 struct TrialPlan {
   std::string row_id;
   std::string engine;
-  int concurrency = 1;
+  LoadLevel level = 1;
   int trial_index = 1;  // 1-based
   uint64_t seed = 0;
   QualifyPhase phase = QualifyPhase::kConfirm;
-  // The prompt corpus: its generator seed mixes the trial seed with the phase and concurrency, so
+  // The prompt corpus: its generator seed mixes the trial seed with the phase and level, so
   // no two trials of one qualification (baseline, every probe, every confirmation at every C) and
   // no two capacity tests of one row send the same prompt, while the same (row, phase, C, trial)
   // always yields the same prompts. A flush that leaves prompts cached can then only show as
@@ -90,9 +90,9 @@ struct TrialPlan {
   // The arrival model: the row's kind. Everything below is for open-loop plans
   // only (zero or empty for closed_loop).
   ArrivalKind arrival = ArrivalKind::kClosedLoop;
-  double rate_rps = 0;         // RateAtLevel(row, concurrency)
+  double rate_rps = 0;         // RateAtLevel(row, level)
   double arrival_cv = 0;       // the gaps' coefficient of variation (constant 0, poisson 1)
-  uint64_t schedule_seed = 0;  // ScheduleSeed(seed, phase, concurrency)
+  uint64_t schedule_seed = 0;  // ScheduleSeed(seed, phase, level)
   int ramp_requests = 0;       // the first ramp_requests entries of `measured`
   // Intended send offsets in the server's (virtual) ns from the schedule's start, parallel to
   // `measured` (ramp included), non-decreasing.
@@ -115,8 +115,7 @@ struct TrialPlan {
 using FirstTokenFn = std::function<Result<int64_t>(const std::string& lead_word)>;
 
 struct PlanInputs {
-  int concurrency =
-      1;  // the load level: C for a closed-loop row, rate / rate_step_rps for a rate row
+  LoadLevel level = 1;
   int trial_index = 1;           // 1-based
   std::optional<uint64_t> seed;  // overrides row.trials.seeds[trial_index - 1]
   QualifyPhase phase = QualifyPhase::kConfirm;
@@ -132,12 +131,12 @@ Result<uint64_t> TrialSeed(const Row& row, int trial_index, std::optional<uint64
 
 Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in);
 
-// The generator seed of the corpus of a trial with `seed` in `phase` at `concurrency`.
-uint64_t CorpusSeed(uint64_t seed, QualifyPhase phase, int concurrency);
+// The generator seed of the corpus of a trial with `seed` in `phase` at `level`.
+uint64_t CorpusSeed(uint64_t seed, QualifyPhase phase, LoadLevel level);
 
 // The seed of an open-loop trial's arrival schedule: like CorpusSeed a function of (seed, phase,
 // level), but a different stream, so that the schedule and the prompts are drawn independently.
-uint64_t ScheduleSeed(uint64_t seed, QualifyPhase phase, int level);
+uint64_t ScheduleSeed(uint64_t seed, QualifyPhase phase, LoadLevel level);
 
 // The most requests one open-loop plan may schedule (ramp and measured together).
 inline constexpr int64_t kMaxScheduledRequests = 1'000'000;

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "capq/model/load_level.h"
 #include "capq/model/mix.h"
 
 namespace capq {
@@ -303,36 +304,15 @@ std::string TurnClass(int turn);  // "turn3"
 // Every tier of the row: {kPrimaryTier, row.slo}, then row.slo_tiers.
 std::vector<SloTier> AllTiers(const Row& row);
 
-// A load level is an int: the concurrency C of a closed-loop row, or the rate in steps of an
-// open-loop row. RateAtLevel is level * rate_step_rps (0 for a closed-loop row).
-double RateAtLevel(const Row& row, int level);
+// RateAtLevel is level * rate_step_rps (0 for a closed-loop row); capq/model/load_level.h says
+// what a level is.
+double RateAtLevel(const Row& row, LoadLevel level);
 // The level of `rate_rps` on an open-loop row: rate / rate_step_rps rounded to the nearest integer
 // (0 for a closed-loop row). LevelAtRate(row, RateAtLevel(row, l)) == l.
-int LevelAtRate(const Row& row, double rate_rps);
+LoadLevel LevelAtRate(const Row& row, double rate_rps);
 
-// How a row's load levels read wherever one is shown (summary lines, progress, capacity data,
-// report, test names and messages): a closed-loop level is the concurrency C ("C=6"), a rate row's
-// level L the rate L * rate_step_rps ("R=1.25 rps"), written with as many decimals as the step
-// needs (0.25 -> 2, 0.5 -> 1, 2 -> 0, at most 6), so every rate of one row reads alike and exactly.
-struct LoadScale {
-  bool open_loop = false;
-  double rate_step_rps = 0;
-
-  double Rate(int level) const;  // level * rate_step_rps; 0 on a closed-loop row
-  // Rate(level) to Decimals(), as Figure() writes it: 3 steps of 0.1 are 0.3 (a multiple of the
-  // step to the loader's tolerance), not 0.30000000000000004.
-  double RoundedRate(int level) const;
-  int Decimals() const;                 // of a rate figure; 0 on a closed-loop row
-  std::string Figure(int level) const;  // "6" | "1.25"
-  std::string Value(int level) const;   // "6" | "1.25 rps"
-  std::string Label(int level) const;   // "C=6" | "R=1.25 rps"
-  std::string Symbol() const;           // "C" | "R"
-  std::string Max() const;              // "Cmax" | "Rmax"
-  // "c6" | "r1p25": the level in names that allow only [a-z0-9_] (test names, trial folders).
-  std::string Slug(int level) const;
-};
 LoadScale LoadScaleOf(const Row& row);
 // LoadScaleOf(row).Label(level): "C=6", "R=1.25 rps".
-std::string LoadLabel(const Row& row, int level);
+std::string LoadLabel(const Row& row, LoadLevel level);
 
 }  // namespace capq

@@ -21,13 +21,15 @@
 #include <string>
 #include <vector>
 
+#include "capq/model/load_level.h"
+
 namespace capq {
 
 enum class ProbeVerdict { kPass, kSloFail, kCorrectnessFail, kCouldNotRun, kInterrupted };
 const char* ProbeVerdictName(ProbeVerdict v);  // "pass", "slo_fail", ...
 
 struct ProbePoint {
-  int concurrency = 0;
+  LoadLevel level = 0;
   ProbeVerdict verdict = ProbeVerdict::kCouldNotRun;
   // measured / below_ms of the SLO gate closest to (or furthest past) its threshold: < 1 passes.
   // NaN when unknown; the locator then uses pass/fail only.
@@ -38,15 +40,15 @@ struct ProbePoint {
 class Locator {
  public:
   enum class State {
-    kSearching,      // Next() has a concurrency to probe
+    kSearching,      // Next() has a level to probe
     kBoundary,       // last_pass() + 1 == first_fail()
-    kNoFailUpToCap,  // every probe up to max_concurrency passed: Cmax >= cap, not a claim
+    kNoFailUpToCap,  // every probe up to max_level passed: Cmax >= cap, not a claim
     kFailsAtOne,     // C = 1 misses the SLO: no concurrency meets it
     kStopped,        // a probe failed correctness / could not run / was interrupted
   };
 
   struct Options {
-    int max_concurrency = 256;  // never probe above this
+    LoadLevel max_level = 256;  // never probe above this
     bool interpolate = true;    // use gate_ratio when probes report it
     // The answer's name in moves(): "Cmax", or "Rmax" where the levels are rate steps.
     std::string max_name = "Cmax";
@@ -60,7 +62,7 @@ class Locator {
   // neighbour first, so a right prediction costs two probes; a wrong one falls back to the
   // search above from whatever the two probes showed.
   void SetPrediction(int predicted_cmax) { prediction_ = predicted_cmax; }
-  // The next concurrency to probe; nullopt when state() != kSearching.
+  // The next level to probe; nullopt when state() != kSearching.
   std::optional<int> Next() const;
   void Record(const ProbePoint& p);
 
@@ -78,7 +80,7 @@ class Locator {
 
  private:
   struct Choice {
-    int concurrency = 0;
+    LoadLevel level = 0;
     std::string move;
   };
   std::optional<Choice> Choose() const;

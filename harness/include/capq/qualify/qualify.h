@@ -32,8 +32,8 @@ namespace capq {
 
 struct TrialRequest {
   QualifyPhase phase = QualifyPhase::kConfirm;
-  int concurrency = 1;
-  int trial = 1;  // 1-based index within (phase, concurrency)
+  LoadLevel level = 1;
+  int trial = 1;  // 1-based index within (phase, level)
   uint64_t seed = 0;
 };
 
@@ -42,7 +42,7 @@ struct TrialRequest {
 using TrialRunner = std::function<TrialSummary(const Row& row, const TrialRequest& request)>;
 
 struct QualifyOptions {
-  int max_concurrency = 256;
+  LoadLevel max_level = 256;    // --max-concurrency: on a rate row, in rate steps
   int trials = 0;               // per side; 0 = row.trials.count
   int max_trials_per_side = 0;  // when the sides overlap; 0 = 2 x trials
   int max_steps_down = 3;       // how far below the candidate to look for an operating point
@@ -81,7 +81,7 @@ Result<int> PredictLevelFromClosedLoop(const Row& row, const CapacityData& close
 // The seed of a trial: confirm trial k uses row.trials.seeds[k-1] (the seeds the ctest suites use)
 // and a derived seed beyond them; baseline and probes get seeds derived from the row, phase and C,
 // so no two trials of a qualification share a prompt set by accident.
-uint64_t TrialSeed(const Row& row, QualifyPhase phase, int concurrency, int trial);
+uint64_t TrialSeed(const Row& row, QualifyPhase phase, LoadLevel level, int trial);
 
 RowQualification Qualify(const Row& row, const TrialRunner& runner, const QualifyOptions& options);
 

@@ -69,7 +69,7 @@ struct FailedGate {
 struct TrialSummary {
   QualifyPhase phase = QualifyPhase::kConfirm;
   // The load level: the concurrency C, or on a rate row the rate in steps (rate_rps below).
-  int concurrency = 0;
+  LoadLevel level = 0;
   double rate_rps = 0;  // rate rows: the trial's arrival rate, level * rate_step_rps; else 0
   int trial = 1;
   uint64_t seed = 0;
@@ -263,7 +263,7 @@ int QualifyExitCode(QualifyStatus s);
 // took it from a trial already run (reused) or ran it.
 struct TierTrial {
   QualifyPhase phase = QualifyPhase::kConfirm;
-  int concurrency = 0;
+  LoadLevel level = 0;
   int trial = 1;
   TrialOutcome outcome = TrialOutcome::kCouldNotRun;
   bool reused = false;
@@ -290,8 +290,8 @@ struct TierQualification {
   std::vector<const TierTrial*> DecidedBy() const;
 };
 
-// The load levels below (operating_point, max_concurrency, predicted_cmax, each trial's
-// concurrency) are levels as capq/model/row.h defines them: the concurrency C of a closed-loop row,
+// The load levels below (operating_point, max_level, predicted_cmax, each trial's level)
+// are levels as capq/model/load_level.h defines them: the concurrency C of a closed-loop row,
 // the rate in steps of a rate row (RowInfo::scale() reads them as rates).
 struct RowQualification {
   RowInfo row;
@@ -302,7 +302,7 @@ struct RowQualification {
   std::string message;                 // in words, why the result is what it is
   std::string failed_gate;             // correctness failures: the gate(s) named
   std::string summary_line;            // "row: Cmax = 4 — C=4 ttft p95 ... pass, C=5 ... fail"
-  int max_concurrency = 0;             // the highest level the locator might probe
+  LoadLevel max_level = 0;             // the highest level the locator might probe
   int probes = 0;
   int probe_budget = 0;               // ceil(log2 Cmax) + 2 when a Cmax was found
   std::optional<int> predicted_cmax;  // the locator's hint, when one was given
@@ -332,11 +332,11 @@ struct RowQualification {
   std::vector<TrialSummary> tier_trials;
 
   // Trials of one phase at one level, in order.
-  std::vector<const TrialSummary*> Trials(QualifyPhase phase, int concurrency) const;
+  std::vector<const TrialSummary*> Trials(QualifyPhase phase, LoadLevel level) const;
   // The proven boundary as a level: cmax, or rmax_rps in steps on a rate row; nullopt unproven.
   std::optional<int> proven_level() const;
   // The trial (phase, level, index) in `trials` or `tier_trials`; nullptr when none ran.
-  const TrialSummary* FindTrial(QualifyPhase phase, int concurrency, int trial) const;
+  const TrialSummary* FindTrial(QualifyPhase phase, LoadLevel level, int trial) const;
 };
 
 struct CapacityData {

@@ -80,7 +80,7 @@ struct TrialVerdict {
 // Facts a verdict file records beside the verdict itself.
 struct VerdictContext {
   std::string row_id;
-  int concurrency = 1;
+  LoadLevel level = 1;
   int trial_index = 1;
   uint64_t seed = 0;
   QualifyPhase phase = QualifyPhase::kConfirm;

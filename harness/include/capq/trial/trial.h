@@ -35,7 +35,7 @@ inline constexpr int64_t kCompressEvidenceTokens = 100'000;
 struct TrialOptions {
   std::string url;      // server base URL, e.g. "http://127.0.0.1:30000"
   std::string out_dir;  // the trial directory to create (atomically populated)
-  int concurrency = 1;
+  LoadLevel level = 1;
   int trial_index = 1;  // 1-based; seed = row.trials.seeds[k-1] unless `seed` is set
   std::optional<uint64_t> seed;
   QualifyPhase phase = QualifyPhase::kConfirm;  // recorded in the plan and the verdict
