@@ -69,7 +69,7 @@ TEST(CapacityDataTest, QualificationResultRoundTrips) {
     t.ttft_ms.p95 = p95;
     t.ttft_ms.p50 = NAN;  // a value the trial could not measure must survive as null
     t.ttft_ms_by_arrival = {1.0, NAN, 3.0};
-    t.slo = {SloCheck{"ttft", 95, r.slo[0].below_ms, p95, p95 < r.slo[0].below_ms}};
+    t.slo = {SloCheck{"ttft", 95, r.slo[0].below_ms, p95, p95 < r.slo[0].below_ms, {}}};
     t.outcome = p95 < r.slo[0].below_ms ? TrialOutcome::kPass : TrialOutcome::kSloFail;
     t.totals.streams = 64;
     t.corpus = PhaseName(req.phase) + std::string("/c") + std::to_string(req.level);

@@ -15,10 +15,10 @@ namespace {
 using testing::QueueGrew;
 
 SloCheck Ttft(double measured_ms, double below_ms = 2500) {
-  return SloCheck{"ttft", 95, below_ms, measured_ms, measured_ms < below_ms};
+  return SloCheck{"ttft", 95, below_ms, measured_ms, measured_ms < below_ms, {}};
 }
 SloCheck Itl(double measured_ms, double below_ms = 50) {
-  return SloCheck{"itl", 95, below_ms, measured_ms, measured_ms < below_ms};
+  return SloCheck{"itl", 95, below_ms, measured_ms, measured_ms < below_ms, {}};
 }
 
 TrialSummary Trial(std::vector<SloCheck> slo) {
@@ -49,7 +49,7 @@ TEST(DecidingGateTest, TheWorstOfSeveralFailedGatesDecides) {
   std::vector<SloCheck> c = {Ttft(3000), Itl(51)};  // 1.20 against 1.02
   EXPECT_EQ(DecidingGate(c), 0);
   // Nothing measured is not below any bound: it is the worst miss.
-  c.push_back(SloCheck{"e2e", 99, 60000, NAN, false});
+  c.push_back(SloCheck{"e2e", 99, 60000, NAN, false, {}});
   EXPECT_EQ(DecidingGate(c), 2);
   EXPECT_EQ(GateVerdictText(c[2]), "e2e p99 not measured");
 }
@@ -73,7 +73,7 @@ TEST(DecidingGateTest, UnitsFollowTheBound) {
   // Figures that would print alike get the decimals that tell them apart.
   EXPECT_EQ(GateVerdictText(Itl(49.97)), "itl p95 49.97 ms < 50.00 ms");
   EXPECT_EQ(GateVerdictText(Ttft(2500.4)), "ttft p95 2.5004 s >= 2.5000 s");
-  EXPECT_EQ(GateName(SloCheck{"itl", 99.9, 80, 1, true}), "itl p99.9");
+  EXPECT_EQ(GateName(SloCheck{"itl", 99.9, 80, 1, true, {}}), "itl p99.9");
 }
 
 TEST(DecidingGateTest, AnAllPassSideIsDecidedByTheGateNearestItsBoundInAnyTrial) {
@@ -111,8 +111,8 @@ TEST(DecidingGateTest, TrialsThatFailedOnDifferentGatesAreShownEachWithItsGate) 
 
 TEST(DecidingGateTest, AVerdictNamesItsGateOnlyWhenLatencyDecidedIt) {
   TrialVerdict v;
-  SloGateResult ttft{SloGate{SloMetric::kTtft, 95, 2500}, 1925, true};
-  SloGateResult itl{SloGate{SloMetric::kItl, 95, 50}, 55, false};
+  SloGateResult ttft{SloGate{SloMetric::kTtft, 95, 2500}, 1925, true, {}};
+  SloGateResult itl{SloGate{SloMetric::kItl, 95, 50}, 55, false, {}};
   v.slo = {ttft, itl};
   v.outcome = TrialOutcome::kSloFail;
   EXPECT_EQ(DecidingGateText(v), "itl p95 55.0 ms >= 50.0 ms");
@@ -162,7 +162,7 @@ TEST(DecidingGateTest, AStabilityGateDecidesATrialThatMetEverySloGate) {
   // The verdict of `capq trial` names it the same way.
   TrialVerdict v;
   v.outcome = TrialOutcome::kSloFail;
-  v.slo = {SloGateResult{SloGate{SloMetric::kTtft, 95, 2500}, 2100, true}};
+  v.slo = {SloGateResult{SloGate{SloMetric::kTtft, 95, 2500}, 2100, true, {}}};
   v.reasons = {queue.text};
   v.misses = {queue};
   EXPECT_EQ(DecidingGateText(v), queue.text);
@@ -248,7 +248,7 @@ TEST(DecidingGateTest, AClassThatMissedDecidesWhereAllRequestsMet) {
 TEST(DecidingGateTest, AVerdictWhoseClassMissedIsDecidedByThatClassFromItsFigures) {
   TrialVerdict v;
   v.outcome = TrialOutcome::kSloFail;
-  v.slo = {SloGateResult{SloGate{SloMetric::kTtft, 95, 1200}, 1100, true}};
+  v.slo = {SloGateResult{SloGate{SloMetric::kTtft, 95, 1200}, 1100, true, {}}};
   ClassVerdict light, heavy;
   light.name = "light";
   light.gate_ms = {400};

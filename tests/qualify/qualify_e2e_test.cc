@@ -240,14 +240,22 @@ TEST_F(QualifyEndToEndTest, CommandWritesDataReportAndUpdatesTheRow) {
   ASSERT_EQ(rc, 0) << stdout_text << stderr_text;
 
   std::istringstream lines(stdout_text);
-  std::string summary, cost;
+  std::string summary, confidence, cost;
   std::getline(lines, summary);
+  std::getline(lines, confidence);
   std::getline(lines, cost);
   EXPECT_TRUE(std::regex_match(
       summary, std::regex("qualify_tiny: Cmax = 6 — C=6 ttft p95 [0-9]+\\.[0-9]{2}/"
                           "[0-9]+\\.[0-9]{2} s pass, C=7 ttft p95 [0-9]+\\.[0-9]{2}/"
                           "[0-9]+\\.[0-9]{2} s fail")))
       << summary;
+  // Each side's confidence from its trials' requests together (2 trials of 20 on each side).
+  EXPECT_NE(confidence.find("C=6 ttft p95 vs 1400 ms: confidence "), std::string::npos)
+      << confidence;
+  EXPECT_NE(confidence.find(" below (40 requests, "), std::string::npos) << confidence;
+  EXPECT_NE(confidence.find("C=7 ttft p95 vs 1400 ms: confidence "), std::string::npos)
+      << confidence;
+  EXPECT_NE(confidence.find(" at or above (40 requests, "), std::string::npos) << confidence;
   EXPECT_NE(cost.find("cost: baseline 1 trial"), std::string::npos) << cost;
   EXPECT_NE(cost.find("confirm 4 trials"), std::string::npos) << cost;
   // Progress with counts and an ETA went to stderr.

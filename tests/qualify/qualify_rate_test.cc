@@ -47,7 +47,7 @@ struct RateServer {
     t.ttft_ms.p50 = p95 / 2;
     t.ttft_ms.p95 = p95;
     t.e2e_ms.mean = 4000;
-    t.slo = {SloCheck{"ttft", 95, row.slo[0].below_ms, p95, p95 < row.slo[0].below_ms}};
+    t.slo = {SloCheck{"ttft", 95, row.slo[0].below_ms, p95, p95 < row.slo[0].below_ms, {}}};
     t.latency_pass = t.slo[0].passed;
     t.correctness_pass = true;
     t.outcome = t.latency_pass ? TrialOutcome::kPass : TrialOutcome::kSloFail;
@@ -286,7 +286,7 @@ TEST(QualifyRateTest, SpliceWritesRmaxAndTheRowLoadsBack) {
   TrialRunner runner = [](const Row& r, const TrialRequest& req) {
     TrialSummary t;
     double itl = 10.0 * req.level;
-    t.slo = {SloCheck{"itl", 95, r.slo[0].below_ms, itl, itl < r.slo[0].below_ms}};
+    t.slo = {SloCheck{"itl", 95, r.slo[0].below_ms, itl, itl < r.slo[0].below_ms, {}}};
     t.outcome = t.slo[0].passed ? TrialOutcome::kPass : TrialOutcome::kSloFail;
     t.correctness_pass = true;
     return t;

@@ -37,7 +37,7 @@ struct FakeServer {
     t.ttft_ms.p99 = p95 * 1.2;
     t.itl_ms.p50 = 10;
     t.output_tok_s = 100.0 * r.level;
-    t.slo = {SloCheck{"ttft", 95, row.slo[0].below_ms, p95, p95 < row.slo[0].below_ms}};
+    t.slo = {SloCheck{"ttft", 95, row.slo[0].below_ms, p95, p95 < row.slo[0].below_ms, {}}};
     t.latency_pass = p95 < row.slo[0].below_ms;
     bool broken_stream = (r.phase == QualifyPhase::kConfirm && broken.count({r.level, r.trial})) ||
                          (r.phase == QualifyPhase::kProbe && broken_probe.count(r.level));
@@ -96,6 +96,50 @@ TEST(QualifyTest, ProvesTheAdjacentPairWithIndependentTrialsOnBothSides) {
   EXPECT_EQ(q.phases[2].trials, 6);
   EXPECT_FALSE(progress.empty());
   EXPECT_NE(CostLine(q).find("confirm 6 trials"), std::string::npos) << CostLine(q);
+}
+
+// Each side of the boundary states its confidence from all its trials' requests together: the
+// pass side below the bound, the fail side at or above it.
+TEST(QualifyTest, EachSideOfTheBoundaryStatesTheConfidenceOfAllItsTrials) {
+  Row row = FakeRow();
+  FakeServer server{[](int c, int) { return 200.0 * c; }};
+  QualifyOptions opt;
+  opt.max_level = 64;
+  RowQualification q = Qualify(row, Runner(server), opt);
+  ASSERT_EQ(q.status, QualifyStatus::kProven) << q.message;
+  // The fake's trials carry no request counts: give each confirmation 64 requests, 1 over the
+  // bound at C=4 and 20 over at C=5, and read the sides again.
+  for (auto& t : q.trials) {
+    if (t.phase != QualifyPhase::kConfirm) continue;
+    t.slo[0].confidence = ClaimConfidence(64, t.level == 4 ? 1 : 20, 95, t.level == 4);
+  }
+  std::vector<BoundarySide> sides = BoundaryConfidence(q);
+  ASSERT_EQ(sides.size(), 2u);
+  EXPECT_EQ(sides[0].level, 4);
+  EXPECT_TRUE(sides[0].pass_side);
+  ASSERT_EQ(sides[0].gates.size(), 1u);
+  EXPECT_EQ(sides[0].gates[0].requests, 192);
+  EXPECT_EQ(sides[0].gates[0].over, 3);
+  EXPECT_DOUBLE_EQ(sides[0].gates[0].confidence, PassConfidence(192, 3, 95));
+  EXPECT_EQ(sides[1].level, 5);
+  EXPECT_FALSE(sides[1].pass_side);
+  EXPECT_EQ(sides[1].gates[0].over, 60);
+  EXPECT_DOUBLE_EQ(sides[1].gates[0].confidence, FailConfidence(192, 60, 95));
+  const std::string line = BoundaryConfidenceLine(q, sides);
+  EXPECT_NE(line.find("C=4 ttft p95 vs 1000 ms: confidence"), std::string::npos) << line;
+  EXPECT_NE(line.find("below (192 requests, 3 at or over"), std::string::npos) << line;
+  EXPECT_NE(line.find("C=5 ttft p95 vs 1000 ms: confidence 1.00 at or above"), std::string::npos)
+      << line;
+  // Kept in the capacity data.
+  q.boundary_confidence = sides;
+  CapacityData d;
+  d.rows.push_back(q);
+  auto back = CapacityDataFromJson(CapacityDataToJson(d));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->rows[0].boundary_confidence.size(), 2u);
+  EXPECT_EQ(back->rows[0].boundary_confidence[1].gates[0].over, 60);
+  EXPECT_FALSE(back->rows[0].boundary_confidence[1].pass_side);
+  EXPECT_EQ(back->rows[0].trials.back().slo[0].confidence.requests, 64);
 }
 
 TEST(QualifyTest, ConfirmTrialsUseTheRowSeedsAndNoOtherTrialsShareASeed) {
@@ -353,8 +397,8 @@ struct TwoGateServer {
     t.itl_ms.p50 = itl * 0.5;
     t.itl_ms.p95 = itl;
     t.output_tok_s = 100.0 * r.level;
-    t.slo = {SloCheck{"ttft", 95, row.slo[0].below_ms, ttft, ttft < row.slo[0].below_ms},
-             SloCheck{"itl", 95, row.slo[1].below_ms, itl, itl < row.slo[1].below_ms}};
+    t.slo = {SloCheck{"ttft", 95, row.slo[0].below_ms, ttft, ttft < row.slo[0].below_ms, {}},
+             SloCheck{"itl", 95, row.slo[1].below_ms, itl, itl < row.slo[1].below_ms, {}}};
     t.latency_pass = t.slo[0].passed && t.slo[1].passed;
     t.correctness_pass = true;
     t.outcome = t.latency_pass ? TrialOutcome::kPass : TrialOutcome::kSloFail;

@@ -22,7 +22,7 @@ TrialSummary Trial(QualifyPhase phase, int level, double ttft_ms) {
   TrialSummary t;
   t.phase = phase;
   t.level = level;
-  t.slo = {SloCheck{"ttft", 95, kBoundMs, ttft_ms, ttft_ms < kBoundMs}};
+  t.slo = {SloCheck{"ttft", 95, kBoundMs, ttft_ms, ttft_ms < kBoundMs, {}}};
   t.outcome = ttft_ms < kBoundMs ? TrialOutcome::kPass : TrialOutcome::kSloFail;
   return t;
 }
@@ -94,7 +94,7 @@ TEST(RecommendTest, TheThinThresholdIsTenPercentOfTheBound) {
 TEST(RecommendTest, AThinMarginOnAnyGateCounts) {
   RowQualification q = Proven(7, {5000, 5000}, {10500, 10500});
   q.row.slo.push_back(SloGate{SloMetric::kItl, 95, 50});
-  for (auto& t : q.trials) t.slo.push_back(SloCheck{"itl", 95, 50, 48, true});
+  for (auto& t : q.trials) t.slo.push_back(SloCheck{"itl", 95, 50, 48, true, {}});
   Recommendation r = Rec(q);
   EXPECT_EQ(r.level, 5);
   EXPECT_TRUE(r.thin_margin);
@@ -123,7 +123,7 @@ TEST(RecommendTest, ALoweredQualificationStepsTwoBelowItsOperatingPoint) {
   TrialRunner runner = [](const Row& r, const TrialRequest& req) {
     double p95 = req.level == 5 && req.trial == 2 ? 990.0 : 200.0 * req.level;
     TrialSummary t;
-    t.slo = {SloCheck{"ttft", 95, r.slo[0].below_ms, p95, p95 < r.slo[0].below_ms}};
+    t.slo = {SloCheck{"ttft", 95, r.slo[0].below_ms, p95, p95 < r.slo[0].below_ms, {}}};
     t.outcome = t.slo[0].passed ? TrialOutcome::kPass : TrialOutcome::kSloFail;
     return t;
   };

@@ -53,7 +53,7 @@ struct FakeTierServer {
 
   static SloCheck Check(const SloGate& g, int c) {
     const double v = FakeTierValueMs(g, c);
-    return SloCheck{SloMetricName(g.metric), g.percentile, g.below_ms, v, v < g.below_ms};
+    return SloCheck{SloMetricName(g.metric), g.percentile, g.below_ms, v, v < g.below_ms, {}};
   }
 
   TrialSummary operator()(const Row& row, const TrialRequest& r) {

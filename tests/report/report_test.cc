@@ -301,7 +301,8 @@ RowQualification TwoGateQualification() {
     t.ttft_ms.p99 = ttft * 1.1;
     t.itl_ms.p95 = itl;
     t.output_tok_s = 100.0 * c;
-    t.slo = {SloCheck{"ttft", 95, 2500, ttft, ttft < 2500}, SloCheck{"itl", 95, 50, itl, itl < 50}};
+    t.slo = {SloCheck{"ttft", 95, 2500, ttft, ttft < 2500, {}},
+             SloCheck{"itl", 95, 50, itl, itl < 50, {}}};
     t.latency_pass = t.slo[0].passed && t.slo[1].passed;
     t.correctness_pass = true;
     t.outcome = t.latency_pass ? TrialOutcome::kPass : TrialOutcome::kSloFail;
@@ -485,7 +486,7 @@ RowQualification RateQualification() {
     t.ttft_ms.p95 = ttft;
     t.ttft_ms.p99 = ttft * 1.1;
     t.output_tok_s = 60.0 * level;
-    t.slo = {SloCheck{"ttft", 95, 2500, ttft, ttft < 2500}};
+    t.slo = {SloCheck{"ttft", 95, 2500, ttft, ttft < 2500, {}}};
     t.correctness_pass = true;
     t.latency_pass = t.slo[0].passed;
     t.outcome = TrialOutcome::kPass;

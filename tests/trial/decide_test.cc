@@ -97,6 +97,42 @@ TEST(Verdict, OutcomeNamesAndExitCodes) {
   EXPECT_FALSE(ParseTrialOutcome("green").ok());
 }
 
+// Every SLO gate states how sure its verdict is, from the trial's own requests: a pass as the
+// confidence that the true percentile is below the bound, a fail as the confidence that it is at
+// or above it, with the requests a 0.95 claim would need; verdict.json keeps it.
+TEST(Decide, EveryGateCarriesTheConfidenceOfItsSide) {
+  std::vector<double> v(100, 100.0);
+  for (int i = 0; i < 3; ++i) v[i] = 900.0;  // 3 of 100 at or over 500 ms
+  TrialVerdict pass = Decide(GateRow(500), WithTtft(v), AllPass());
+  ASSERT_EQ(pass.outcome, TrialOutcome::kPass);
+  const GateConfidence& c = pass.slo[0].confidence;
+  EXPECT_EQ(c.requests, 100);
+  EXPECT_EQ(c.over, 3);
+  EXPECT_TRUE(c.pass_side);
+  EXPECT_DOUBLE_EQ(c.confidence, PassConfidence(100, 3, 95));
+  EXPECT_EQ(c.requests_needed, RequestsForPassClaim(3, 95, kStatedConfidence));
+  for (int i = 3; i < 12; ++i) v[i] = 900.0;  // 12 of 100 over: the p95 is 900 ms
+  TrialVerdict fail = Decide(GateRow(500), WithTtft(v), AllPass());
+  ASSERT_EQ(fail.outcome, TrialOutcome::kSloFail);
+  const GateConfidence& f = fail.slo[0].confidence;
+  EXPECT_FALSE(f.pass_side);
+  EXPECT_EQ(f.over, 12);
+  EXPECT_DOUBLE_EQ(f.confidence, FailConfidence(100, 12, 95));
+  EXPECT_GT(f.confidence, 0.99);
+  auto back = VerdictFromJson(VerdictToJson(fail, VerdictContext{}));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  const GateConfidence& r = back->verdict.slo[0].confidence;
+  EXPECT_EQ(r.requests, 100);
+  EXPECT_EQ(r.over, 12);
+  EXPECT_FALSE(r.pass_side);
+  EXPECT_DOUBLE_EQ(r.confidence, f.confidence);
+  EXPECT_EQ(r.requests_needed, f.requests_needed);
+  // Nothing measured: no confidence, and no words for one.
+  TrialVerdict none = Decide(GateRow(500), WithTtft({}), AllPass());
+  EXPECT_TRUE(std::isnan(none.slo[0].confidence.confidence));
+  EXPECT_EQ(ConfidenceText(none.slo[0].confidence), "");
+}
+
 TEST(Verdict, JsonRoundTripKeepsTheFieldsReadersUse) {
   TrialVerdict v = Decide(GateRow(50), WithTtft(std::vector<double>(20, 100.0)), AllPass());
   VerdictContext ctx;

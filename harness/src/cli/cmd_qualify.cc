@@ -398,6 +398,8 @@ std::string WriteRow(const Row& row, const RowQualification& q, const QualifyCom
 // The row's lines on stdout: summary, tiers, cost, where the row went and the recommendation.
 void PrintRow(const RowQualification& q, const std::string& row_note) {
   std::printf("%s\n", q.summary_line.c_str());
+  const std::string confidence = BoundaryConfidenceLine(q, q.boundary_confidence);
+  if (!confidence.empty()) std::printf("  %s\n", confidence.c_str());
   PrintTiers(q);
   std::printf("  cost: %s\n", CostLine(q).c_str());
   if (!row_note.empty()) std::printf("  %s\n", row_note.c_str());

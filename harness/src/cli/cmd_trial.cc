@@ -81,9 +81,10 @@ void PrintTrialSummary(const Row& row, const TrialOptions& o, const TrialReport&
                 static_cast<long long>(m.prompt_tokens_max));
   }
   for (const auto& g : v.slo) {
-    std::printf("  SLO  p%g %s %s ms < %s ms   %s\n", g.gate.percentile,
+    std::printf("  SLO  p%g %s %s ms < %s ms   %s   %s\n", g.gate.percentile,
                 SloMetricName(g.gate.metric), Cell(g.measured_ms).c_str(),
-                Cell(g.gate.below_ms).c_str(), g.passed ? "pass" : "FAIL");
+                Cell(g.gate.below_ms).c_str(), g.passed ? "pass" : "FAIL",
+                ConfidenceText(g.confidence).c_str());
   }
   // A tier's own gates, judged on the same measurement; the verdict above is the row's own slo.
   for (const auto& g : v.tier_slo) {

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "capq/measurement/json_figure.h"
 #include "capq/measurement/metrics.h"
+#include "capq/text.h"
 
 namespace capq {
 
@@ -86,9 +88,64 @@ std::optional<int64_t> RequestsForFailClaim(int64_t n, int64_t over, double p, d
   const double rate = static_cast<double>(over) / static_cast<double>(n);
   if (!(rate > 1.0 - p / 100.0)) return std::nullopt;
   return LeastHolding(1, cap, [&](int64_t m) {
-    const auto misses = static_cast<int64_t>(std::ceil(rate * static_cast<double>(m) - 1e-9));
+    // Whole misses only: a fraction of one expected miss is not yet seen.
+    const auto misses = static_cast<int64_t>(std::floor(rate * static_cast<double>(m) + 1e-9));
     return FailConfidence(m, misses, p) >= confidence;
   });
+}
+
+GateConfidence ClaimConfidence(int64_t requests, int64_t over, double p, bool pass_side) {
+  GateConfidence c;
+  c.requests = requests;
+  c.over = over;
+  c.pass_side = pass_side;
+  if (requests <= 0) return c;
+  c.confidence = pass_side ? PassConfidence(requests, over, p) : FailConfidence(requests, over, p);
+  c.requests_needed = pass_side ? RequestsForPassClaim(over, p, kStatedConfidence)
+                                : RequestsForFailClaim(requests, over, p, kStatedConfidence);
+  return c;
+}
+
+GateConfidence ClaimConfidenceOf(const std::vector<double>& values, double p, double below,
+                                 bool passed) {
+  int64_t n = 0, over = 0;
+  for (double v : values) {
+    if (!std::isfinite(v)) continue;
+    ++n;
+    over += v >= below ? 1 : 0;
+  }
+  return ClaimConfidence(n, over, p, passed);
+}
+
+std::string ConfidenceText(const GateConfidence& c) {
+  if (c.requests <= 0 || std::isnan(c.confidence)) return "";
+  std::string out = "confidence " + FormatFixed(c.confidence, 2) +
+                    (c.pass_side ? " below" : " at or above") + " (" + std::to_string(c.requests) +
+                    " requests, " + std::to_string(c.over) + " at or over; a " +
+                    FormatShortest(kStatedConfidence) + " claim ";
+  if (!c.requests_needed) return out + "cannot be made at this miss rate)";
+  return out + "needs " + std::to_string(*c.requests_needed) + ")";
+}
+
+nlohmann::json ConfidenceToJson(const GateConfidence& c) {
+  nlohmann::json j = {{"requests", c.requests},
+                      {"over", c.over},
+                      {"side", c.pass_side ? "below" : "at_or_above"},
+                      {"confidence", FigureToJson(c.confidence)}};
+  j["requests_needed"] = c.requests_needed ? nlohmann::json(*c.requests_needed) : nullptr;
+  return j;
+}
+
+GateConfidence ConfidenceFromJson(const nlohmann::json& j) {
+  GateConfidence c;
+  if (!j.is_object()) return c;
+  c.requests = j.at("requests").get<int64_t>();
+  c.over = j.at("over").get<int64_t>();
+  c.pass_side = j.at("side").get<std::string>() == "below";
+  c.confidence = FigureAt(j, "confidence");
+  if (!j.at("requests_needed").is_null())
+    c.requests_needed = j.at("requests_needed").get<int64_t>();
+  return c;
 }
 
 }  // namespace capq

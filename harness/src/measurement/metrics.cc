@@ -202,16 +202,20 @@ TrialMetrics ComputeMetricsOf(const std::vector<const RequestResult*>& measured,
   return t;
 }
 
-double SloValueMs(const TrialMetrics& t, const SloGate& gate) {
-  switch (gate.metric) {
-    case SloMetric::kTtft:
-      return Percentile(t.ttft_values_ms, gate.percentile, t.method);
+const std::vector<double>& SloValues(const TrialMetrics& t, SloMetric metric) {
+  switch (metric) {
     case SloMetric::kItl:
-      return Percentile(t.itl_values_ms, gate.percentile, t.method);
+      return t.itl_values_ms;
     case SloMetric::kE2e:
-      return Percentile(t.e2e_values_ms, gate.percentile, t.method);
+      return t.e2e_values_ms;
+    case SloMetric::kTtft:
+      break;
   }
-  return kNaN;
+  return t.ttft_values_ms;
+}
+
+double SloValueMs(const TrialMetrics& t, const SloGate& gate) {
+  return Percentile(SloValues(t, gate.metric), gate.percentile, t.method);
 }
 
 nlohmann::json DistributionToJson(const Distribution& d) {

@@ -61,6 +61,7 @@ void Run::Conclude() {
   for (const auto& t : q_.trials) q_.probes += t.phase == QualifyPhase::kProbe;
   if (auto level = q_.proven_level()) q_.probe_budget = LocateProbeBudget(*level);
   q_.summary_line = SummaryLine(q_);
+  q_.boundary_confidence = BoundaryConfidence(q_);
   q_.recommendation = Recommend(q_, RequalifyFields(row_));
 }
 

@@ -207,6 +207,53 @@ std::string CostLine(const RowQualification& q) {
   return out;
 }
 
+namespace {
+
+BoundarySide SideOf(const RowQualification& q, LoadLevel level, bool pass_side) {
+  BoundarySide side{level, pass_side, {}};
+  const auto trials = q.Trials(QualifyPhase::kConfirm, level);
+  for (size_t i = 0; i < q.row.slo.size(); ++i) {
+    int64_t requests = 0, over = 0;
+    for (const TrialSummary* t : trials) {
+      if (i >= t->slo.size()) continue;
+      requests += t->slo[i].confidence.requests;
+      over += t->slo[i].confidence.over;
+    }
+    side.gates.push_back(ClaimConfidence(requests, over, q.row.slo[i].percentile, pass_side));
+  }
+  return side;
+}
+
+}  // namespace
+
+std::vector<BoundarySide> BoundaryConfidence(const RowQualification& q) {
+  std::optional<int> level = q.proven_level();
+  if (!level && q.status == QualifyStatus::kLowered) level = q.operating_point;
+  if (!level || q.Trials(QualifyPhase::kConfirm, *level).empty()) return {};
+  std::vector<BoundarySide> sides = {SideOf(q, *level, true)};
+  if (!q.Trials(QualifyPhase::kConfirm, *level + 1).empty()) {
+    sides.push_back(SideOf(q, *level + 1, false));
+  }
+  return sides;
+}
+
+std::string BoundaryConfidenceLine(const RowQualification& q,
+                                   const std::vector<BoundarySide>& sides) {
+  std::string out;
+  const LoadScale scale = q.row.scale();
+  for (const BoundarySide& side : sides) {
+    for (size_t i = 0; i < side.gates.size() && i < q.row.slo.size(); ++i) {
+      const SloGate& g = q.row.slo[i];
+      const std::string text = ConfidenceText(side.gates[i]);
+      if (text.empty()) continue;
+      out += (out.empty() ? "" : "; ") + scale.Label(side.level) + " " + SloMetricName(g.metric) +
+             " p" + FormatShortest(g.percentile) + " vs " + FormatShortest(g.below_ms) +
+             " ms: " + text;
+    }
+  }
+  return out.empty() ? out : "confidence, each side's trials together: " + out;
+}
+
 Row RowWithQualification(const Row& row, const RowQualification& q, const std::string& today,
                          const std::string& capacity_data_path) {
   Row out = row;

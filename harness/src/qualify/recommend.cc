@@ -118,7 +118,7 @@ std::string HeadroomText(double pct) {
 
 // "ttft p95 6.10 s vs 10.00 s"
 std::string GateVs(const KeptMargin& m) {
-  SloCheck g{"", 0, m.below_ms, m.measured_ms, false};
+  SloCheck g{"", 0, m.below_ms, m.measured_ms, false, {}};
   std::string unit = " " + GateUnitFor(m.below_ms).name;
   return m.gate + " " + GateFigure(g, m.measured_ms) + unit + " vs " + GateFigure(g, m.below_ms) +
          unit;

@@ -51,8 +51,8 @@ TrialSummary TierView(const TrialSummary& t, const std::vector<SloGate>& slo) {
   v.tier_slo.clear();
   for (const SloGate& g : slo) {
     const SloCheck* c = FindCheck(t, g);
-    v.slo.push_back(c ? *c
-                      : SloCheck{SloMetricName(g.metric), g.percentile, g.below_ms, NAN, false});
+    v.slo.push_back(
+        c ? *c : SloCheck{SloMetricName(g.metric), g.percentile, g.below_ms, NAN, false, {}});
   }
   v.outcome = TierOutcome(t, slo);
   v.latency_pass = TierLatencyPass(t, slo);

@@ -205,6 +205,14 @@ json RowQualificationCoreToJson(const RowQualification& q) {
               {"message", q.message},
               {"failed_gate", q.failed_gate},
               {"summary_line", q.summary_line}};
+  json sides = json::array();
+  for (const BoundarySide& s : q.boundary_confidence) {
+    json gates = json::array();
+    for (const GateConfidence& g : s.gates) gates.push_back(ConfidenceToJson(g));
+    sides.push_back(
+        {{"level", s.level}, {"side", s.pass_side ? "pass" : "fail"}, {"gates", gates}});
+  }
+  result["boundary_confidence"] = sides;
   json locate{
       {"probes", q.probes}, {"probe_budget", q.probe_budget}, {"prediction", q.prediction_note}};
   if (!q.prediction_source.empty()) locate["prediction_detail"] = PredictionToJson(q);
@@ -281,6 +289,11 @@ Status ResultFromJson(const json& res, RowQualification* q) {
   q->message = Get<std::string>(res, "message", "");
   q->failed_gate = Get<std::string>(res, "failed_gate", "");
   q->summary_line = Get<std::string>(res, "summary_line", "");
+  for (const auto& s : res.value("boundary_confidence", json::array())) {
+    BoundarySide side{s.at("level").get<int>(), s.at("side").get<std::string>() == "pass", {}};
+    for (const auto& g : s.at("gates")) side.gates.push_back(ConfidenceFromJson(g));
+    q->boundary_confidence.push_back(std::move(side));
+  }
   return Status::Ok();
 }
 

@@ -90,7 +90,8 @@ json ChecksToJson(const std::vector<SloCheck>& checks) {
                  {"percentile", s.percentile},
                  {"below_ms", s.below_ms},
                  {"measured_ms", Num(s.measured_ms)},
-                 {"passed", s.passed}});
+                 {"passed", s.passed},
+                 {"confidence", ConfidenceToJson(s.confidence)}});
   }
   return a;
 }
@@ -100,7 +101,8 @@ std::vector<SloCheck> ChecksFromJson(const json& a) {
   for (const auto& s : a) {
     out.push_back(SloCheck{s.at("metric").get<std::string>(), s.at("percentile").get<double>(),
                            s.at("below_ms").get<double>(), GetNum(s, "measured_ms"),
-                           Get<bool>(s, "passed", false)});
+                           Get<bool>(s, "passed", false),
+                           ConfidenceFromJson(s.value("confidence", json()))});
   }
   return out;
 }
@@ -176,7 +178,7 @@ std::vector<SloCheck> SloChecksOf(const std::vector<SloGateResult>& results) {
   std::vector<SloCheck> out;
   for (const auto& r : results) {
     out.push_back(SloCheck{SloMetricName(r.gate.metric), r.gate.percentile, r.gate.below_ms,
-                           r.measured_ms, r.passed});
+                           r.measured_ms, r.passed, r.confidence});
   }
   return out;
 }

@@ -120,6 +120,7 @@ nlohmann::json GateResultsToJson(const std::vector<SloGateResult>& gates) {
                         {"below_ms", g.gate.below_ms},
                         {"passed", g.passed}};
     e["measured_ms"] = std::isfinite(g.measured_ms) ? nlohmann::json(g.measured_ms) : nullptr;
+    e["confidence"] = ConfidenceToJson(g.confidence);
     slo.push_back(e);
   }
   return slo;
@@ -140,6 +141,7 @@ std::vector<SloGateResult> GateResultsFromJson(const nlohmann::json& a) {
     g.measured_ms =
         e.at("measured_ms").is_null() ? std::nan("") : e.at("measured_ms").get<double>();
     g.passed = e.at("passed").get<bool>();
+    g.confidence = ConfidenceFromJson(e.value("confidence", nlohmann::json()));
     out.push_back(g);
   }
   return out;

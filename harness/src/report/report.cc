@@ -256,6 +256,8 @@ std::string RenderReportHtml(const CapacityData& d) {
   for (const auto& q : d.rows) {
     html +=
         "<div class=\"summary " + StatusClass(q.status) + "\">" + Esc(SummaryLine(q)) + "</div>\n";
+    const std::string confidence = BoundaryConfidenceLine(q, BoundaryConfidence(q));
+    if (!confidence.empty()) html += "<p class=\"confidence\">" + Esc(confidence) + "</p>\n";
     html += report::TierSummaries(q);
   }
   html += TblOverview(d);

@@ -17,6 +17,8 @@ SloGateResult JudgeGate(const TrialMetrics& m, const SloGate& gate) {
   g.measured_ms = SloValueMs(m, gate);
   // Strictly below: a p95 equal to the threshold does not meet "below" (seed, Part II).
   g.passed = std::isfinite(g.measured_ms) && g.measured_ms < gate.below_ms;
+  g.confidence =
+      ClaimConfidenceOf(SloValues(m, gate.metric), gate.percentile, gate.below_ms, g.passed);
   return g;
 }
 

@@ -3,7 +3,9 @@
 // the server's true percentile lies on that side of the bound. Pure functions; no I/O.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
 
@@ -52,9 +54,35 @@ std::optional<int64_t> RequestsForPassClaim(int64_t over, double p, double confi
                                             int64_t cap = 100'000'000);
 
 // The fewest requests a fail claim at `confidence` needs when misses keep the rate seen
-// (`over` of `n`): nullopt when that rate is not above 1 - p/100 (no number of requests would
-// make the claim) or past `cap`.
+// (`over` of `n`, whole misses: floor(rate * requests)), found by bisection: nullopt when that rate
+// is not above 1 - p/100 (no number of requests would make the claim) or past `cap`.
 std::optional<int64_t> RequestsForFailClaim(int64_t n, int64_t over, double p, double confidence,
                                             int64_t cap = 100'000'000);
+
+// The confidence a claim on one side of a bound carries, at the level every verdict states it.
+inline constexpr double kStatedConfidence = 0.95;
+
+// One gate's claim from one sample (a trial, or every trial of one side of a boundary together):
+// the side is the one the gate's percentile landed on.
+struct GateConfidence {
+  int64_t requests = 0;     // the values the gate's percentile was taken over
+  int64_t over = 0;         // of them at or above the bound
+  bool pass_side = false;   // the claim: below the bound (pass) or at or above it (fail)
+  double confidence = NAN;  // PassConfidence or FailConfidence; NaN when nothing was measured
+  // The requests a claim on that side at kStatedConfidence needs (at the miss rate seen, on the
+  // fail side); nullopt when no number would do (a fail rate not above 1 - p/100).
+  std::optional<int64_t> requests_needed;
+};
+GateConfidence ClaimConfidence(int64_t requests, int64_t over, double p, bool pass_side);
+// The gate's values at or above `below`, over the finite ones, claimed on the side the gate took.
+GateConfidence ClaimConfidenceOf(const std::vector<double>& values, double p, double below,
+                                 bool passed);
+// "confidence 0.42 below (64 requests, 3 at or over; a 0.95 claim needs 130)"; "" when nothing
+// was measured.
+std::string ConfidenceText(const GateConfidence& c);
+// {"requests", "over", "side": "below"|"at_or_above", "confidence", "requests_needed"}: null for
+// a figure that is not known. The reader takes data without the object as nothing measured.
+nlohmann::json ConfidenceToJson(const GateConfidence& c);
+GateConfidence ConfidenceFromJson(const nlohmann::json& j);
 
 }  // namespace capq

@@ -55,6 +55,8 @@ TrialMetrics ComputeMetricsOf(const std::vector<const RequestResult*>& measured,
 // The measured value an SLO gate compares: the gate's percentile of ttft / itl / e2e, in ms, with
 // the metrics' method. NaN when there are no values (a gate must treat NaN as failed).
 double SloValueMs(const TrialMetrics& t, const SloGate& gate);
+// The per-request values a gate on `metric` takes its percentile over (in send order).
+const std::vector<double>& SloValues(const TrialMetrics& t, SloMetric metric);
 
 // metrics.json's writer and its one reader, side by side. The reader throws nlohmann::json
 // exceptions on a wrong type; a missing figure reads as NaN (a missing distribution: n = 0, NaN).

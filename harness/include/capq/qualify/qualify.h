@@ -103,6 +103,13 @@ std::string SideText(const std::string& label, const std::vector<const TrialSumm
 std::string SummaryLine(const RowQualification& q);
 // "baseline 1 trial 2.1 s, locate 4 probes 9.8 s, confirm 6 trials 15.2 s; 11 trials, 27.1 s"
 std::string CostLine(const RowQualification& q);
+// The sides of q's boundary (proven, or the operating point of a lowered one) from its
+// confirmation trials: each gate's requests and misses summed over the side's trials.
+std::vector<BoundarySide> BoundaryConfidence(const RowQualification& q);
+// "confidence over all trials: C=6 ttft p95 below 2500 ms 0.99 (...); C=7 ... at or above ...";
+// "" when q has no boundary side.
+std::string BoundaryConfidenceLine(const RowQualification& q,
+                                   const std::vector<BoundarySide>& sides);
 
 // The row with the new expectation: expect.cmax, or on a rate row expect.rmax_rps (the operating
 // point's rate, a multiple of the step); provenance (qualified_on = `today`, source, notes with the

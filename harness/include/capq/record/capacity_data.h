@@ -32,6 +32,7 @@ struct SloCheck {
   double below_ms = 0;
   double measured_ms = 0;  // NaN when nothing was measured
   bool passed = false;
+  GateConfidence confidence;  // how sure the pass (or the fail) is (capq/measurement/certainty.h)
 };
 // The checks of a trial's verdict, as the capacity data keeps them.
 std::vector<SloCheck> SloChecksOf(const std::vector<SloGateResult>& results);
@@ -290,6 +291,15 @@ struct TierQualification {
   std::vector<const TierTrial*> DecidedBy() const;
 };
 
+// One side of a boundary, every confirmation at its level together: for each of the row's SLO
+// gates (in the row's order), the confidence of the side's claim, below the bound on the pass side
+// and at or above it on the fail side, from all their requests (capq/measurement/certainty.h).
+struct BoundarySide {
+  LoadLevel level = 0;
+  bool pass_side = true;
+  std::vector<GateConfidence> gates;
+};
+
 // The load levels below (operating_point, max_level, predicted_cmax, each trial's level)
 // are levels as capq/model/load_level.h defines them: the concurrency C of a closed-loop row,
 // the rate in steps of a rate row (RowInfo::scale() reads them as rates).
@@ -302,7 +312,10 @@ struct RowQualification {
   std::string message;                 // in words, why the result is what it is
   std::string failed_gate;             // correctness failures: the gate(s) named
   std::string summary_line;            // "row: Cmax = 4 — C=4 ttft p95 ... pass, C=5 ... fail"
-  LoadLevel max_level = 0;             // the highest level the locator might probe
+  // The boundary's sides (the pass side, then the fail side when trials ran there); empty
+  // without a proven boundary or an operating point.
+  std::vector<BoundarySide> boundary_confidence;
+  LoadLevel max_level = 0;  // the highest level the locator might probe
   int probes = 0;
   int probe_budget = 0;               // ceil(log2 Cmax) + 2 when a Cmax was found
   std::optional<int> predicted_cmax;  // the locator's hint, when one was given

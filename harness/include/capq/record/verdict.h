@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "capq/measurement/certainty.h"
 #include "capq/measurement/fail_fast.h"
 #include "capq/measurement/gate_miss.h"
 #include "capq/measurement/stability.h"
@@ -49,6 +50,7 @@ struct SloGateResult {
   SloGate gate;
   double measured_ms = 0;  // NaN when nothing was measured (then passed = false)
   bool passed = false;
+  GateConfidence confidence;  // how sure the pass (or the fail) is, from this trial's requests
 };
 
 struct TrialVerdict {
