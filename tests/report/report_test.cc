@@ -9,6 +9,7 @@
 #include "../qualify/tier_test_util.h"
 #include "capq/qualify/recommend.h"
 #include "capq/record/capacity_data.h"
+#include "capq/text.h"
 
 namespace capq {
 namespace {
@@ -428,6 +429,42 @@ TEST(ReportTwoGateTest, EveryVerdictFigureNamesItsGate) {
   EXPECT_NE(ttft.find("fail (itl p95 52.0 ms &gt;= 50.0 ms)"), std::string::npos);
   // Figure 1 says which gate decided each side.
   EXPECT_NE(Figure(html, "fig-throughput-two_gates").find("C=6 on ttft p95, C=7 on itl p95"),
+            std::string::npos);
+}
+
+// Each confirmation states the confidence of its gates' sides, and each side of the boundary the
+// same over all its trials together, under the row's summary; data without them shows a dash.
+TEST(ReportTwoGateTest, EveryTrialAndEachSideShowItsConfidence) {
+  RowQualification q = TwoGateQualification();
+  for (auto& t : q.trials) {
+    if (t.phase != QualifyPhase::kConfirm) continue;
+    t.slo[0].confidence = ClaimConfidence(64, 0, 95, true);
+    t.slo[1].confidence = ClaimConfidence(64, t.level == 6 ? 1 : 9, 95, t.level == 6);
+  }
+  CapacityData d;
+  d.rows.push_back(q);
+  std::string html = RenderReportHtml(d);
+  std::string boundary = Table(html, "tbl-boundary-two_gates");
+  EXPECT_NE(boundary.find("confidence (this trial)"), std::string::npos) << boundary;
+  EXPECT_EQ(Count(boundary, "itl " + FormatFixed(PassConfidence(64, 1, 95), 2) + " below"), 3u)
+      << boundary;
+  EXPECT_EQ(Count(boundary, "itl " + FormatFixed(FailConfidence(64, 9, 95), 2) + " at or above"),
+            3u)
+      << boundary;
+  EXPECT_NE(html.find("<p class=\"confidence\">confidence, each side&#39;s trials together: C=6 "
+                      "ttft p95 vs 2500 ms: confidence"),
+            std::string::npos);
+  EXPECT_NE(
+      html.find("C=7 itl p95 vs 50 ms: confidence " + FormatFixed(FailConfidence(192, 27, 95), 2) +
+                " at or above (192 requests, "
+                "27 at or over"),
+      std::string::npos);
+  // Older data: no figure to show, a dash and no side line.
+  CapacityData old;
+  old.rows.push_back(TwoGateQualification());
+  std::string plain = RenderReportHtml(old);
+  EXPECT_EQ(plain.find("<p class=\"confidence\">"), std::string::npos);
+  EXPECT_NE(Table(plain, "tbl-boundary-two_gates").find("<td class=\"l\">-</td>"),
             std::string::npos);
 }
 

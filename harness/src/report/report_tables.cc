@@ -86,19 +86,33 @@ int CountCorrect(const std::vector<const TrialSummary*>& ts) {
   return ok;
 }
 
+// Each gate's confidence of its side from this trial's requests: "ttft 0.87 below"; "-" when no
+// gate has one (data written before trials stated it).
+std::string ConfidenceCell(const TrialSummary& t) {
+  std::string out;
+  for (const SloCheck& c : t.slo) {
+    if (c.confidence.requests <= 0 || std::isnan(c.confidence.confidence)) continue;
+    out += (out.empty() ? "" : ", ") + c.metric + " " + FormatFixed(c.confidence.confidence, 2) +
+           (c.confidence.pass_side ? " below" : " at or above");
+  }
+  return out.empty() ? "-" : out;
+}
+
 }  // namespace
 
 std::string TblBoundary(const RowQualification& q) {
   Unit u = TtftUnit(q.row);
   const LoadScale scale = q.row.scale();
-  std::string html = "<table id=\"" + Id("tbl-boundary", q.row.id) + "\"><tr><th>" +
-                     (scale.open_loop ? "rate (rps)" : "concurrency") +
-                     "</th><th>trial</th><th>seed</th><th "
-                     "class=\"l\">corpus</th><th>cached max / allowed</th><th>TTFT p50 (" +
-                     u.name +
-                     ")</th><th>TTFT p95</th><th>TTFT p99</th><th>steady p95</th><th>ITL "
-                     "p50 (ms)</th><th>ITL p95 (ms)</th><th>output tok/s</th><th>req/s</th><th "
-                     "class=\"l\">verdict</th><th class=\"l\">decided by</th></tr>\n";
+  std::string html =
+      "<table id=\"" + Id("tbl-boundary", q.row.id) + "\"><tr><th>" +
+      (scale.open_loop ? "rate (rps)" : "concurrency") +
+      "</th><th>trial</th><th>seed</th><th "
+      "class=\"l\">corpus</th><th>cached max / allowed</th><th>TTFT p50 (" +
+      u.name +
+      ")</th><th>TTFT p95</th><th>TTFT p99</th><th>steady p95</th><th>ITL "
+      "p50 (ms)</th><th>ITL p95 (ms)</th><th>output tok/s</th><th>req/s</th><th "
+      "class=\"l\">verdict</th><th class=\"l\">decided by</th><th class=\"l\">confidence "
+      "(this trial)</th></tr>\n";
   std::vector<const TrialSummary*> ts;
   for (const auto& t : q.trials) {
     if (t.phase == QualifyPhase::kConfirm) ts.push_back(&t);
@@ -116,7 +130,8 @@ std::string TblBoundary(const RowQualification& q) {
             FormatFixed(t->itl_ms.p50, 3) + "</td><td>" + FormatFixed(t->itl_ms.p95, 3) +
             "</td><td>" + FormatFixed(t->output_tok_s, 1) + "</td><td>" +
             FormatFixed(t->request_per_s, 3) + "</td><td class=\"l " + VerdictClass(*t) + "\">" +
-            Esc(verdict) + "</td><td class=\"l\">" + Esc(DecidedBy(*t)) + "</td></tr>\n";
+            Esc(verdict) + "</td><td class=\"l\">" + Esc(DecidedBy(*t)) + "</td><td class=\"l\">" +
+            Esc(ConfidenceCell(*t)) + "</td></tr>\n";
   }
   return html + "</table>\n";
 }
