@@ -459,6 +459,8 @@ TEST(ReportTwoGateTest, EveryTrialAndEachSideShowItsConfidence) {
                 " at or above (192 requests, "
                 "27 at or over"),
       std::string::npos);
+  // C=7 failed on ITL alone: its TTFT, with no miss, makes no fail claim.
+  EXPECT_EQ(html.find("C=7 ttft p95 vs 2500 ms"), std::string::npos);
   // Older data: no figure to show, a dash and no side line.
   CapacityData old;
   old.rows.push_back(TwoGateQualification());

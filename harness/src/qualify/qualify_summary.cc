@@ -244,7 +244,12 @@ std::string BoundaryConfidenceLine(const RowQualification& q,
   for (const BoundarySide& side : sides) {
     for (size_t i = 0; i < side.gates.size() && i < q.row.slo.size(); ++i) {
       const SloGate& g = q.row.slo[i];
-      const std::string text = ConfidenceText(side.gates[i]);
+      const GateConfidence& c = side.gates[i];
+      // The fail side claims only what failed there: a gate whose misses are no more than its
+      // percentile allows makes no fail claim (the side failed on another gate).
+      const double allowed = static_cast<double>(c.requests) * (1.0 - g.percentile / 100.0);
+      if (!side.pass_side && !(static_cast<double>(c.over) > allowed)) continue;
+      const std::string text = ConfidenceText(c);
       if (text.empty()) continue;
       out += (out.empty() ? "" : "; ") + scale.Label(side.level) + " " + SloMetricName(g.metric) +
              " p" + FormatShortest(g.percentile) + " vs " + FormatShortest(g.below_ms) +

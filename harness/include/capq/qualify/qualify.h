@@ -106,8 +106,9 @@ std::string CostLine(const RowQualification& q);
 // The sides of q's boundary (proven, or the operating point of a lowered one) from its
 // confirmation trials: each gate's requests and misses summed over the side's trials.
 std::vector<BoundarySide> BoundaryConfidence(const RowQualification& q);
-// "confidence over all trials: C=6 ttft p95 below 2500 ms 0.99 (...); C=7 ... at or above ...";
-// "" when q has no boundary side.
+// "confidence, each side's trials together: C=6 ttft p95 vs 2500 ms: confidence 0.99 below
+// (...); C=7 ...: confidence ... at or above (...)", the fail side naming only the gates that
+// missed there; "" when q has no boundary side.
 std::string BoundaryConfidenceLine(const RowQualification& q,
                                    const std::vector<BoundarySide>& sides);
 
