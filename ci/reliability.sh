@@ -8,7 +8,8 @@
 #                                 file under faults/valid is a server quirk capq must accept: its
 #                                 trial must pass; plus process-level faults (server killed
 #                                 mid-trial, connection refused, health never ready)
-#   2. malformed rows / refused   `capq rows check` on each file of tests/data/rows_bad, which must
+#   2. malformed rows / refused   `capq rows check` on each file of tests/data/rows_bad and
+#                                 rows_bad_limits (server_expect against the engine), which must
 #                                 fail with the file's `# expect:` message at its `# line:`
 #   3. fuzz executions, no crash  each libFuzzer target of the fuzz build for its executions
 #                                 (below), printed per target and in total
@@ -278,7 +279,7 @@ echo
 echo "2. malformed rows / refused with the right message"
 rows=0
 refused=0
-for f in "$root"/tests/data/rows_bad/*.yaml; do
+for f in "$root"/tests/data/rows_bad/*.yaml "$root"/tests/data/rows_bad_limits/*.yaml; do
   rows=$((rows + 1))
   expect="$(sed -n 's/^# expect: //p' "$f" | head -n 1)"
   line="$(sed -n 's/^# line: //p' "$f" | head -n 1)"

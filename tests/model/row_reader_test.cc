@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "capq/model/engine_limits.h"
 #include "capq/model/row_loader.h"
 #include "row_test_files.h"
 #include "row_text.h"
@@ -136,59 +135,30 @@ TEST(RowDefaults, AMinimalRowGetsEveryDocumentedDefault) {
   EXPECT_TRUE(r->provenance.source.empty());
 }
 
-TEST(EngineLimits, ALlamacppRowPinsLlamacppsOwnLimits) {
+TEST(RowReader, ServerExpectIsKeptAsWrittenWithItsPlaces) {
+  // Which keys an engine reports is the engine's (tests/targets/row_limits_test.cc): the reader
+  // keeps every scalar, and where it stands, for that check.
   Result<Row> r = LoadRow(kGood + "/llamafam/minimal_llamacpp.yaml");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->identity.engine, Engine::kLlamacpp);
   const std::map<std::string, std::string> expect = {
       {"total_slots", "8"}, {"n_ctx", "2048"}, {"build_info", "b9749-d32676d77"}};
   EXPECT_EQ(r->identity.server_expect, expect);
-}
-
-TEST(EngineLimits, EveryEngineNamesItsOwnRequiredLimits) {
-  auto required = [](Engine e) {
-    std::vector<std::string> keys;
-    for (const LimitSpec& l : ReportableLimits(e)) {
-      if (l.required) keys.push_back(l.key);
-    }
-    return keys;
-  };
-  EXPECT_EQ(required(Engine::kLlamacpp), (std::vector<std::string>{"total_slots", "n_ctx"}));
-  EXPECT_EQ(
-      required(Engine::kSglang),
-      (std::vector<std::string>{"max_total_num_tokens", "max_running_requests", "context_length"}));
-  EXPECT_EQ(required(Engine::kVllm),
-            (std::vector<std::string>{"max_model_len", "num_gpu_blocks", "block_size"}));
-  EXPECT_TRUE(ReportableLimits(Engine::kSim).empty());
-}
-
-TEST(EngineLimits, ASimRowPinsTheLimitsOfItsDialect) {
-  TempDir dir;
-  fs::create_directories(dir.path() / "fam" / "profiles");
-  WriteFile(dir.path() / "fam" / "profiles" / "tiny.yaml", "name: tiny\n");
-  const std::string head =
-      "schema: capq/row/v1\nid: sim_dialect_row\nidentity:\n  engine: sim\n"
-      "  sim_profile: profiles/tiny.yaml\n  time_scale: 10\n";
-  const std::string tail =
-      "workload: {input_tokens: 16, output_tokens: 4, sampling: {temperature: 0, ignore_eos: "
-      "true}, arrival: {kind: closed_loop}}\ncache: {prefix_cache: enabled, flush_before_trial: "
-      "true}\nwarmup: {requests: 2}\nmeasured: {min_requests: 20, per_concurrency: 2}\n"
-      "slo:\n  - {metric: ttft, percentile: 95, below_ms: 100}\ntrials: {count: 1}\n";
-  const std::string path = (dir.path() / "fam" / "row.yaml").string();
-  Result<Row> llama = LoadRowFromString(
-      head + "  sim_dialect: llamacpp\n  server_expect: {total_slots: 8}\n" + tail, path);
-  ASSERT_TRUE(llama.ok()) << llama.status().ToString();
-  EXPECT_EQ(llama->identity.sim_dialect, Engine::kLlamacpp);
-  EXPECT_EQ(llama->identity.server_expect.at("total_slots"), "8");
-  // The default dialect is SGLang's, whose names differ.
-  Result<Row> sglang = LoadRowFromString(head + "  server_expect: {total_slots: 8}\n" + tail, path);
-  ASSERT_FALSE(sglang.ok());
-  EXPECT_NE(sglang.status().message().find(
-                "'total_slots' is not a limit sglang (the simulator's dialect) reports"),
+  const ServerExpectSource& at = r->identity.server_expect_source;
+  ASSERT_EQ(at.keys.size(), 3u);
+  EXPECT_GT(at.at.line, 0);
+  EXPECT_EQ(at.keys.at("total_slots").key.line, at.at.line + 1);
+  EXPECT_GT(at.keys.at("total_slots").value.column, at.keys.at("total_slots").key.column);
+  EXPECT_FALSE(at.keys.at("n_ctx").quoted);
+  // A value that is not a scalar is refused here, whatever the engine.
+  const std::string text = ReadAll(kGood + "/llamafam/minimal_llamacpp.yaml");
+  Result<Row> nested =
+      LoadRowFromString(Replace(text, "n_ctx: 2048", "n_ctx: [2048]"), kGood + "/llamafam/x.yaml");
+  ASSERT_FALSE(nested.ok());
+  EXPECT_NE(nested.status().message().find("identity.server_expect.n_ctx: expected a limit as the "
+                                           "server reports it"),
             std::string::npos)
-      << sglang.status().message();
-  EXPECT_NE(sglang.status().message().find("row.yaml:7:"), std::string::npos)
-      << sglang.status().message();
+      << nested.status().message();
 }
 
 TEST(RowDefaults, BaselineToleranceDefaultsTo15Percent) {

@@ -9,6 +9,7 @@
 #include "capq/cli/commands.h"
 #include "capq/model/row_loader.h"
 #include "capq/probe/doctor.h"
+#include "capq/targets/row_limits.h"
 
 namespace capq::cli {
 namespace {
@@ -55,7 +56,7 @@ Result<DoctorOptions> OptionsFrom(const ArgParser& p) {
   }
   if (!url) return Status::InvalidArgument("--url is required (or set CAPQ_URL)");
   if (std::optional<std::string> path = p.Get("row")) {
-    Result<Row> row = LoadRow(*path);
+    Result<Row> row = LoadRow(*path, CheckServerExpect);
     if (!row.ok()) return row.status();
     o.row = std::move(*row);
   }

@@ -14,6 +14,7 @@
 #include "capq/model/row_loader.h"
 #include "capq/qualify/predict.h"
 #include "capq/record/capacity_data.h"
+#include "capq/targets/row_limits.h"
 
 namespace capq::cli {
 namespace {
@@ -39,11 +40,11 @@ Result<MeasuredBaseline> LoadBaseline(const std::string& src) {
   if (fs::is_directory(src)) {
     Result<TrialSummary> t = ReadTrialDir(src);
     if (!t.ok()) return t.status();
-    Result<Row> row = LoadRow((fs::path(src) / "row.yaml").string());
+    Result<Row> row = LoadRow((fs::path(src) / "row.yaml").string(), CheckServerExpect);
     if (!row.ok()) return row.status();
     return BaselineFromTrial(*t, *row);
   }
-  Result<Row> row = LoadRow(src);
+  Result<Row> row = LoadRow(src, CheckServerExpect);
   if (!row.ok()) return row.status();
   return BaselineFromRow(*row);
 }
@@ -104,7 +105,7 @@ bool SameIdentity(const Row& row, const RowInfo& other) {
 
 Status AddQualified(const Row& row, const std::string& src, Overlay* out) {
   if (src.size() > 5 && src.substr(src.size() - 5) == ".yaml") {
-    Result<Row> r = LoadRow(src);
+    Result<Row> r = LoadRow(src, CheckServerExpect);
     if (!r.ok()) return r.status();
     if (r->expect.cmax && SameIdentity(row, RowInfoFromRow(*r))) {
       (*out)[{r->workload.input_tokens, r->workload.output_tokens}] = {*r->expect.cmax, r->id};
@@ -182,7 +183,7 @@ int RunPredict(const Args& args) {
     return 2;
   };
   if (p.positionals().size() != 1) return fail(Status::InvalidArgument("give exactly one ROW"));
-  Result<Row> row = LoadRow(p.positionals()[0]);
+  Result<Row> row = LoadRow(p.positionals()[0], CheckServerExpect);
   if (!row.ok()) return fail(row.status());
   Result<long long> max_c = p.GetInt("max-concurrency", 256);
   if (!max_c.ok()) return fail(max_c.status());

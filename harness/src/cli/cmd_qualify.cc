@@ -24,6 +24,7 @@
 #include "capq/record/capacity_data.h"
 #include "capq/report/report.h"
 #include "capq/sim/server.h"
+#include "capq/targets/row_limits.h"
 
 namespace capq::cli {
 namespace {
@@ -191,7 +192,7 @@ std::optional<int> ReadNumbers(const ArgParser& p, QualifyCommand* c) {
 // Freeze: every row must load (the loader refuses vague rows) before anything runs.
 std::optional<int> LoadRows(const ArgParser& p, QualifyCommand* c) {
   for (const auto& path : p.positionals()) {
-    Result<Row> row = LoadRow(path);
+    Result<Row> row = LoadRow(path, CheckServerExpect);
     if (!row.ok()) {
       std::fprintf(stderr, "capq qualify: %s\n", row.status().message().c_str());
       return 3;

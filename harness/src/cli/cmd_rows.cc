@@ -8,6 +8,7 @@
 #include "capq/cli/args.h"
 #include "capq/cli/commands.h"
 #include "capq/model/row_loader.h"
+#include "capq/targets/row_limits.h"
 
 namespace capq::cli {
 namespace {
@@ -71,7 +72,8 @@ void PrintTable(const std::vector<Row>& rows) {
 }
 
 int Check(const std::vector<std::string>& paths) {
-  RowSet set = CheckRows(paths.empty() ? std::vector<std::string>{"rows/"} : paths);
+  RowSet set =
+      CheckRows(paths.empty() ? std::vector<std::string>{"rows/"} : paths, CheckServerExpect);
   if (!set.rows.empty()) PrintTable(set.rows);
   std::fflush(stdout);
   for (const auto& e : set.errors) std::fprintf(stderr, "error: %s\n", e.ToString().c_str());
@@ -81,7 +83,7 @@ int Check(const std::vector<std::string>& paths) {
 }
 
 int Show(const std::string& id, const std::string& dir) {
-  RowSet set = CheckRows({dir});
+  RowSet set = CheckRows({dir}, CheckServerExpect);
   for (const auto& row : set.rows) {
     if (row.id != id) continue;
     // Errors elsewhere do not hide a good row, but they are not hidden either.

@@ -15,6 +15,7 @@
 #include "capq/model/row_loader.h"
 #include "capq/qualify/deciding_gate.h"
 #include "capq/sim/server.h"
+#include "capq/targets/row_limits.h"
 #include "capq/trial/trial.h"
 
 namespace capq::cli {
@@ -234,7 +235,7 @@ int RunTrial(const Args& args) {
                  " [--seed S] [--insecure]\n");
     return 3;
   }
-  Result<Row> row = LoadRow(*row_path);
+  Result<Row> row = LoadRow(*row_path, CheckServerExpect);
   if (!row.ok()) {
     std::fprintf(stderr, "capq trial: %s\n", row.status().message().c_str());
     return 3;

@@ -91,11 +91,11 @@ void CollectFiles(const std::string& root, std::vector<std::string>* files,
 
 }  // namespace
 
-Result<Row> LoadRow(const std::string& path) {
+Result<Row> LoadRow(const std::string& path, const RowCheck& check) {
   std::string text;
   RowError error;
   if (!ReadFile(path, &text, &error)) return Status::IoError(error.ToString());
-  return LoadRowFromString(text, path);
+  return LoadRowFromString(text, path, check);
 }
 
 Result<std::vector<std::string>> FindRowFiles(const std::vector<std::string>& paths_or_dirs) {
@@ -106,7 +106,7 @@ Result<std::vector<std::string>> FindRowFiles(const std::vector<std::string>& pa
   return files;
 }
 
-RowSet CheckRows(const std::vector<std::string>& paths_or_dirs) {
+RowSet CheckRows(const std::vector<std::string>& paths_or_dirs, const RowCheck& check) {
   RowSet set;
   std::vector<std::string> files;
   for (const auto& p : paths_or_dirs) CollectFiles(p, &files, &set.errors);
@@ -133,6 +133,10 @@ RowSet CheckRows(const std::vector<std::string>& paths_or_dirs) {
       set.errors.push_back(error);
       continue;
     }
+    if (std::optional<RowError> refused = check ? check(&row) : std::nullopt) {
+      set.errors.push_back(*refused);
+      continue;
+    }
     auto [it, inserted] = ids.emplace(row.id, Seen{file, line, column});
     if (!inserted) {
       set.errors.push_back(RowError{file, line, column, "id",
@@ -147,8 +151,9 @@ RowSet CheckRows(const std::vector<std::string>& paths_or_dirs) {
   return set;
 }
 
-Result<std::vector<Row>> LoadRows(const std::vector<std::string>& paths_or_dirs) {
-  RowSet set = CheckRows(paths_or_dirs);
+Result<std::vector<Row>> LoadRows(const std::vector<std::string>& paths_or_dirs,
+                                  const RowCheck& check) {
+  RowSet set = CheckRows(paths_or_dirs, check);
   if (!set.errors.empty()) {
     std::string msg = set.errors.front().ToString();
     if (set.errors.size() > 1) {

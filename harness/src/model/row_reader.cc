@@ -338,11 +338,17 @@ bool ParseRow(const std::string& text, const std::string& pseudo_path, Row* row,
                                   nullptr);
 }
 
-Result<Row> LoadRowFromString(const std::string& text, const std::string& pseudo_path) {
+Result<Row> LoadRowFromString(const std::string& text, const std::string& pseudo_path,
+                              const RowCheck& check) {
   Row row;
   RowError error;
   if (!ParseRow(text, pseudo_path, &row, &error)) {
     return Status::InvalidArgument(error.ToString());
+  }
+  if (check) {
+    if (std::optional<RowError> refused = check(&row)) {
+      return Status::InvalidArgument(refused->ToString());
+    }
   }
   return row;
 }

@@ -1,10 +1,8 @@
 // The identity section of a row: what serves it (engine, image pinned by digest, or a simulator
 // profile), the model and hardware, and the server limits it pins (server_expect).
-#include <algorithm>
 #include <filesystem>
 #include <system_error>
 
-#include "capq/model/engine_limits.h"
 #include "row_reader_internal.h"
 
 namespace capq::row_reader {
@@ -150,66 +148,33 @@ bool RowParser::ParseModelAndHardware(const MapView& m, Identity* id) {
   }
   if ((e = m.Find("hardware")) && !GetString(*e, "identity.hardware", &id->hardware)) return false;
   if ((e = m.Find("driver")) && !GetString(*e, "identity.driver", &id->driver)) return false;
-  if ((e = m.Find("server_expect")) && !ParseServerExpect(*e, *id, &id->server_expect)) {
-    return false;
-  }
+  if ((e = m.Find("server_expect")) && !ParseServerExpect(*e, id)) return false;
   return true;
 }
 
-bool RowParser::ParseServerExpect(const Entry& entry, const Identity& id,
-                                  std::map<std::string, std::string>* out) {
+namespace {
+
+SourceMark At(const YAML::Mark& m) {
+  return m.is_null() ? SourceMark{1, 1} : SourceMark{m.line + 1, m.column + 1};
+}
+
+}  // namespace
+
+// The values as written, with where they stand: which keys an engine reports, and their types, are
+// the engine's (targets/row_limits.h checks them with these places).
+bool RowParser::ParseServerExpect(const Entry& entry, Identity* id) {
   MapView m;
   if (!OpenMap(entry, "identity.server_expect", "the server's reported limits", &m)) return false;
-  const Engine engine = LimitsEngine(id);
-  const std::vector<LimitSpec>& limits = ReportableLimits(engine);
-  const std::string who = std::string(EngineName(engine)) +
-                          (id.engine == Engine::kSim ? " (the simulator's dialect)" : "");
+  id->server_expect_source.at = At(entry.key_mark);
   for (const auto& e : m.entries) {
-    auto spec = std::find_if(limits.begin(), limits.end(),
-                             [&](const LimitSpec& l) { return e.key == l.key; });
-    if (spec == limits.end()) {
-      return Fail(e.key_mark, "identity.server_expect." + e.key,
-                  Shown(e.key) + " is not a limit " + who +
-                      " reports, so it could never be compared; the keys " + who +
-                      " can pin are: " + LimitKeysText(engine));
+    if (!e.value.IsScalar()) {
+      return Fail(ValueMark(e), "identity.server_expect." + e.key,
+                  "expected a limit as the server reports it (a number, true or false, or text), "
+                  "got " +
+                      Describe(e.value));
     }
-  }
-  const Entry* e = nullptr;
-  // The limits that decide how much work a real server admits: without them the row is not
-  // portable. A simulator's limits are already pinned by its profile digest.
-  if (id.engine != Engine::kSim) {
-    for (const LimitSpec& l : limits) {
-      if (l.required &&
-          !Required(m, l.key, std::string("a limit ") + who + " reports: " + l.source, &e)) {
-        return false;
-      }
-    }
-  }
-  for (const auto& item : m.entries) {
-    const std::string path = "identity.server_expect." + item.key;
-    const LimitSpec& spec = *std::find_if(limits.begin(), limits.end(),
-                                          [&](const LimitSpec& l) { return item.key == l.key; });
-    std::string text;
-    switch (spec.type) {
-      case LimitType::kText:
-        if (!GetString(item, path, &text)) return false;
-        break;
-      case LimitType::kFlag: {
-        bool b = false;
-        if (!GetBool(item, path, &b)) return false;
-        text = b ? "true" : "false";
-        break;
-      }
-      case LimitType::kCount:
-      case LimitType::kCountOrZero: {
-        int64_t v = 0;
-        const int64_t min = spec.type == LimitType::kCountOrZero ? 0 : 1;
-        if (!GetInt(item, path, min, int64_t{1} << 40, &v)) return false;
-        text = std::to_string(v);
-        break;
-      }
-    }
-    (*out)[item.key] = text;
+    id->server_expect[e.key] = e.value.Scalar();
+    id->server_expect_source.keys[e.key] = {At(e.key_mark), At(ValueMark(e)), IsQuoted(e.value)};
   }
   return true;
 }

@@ -152,8 +152,7 @@ class RowParser {
   bool ParseSimProfile(const Entry& e, Identity* id);
   bool ParseServerIdentity(const MapView& m, Identity* id);
   bool ParseModelAndHardware(const MapView& m, Identity* id);
-  bool ParseServerExpect(const Entry& e, const Identity& id,
-                         std::map<std::string, std::string>* out);
+  bool ParseServerExpect(const Entry& e, Identity* id);
   bool ParseWorkload(const Entry& e, Workload* w, YAML::Mark* ignore_eos_at);
   bool ParseArrival(const Entry& e, Workload* w);
   bool ParseOpenLoopArrival(const MapView& a, const Entry* cv, Workload* w);

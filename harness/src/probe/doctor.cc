@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "capq/clock.h"
-#include "capq/model/engine_limits.h"
+#include "capq/targets/engine_limits.h"
 #include "capq/probe/probe.h"
 
 namespace capq {

@@ -87,7 +87,7 @@ Result<std::unique_ptr<Target>> AdapterFor(const ProbeEngine& e, const std::stri
   return MakeTarget(id, o);
 }
 
-// The context each engine's adapter reports (model/engine_limits.h): SGLang's /v1/models
+// The context each engine's adapter reports (targets/engine_limits.h): SGLang's /v1/models
 // max_model_len as context_length, vLLM's max_model_len, llama.cpp's per-slot n_ctx.
 std::optional<int64_t> ContextTokens(const ServerFacts& f) {
   for (const char* key : {"context_length", "max_model_len", "n_ctx"}) {

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "capq/model/engine_limits.h"
+#include "capq/targets/engine_limits.h"
 #include "capq/qualify/predict.h"
 #include "capq/targets/engine_shape.h"
 

@@ -5,7 +5,7 @@
 #include <sstream>
 #include <thread>
 
-#include "capq/model/engine_limits.h"
+#include "capq/targets/engine_limits.h"
 
 namespace capq::internal::adapter {
 

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "adapter_common.h"
-#include "capq/model/engine_limits.h"
+#include "capq/targets/engine_limits.h"
 #include "capq/targets/target.h"
 
 namespace capq {

@@ -11,6 +11,7 @@
 #include "capq/measurement/raw_evidence.h"
 #include "capq/model/row_loader.h"
 #include "capq/record/artifacts.h"
+#include "capq/targets/row_limits.h"
 #include "capq/trial/class_gates.h"
 #include "capq/trial/trial.h"
 #include "trial_internal.h"
@@ -305,7 +306,7 @@ void SettleVerdict(TrialVerdict derived, const StoredVerdict& stored, bool sums_
 // set against the recorded one.
 Result<ValidateReport> Rederive(const std::string& dir, const std::string& raw_name,
                                 const StoredVerdict& stored, bool sums_ok, ValidateReport rep) {
-  Result<Row> row = LoadRow(dir + "/row.yaml");
+  Result<Row> row = LoadRow(dir + "/row.yaml", CheckServerExpect);
   if (!row.ok()) return row.status().WithContext("row.yaml");
   Result<nlohmann::json> pj = ReadJson(dir + "/plan.json");
   if (!pj.ok()) return pj.status();

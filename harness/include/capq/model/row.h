@@ -40,6 +40,23 @@ const char* ArrivalKindName(ArrivalKind k);
 // The kind named `name` (ArrivalKindName); nullopt for any other text.
 std::optional<ArrivalKind> ParseArrivalKind(std::string_view name);
 
+// A place in a row file, 1-based; 0 when the row was not read from a file.
+struct SourceMark {
+  int line = 0;
+  int column = 0;
+};
+
+// Where identity.server_expect was written: what the reader keeps so that the check of its keys
+// against the limits the engine reports (targets/row_limits.h) can name file:line:column.
+struct ServerExpectSource {
+  struct Key {
+    SourceMark key, value;
+    bool quoted = false;  // written as a quoted string ("8"): text, never a count or a flag
+  };
+  SourceMark at;  // the server_expect key itself, where a missing limit is reported
+  std::map<std::string, Key> keys;
+};
+
 struct Identity {
   Engine engine = Engine::kSim;
   std::string image;  // "repo@sha256:<64 hex>" for real engines; empty for sim
@@ -49,9 +66,12 @@ struct Identity {
   std::string hardware;
   std::string driver;
   // Asserted against the server's own info endpoints before any load, under the engine's own
-  // names (engine_limits.h: llama.cpp total_slots and n_ctx, SGLang max_running_requests, ...);
-  // values are the YAML scalars as written, canonicalised ("true", "4096").
+  // names (targets/engine_limits.h: llama.cpp total_slots and n_ctx, SGLang max_running_requests,
+  // ...). The row reader keeps the YAML scalars as written; CheckServerExpect()
+  // (targets/row_limits.h) refuses a key the engine does not report and canonicalises the values
+  // ("true", "4096").
   std::map<std::string, std::string> server_expect;
+  ServerExpectSource server_expect_source;
   // Simulator rows only.
   std::string sim_profile;  // absolute path, resolved against the row file's folder
   double time_scale = 1.0;  // virtual seconds per wall second (1 for real engines)

@@ -34,6 +34,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,12 +56,19 @@ struct RowError {
   std::string ToString() const;
 };
 
-// Loads one row file. The error Status carries RowError::ToString() as its message.
-Result<Row> LoadRow(const std::string& path);
+// A further check of a parsed row by a layer that knows more than the schema: which limits the
+// row's engine reports (targets/row_limits.h CheckServerExpect: the keys of identity.server_expect,
+// their types, canonical values). It may rewrite the row; a refusal names the file and line.
+using RowCheck = std::function<std::optional<RowError>(Row*)>;
+
+// Loads one row file, then runs `check` (when given) on it. The error Status carries
+// RowError::ToString() as its message.
+Result<Row> LoadRow(const std::string& path, const RowCheck& check = {});
 
 // Parses `text` as if it were the file `pseudo_path`: the path names the file in errors, gives the
 // family (its parent folder's name) and anchors relative sim_profile paths (which must exist).
-Result<Row> LoadRowFromString(const std::string& text, const std::string& pseudo_path);
+Result<Row> LoadRowFromString(const std::string& text, const std::string& pseudo_path,
+                              const RowCheck& check = {});
 // The same, with the structured error on failure (`error` may be null).
 bool ParseRow(const std::string& text, const std::string& pseudo_path, Row* row, RowError* error);
 
@@ -69,8 +78,10 @@ bool ParseRow(const std::string& text, const std::string& pseudo_path, Row* row,
 // silent skip. Fails when a path does not exist.
 Result<std::vector<std::string>> FindRowFiles(const std::vector<std::string>& paths_or_dirs);
 
-// Loads every row under `paths_or_dirs`, failing on the first error (bad file or duplicate id).
-Result<std::vector<Row>> LoadRows(const std::vector<std::string>& paths_or_dirs);
+// Loads every row under `paths_or_dirs`, failing on the first error (bad file, refused by `check`,
+// or duplicate id).
+Result<std::vector<Row>> LoadRows(const std::vector<std::string>& paths_or_dirs,
+                                  const RowCheck& check = {});
 
 // For `capq rows check`: every good row, and one error per bad file (the first found in it). A row
 // whose id was already taken by an earlier file (in sorted order) is an error of the later file.
@@ -79,7 +90,7 @@ struct RowSet {
   std::vector<Row> rows;
   std::vector<RowError> errors;
 };
-RowSet CheckRows(const std::vector<std::string>& paths_or_dirs);
+RowSet CheckRows(const std::vector<std::string>& paths_or_dirs, const RowCheck& check = {});
 
 // The resolved row (defaults filled in) as YAML that LoadRowFromString accepts again with the same
 // values. family and source_path are not keys of a row (they come from where the file lies).

@@ -3,7 +3,7 @@
 // wraps the adapter of the engine its dialect stands in for).
 //
 //  - Facts():          what the server says about itself; `values` holds every limit the engine
-//                      reports under the engine's own names (model/engine_limits.h);
+//                      reports under the engine's own names (targets/engine_limits.h);
 //  - Probe():          readiness WITHOUT generating (SGLang's /health generates by default, so its
 //                      adapter uses GET /v1/models); the probe used is returned and recorded;
 //  - Flush():          the engine's own prefix-cache flush, retried while the server is busy;

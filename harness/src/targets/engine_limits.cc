@@ -1,4 +1,4 @@
-#include "capq/model/engine_limits.h"
+#include "capq/targets/engine_limits.h"
 
 namespace capq {
 namespace {
