@@ -27,12 +27,6 @@ constexpr const char* kUsage =
     "  --profile    the simulator profile for --check (default: rows/sim/profiles/small.yaml,\n"
     "               llamacpp_tiny.yaml for llamacpp)\n";
 
-sim::Dialect SimDialect(Engine e) {
-  if (e == Engine::kVllm) return sim::Dialect::kVllm;
-  if (e == Engine::kLlamacpp) return sim::Dialect::kLlamacpp;
-  return sim::Dialect::kSglang;
-}
-
 Result<ProbeEngine> EngineFor(const ArgParser& p, const std::string& dir) {
   if (std::optional<std::string> e = p.Get("engine")) return ParseProbeEngine(*e);
   return CorpusEngine(dir);
@@ -89,15 +83,11 @@ int Check(const ArgParser& p, const std::string& dir) {
     return 2;
   }
   sim::ServerOptions so;
-  so.dialect = SimDialect(e->dialect);
+  so.dialect = sim::DialectFor(e->dialect);
   so.time_scale = *scale;
-  so.profile_path =
-      p.GetOr("profile", e->dialect == Engine::kLlamacpp ? "rows/sim/profiles/llamacpp_tiny.yaml"
-                                                         : "rows/sim/profiles/small.yaml");
-  if (e->dialect == Engine::kLlamacpp) {
-    // The dialect sends the shapes of the build the corpus was recorded from.
-    if (const int build = CorpusLlamacppBuild(dir); build > 0) so.llamacpp_build = build;
-  }
+  so.profile_path = p.GetOr("profile", sim::ReferenceProfile(so.dialect));
+  // The dialect sends the shapes of the build the corpus was recorded from.
+  if (const int build = CorpusBuild(dir, *e); build > 0) so.engine_build = build;
   auto server = sim::SimServer::Start(so);
   if (!server.ok()) {
     std::fprintf(stderr, "capq probe: the simulator did not start (%s); pass --profile FILE\n",

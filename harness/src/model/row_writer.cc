@@ -90,7 +90,7 @@ void IdentityYaml(const Identity& id, std::ostream& o) {
     if (!id.image.empty()) o << "  image: " << Quoted(id.image) << "\n";
     o << "  sim_profile: " << Quoted(id.sim_profile) << "\n";
     o << "  time_scale: " << Num(id.time_scale) << "\n";
-    if (id.sim_dialect != Engine::kSglang) {
+    if (id.sim_dialect != Identity{}.sim_dialect) {  // the default dialect is not written
       o << "  sim_dialect: " << EngineName(id.sim_dialect) << "\n";
     }
     if (id.sim_varied) o << "  sim_variations: varied\n";

@@ -7,7 +7,6 @@
 #include <memory>
 
 #include "capq/clock.h"
-#include "capq/targets/engine_limits.h"
 #include "capq/probe/probe.h"
 
 namespace capq {
@@ -138,59 +137,12 @@ DoctorCheck CounterForRow(DoctorCheck check, const std::optional<Row>& row) {
   return check;
 }
 
-// Cache settings an engine reports in an info document but not among the limits a row pins
-// (engine_limits.h): llama.cpp's /props says which optional endpoints are on (recording 04 in
-// tests/data/conformance/llamacpp/): endpoint_slots (the slot actions its flush uses) and
-// endpoint_metrics (--metrics).
-struct DocumentSetting {
-  Engine engine;
-  const char* document;
-  const char* key;
-};
-constexpr DocumentSetting kDocumentSettings[] = {
-    {Engine::kLlamacpp, "/props", "endpoint_slots"},
-    {Engine::kLlamacpp, "/props", "endpoint_metrics"},
-};
-
-// The reported flags that say whether the prefix cache is on, with their value when it is.
-constexpr std::pair<const char*, const char*> kPrefixCacheOn[] = {
-    {"disable_radix_cache", "false"},   // SGLang /server_info
-    {"enable_prefix_caching", "true"},  // vLLM vllm:cache_config_info
-};
-
-std::vector<std::string> ReportedSettings(Engine engine, const ServerFacts& facts) {
-  std::vector<std::string> out;
-  for (const LimitSpec& l : ReportableLimits(engine)) {
-    auto it = facts.values.find(l.key);
-    if (l.type == LimitType::kFlag && it != facts.values.end()) {
-      out.push_back(std::string(l.key) + "=" + it->second);
-    }
-  }
-  for (const DocumentSetting& s : kDocumentSettings) {
-    if (s.engine != engine || !facts.documents.contains(s.document)) continue;
-    const nlohmann::json& doc = facts.documents[s.document];
-    if (doc.is_object() && doc.contains(s.key) && doc[s.key].is_primitive()) {
-      out.push_back(std::string(s.key) + "=" + doc[s.key].dump() + " (" + s.document + ")");
-    }
-  }
-  return out;
-}
-
-// "disable_radix_cache=true" when the server reports its prefix cache off, else "".
-std::string PrefixCacheOff(const ServerFacts& facts) {
-  for (const auto& [key, on] : kPrefixCacheOn) {
-    auto it = facts.values.find(key);
-    if (it != facts.values.end() && it->second != on) return std::string(key) + "=" + it->second;
-  }
-  return "";
-}
-
-DoctorCheck SettingsCheck(const Identity& identity, const ServerFacts& facts,
+DoctorCheck SettingsCheck(const Target& target, const ServerFacts& facts,
                           const std::optional<Row>& row) {
-  const std::vector<std::string> settings = ReportedSettings(LimitsEngine(identity), facts);
+  const std::vector<std::string> settings = target.CacheSettings(facts);
   std::string found =
       settings.empty() ? "the server reports no cache setting" : "in force: " + Join(settings);
-  const std::string off = PrefixCacheOff(facts);
+  const std::string off = target.PrefixCacheOff(facts);
   if (!off.empty()) found += "; no prefix cache (" + off + ")";
   const bool server_on = off.empty();
   if (row && !settings.empty() && row->cache.prefix_cache != server_on) {
@@ -361,7 +313,7 @@ Result<DoctorReport> RunDoctor(const DoctorOptions& o) {
   const CacheCounterRule rule = target.CacheCounter(f);
   if (facts.ok()) {
     r.checks.push_back(CounterForRow(CounterCheck(target, rule, metrics), o.row));
-    r.checks.push_back(SettingsCheck(o.identity, f, o.row));
+    r.checks.push_back(SettingsCheck(target, f, o.row));
   }
   r.checks.push_back(FlushCheck(target, rule, o));
   r.checks.push_back(TokenizerCheck(target, o.row));

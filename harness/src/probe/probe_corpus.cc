@@ -189,21 +189,21 @@ Result<std::vector<CorpusExchange>> LoadCorpus(const std::string& dir) {
 
 namespace capq {
 
-int CorpusLlamacppBuild(const std::string& dir) {
+int CorpusBuild(const std::string& dir, const ProbeEngine& engine) {
   std::istringstream in(
       probe::ReadFileBytes((std::filesystem::path(dir) / "MANIFEST.jsonl").string()));
-  std::string line;
-  while (std::getline(in, line)) {
+  for (std::string line; std::getline(in, line);) {
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || j.value("request", "") != "GET /props") continue;
+    if (j.is_discarded() || !j.is_object() || j.value("kind", "") != "info") continue;
+    const std::string request = j.value("request", "");
     const auto files = j.value("files", std::vector<std::string>{});
-    if (files.size() < 2) return 0;
+    if (request.rfind("GET ", 0) != 0 || files.size() < 2) continue;
     const probe::ParsedResponse r = probe::ParseResponse(
         probe::ReadFileBytes((std::filesystem::path(dir) / files[1]).string()));
-    const nlohmann::json props = nlohmann::json::parse(r.body, nullptr, false);
-    const std::string build = props.is_object() ? props.value("build_info", "") : "";
-    if (build.size() < 2 || build[0] != 'b') return 0;
-    return std::atoi(build.c_str() + 1);
+    const nlohmann::json doc = nlohmann::json::parse(r.body, nullptr, false);
+    if (const int build = ReportedBuildNumber(engine.dialect, request.substr(4), doc); build > 0) {
+      return build;
+    }
   }
   return 0;
 }

@@ -14,6 +14,7 @@
 
 #include "capq/probe/probe.h"
 #include "capq/status.h"
+#include "capq/targets/control_requests.h"
 
 namespace capq::probe {
 
@@ -101,10 +102,13 @@ struct PlannedExchange {
 std::string ProbePrompt(int i);      // a short distinct prompt, tagged by `i`
 std::string PseudoWords(int64_t n);  // "w0 w1 ... w<n-1>"
 std::string TwoDigits(int i);        // "07"
+// The control requests the engine's adapter makes (targets/control_requests.h), with the probe's
+// own samples, for a server of `slots` slots.
+ControlRequests ProbeControls(const ProbeEngine& e, int slots);
+PlannedExchange FromControl(const ControlRequest& c);
+std::vector<PlannedExchange> FromControls(const std::vector<ControlRequest>& controls);
+// /health, /v1/models, the adapter's info documents, the simulator's identity, /metrics.
 std::vector<PlannedExchange> InfoExchanges(const ProbeEngine& e);
-std::vector<PlannedExchange> TokenizeExchanges(const ProbeEngine& e);
-PlannedExchange RenderedTokenizeExchange(const std::string& rendered);
-std::vector<PlannedExchange> FlushExchanges(const ProbeEngine& e, int slots);
 PlannedExchange ChatExchange(const std::string& name, const std::string& kind,
                              const std::string& model, int prompt_index, int max_tokens,
                              const std::string& what);

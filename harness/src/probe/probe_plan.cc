@@ -38,71 +38,35 @@ std::string ProbePrompt(int i) {
   return tag + ": " + kStory;
 }
 
+PlannedExchange FromControl(const ControlRequest& c) {
+  WireRequest req;
+  req.method = c.method;
+  req.target = c.target;
+  req.body = c.body;
+  if (!c.content_type.empty()) req.content_type = c.content_type;
+  return {c.name, c.kind, req, c.what};
+}
+
+ControlRequests ProbeControls(const ProbeEngine& e, int slots) {
+  return ControlRequestsOf(e.dialect, {"Hello world! The quick brown fox.", "hello world", slots});
+}
+
+std::vector<PlannedExchange> FromControls(const std::vector<ControlRequest>& controls) {
+  std::vector<PlannedExchange> out;
+  for (const ControlRequest& c : controls) out.push_back(FromControl(c));
+  return out;
+}
+
 std::vector<PlannedExchange> InfoExchanges(const ProbeEngine& e) {
   std::vector<PlannedExchange> out = {
       {"01-health", "health", Get("/health"), "GET /health"},
       {"02-v1-models", "models", Get("/v1/models"), "GET /v1/models"},
   };
-  switch (e.dialect) {
-    case Engine::kSglang:
-      out.push_back({"03-server-info", "info", Get("/server_info"), "GET /server_info"});
-      break;
-    case Engine::kVllm:
-      out.push_back({"03-version", "info", Get("/version"), "GET /version"});
-      break;
-    default:
-      out.push_back({"03-props", "info", Get("/props"), "GET /props"});
-      out.push_back({"04-slots", "info", Get("/slots"), "GET /slots"});
-  }
+  for (PlannedExchange& p : FromControls(ProbeControls(e, 1).info)) out.push_back(std::move(p));
   if (e.sim) {
     out.push_back({"05-capq-sim", "info", Get("/capq/sim"), "the simulator's identity"});
   }
   out.push_back({"06-metrics", "metrics", Get("/metrics"), "GET /metrics, idle"});
-  return out;
-}
-
-// The adapter's CountTokens() body, and its RenderedTokenIds() request.
-std::vector<PlannedExchange> TokenizeExchanges(const ProbeEngine& e) {
-  const std::string text = "Hello world! The quick brown fox.";
-  const ojson user = ojson::array({{{"role", "user"}, {"content", "hello world"}}});
-  if (e.dialect == Engine::kLlamacpp) {
-    const ojson tok = {{"content", text}, {"add_special", false}};
-    const ojson tmpl = {{"messages", user}};
-    return {{"07-tokenize", "tokenize", Post("/tokenize", tok.dump()), "POST /tokenize"},
-            {"08-apply-template", "template", Post("/apply-template", tmpl.dump()),
-             "POST /apply-template (the chat template rendered)"}};
-  }
-  const ojson tok = {{"prompt", text}, {"add_special_tokens", false}};
-  const ojson chat = {{"messages", user}, {"add_generation_prompt", true}};
-  const std::string chat_path = e.dialect == Engine::kSglang ? "/v1/tokenize" : "/tokenize";
-  return {{"07-tokenize", "tokenize", Post("/tokenize", tok.dump()), "POST /tokenize"},
-          {"08-tokenize-messages", "template", Post(chat_path, chat.dump()),
-           "POST " + chat_path + " with messages (the chat template applied)"}};
-}
-
-// llama.cpp tokenizes the rendered template with its special tokens (the adapter's second step).
-PlannedExchange RenderedTokenizeExchange(const std::string& rendered) {
-  const ojson tok = {{"content", rendered}, {"add_special", true}};
-  return {"09-tokenize-rendered", "template", Post("/tokenize", tok.dump()),
-          "POST /tokenize of the rendered template, add_special"};
-}
-
-std::vector<PlannedExchange> FlushExchanges(const ProbeEngine& e, int slots) {
-  switch (e.dialect) {
-    case Engine::kSglang:
-      return {
-          {"10-flush", "flush", Post("/flush_cache", "", "text/plain"), "POST /flush_cache, idle"}};
-    case Engine::kVllm:
-      return {{"10-flush", "flush", Post("/reset_prefix_cache", "", "text/plain"),
-               "POST /reset_prefix_cache, idle"}};
-    default:
-      break;
-  }
-  std::vector<PlannedExchange> out;
-  for (int i = 0; i < slots; ++i) {
-    const std::string path = "/slots/" + std::to_string(i) + "?action=erase";
-    out.push_back({"10-flush-slot" + std::to_string(i), "flush", Post(path, "{}"), "POST " + path});
-  }
   return out;
 }
 
@@ -156,7 +120,7 @@ Result<ProbeEngine> ParseProbeEngine(const std::string& name) {
   std::string dialect = name;
   if (name == "sim" || name.rfind("sim:", 0) == 0) {
     e.sim = true;
-    dialect = name == "sim" ? "sglang" : name.substr(4);  // the simulator's default dialect
+    dialect = name == "sim" ? EngineName(Identity{}.sim_dialect) : name.substr(4);
   }
   for (Engine d : {Engine::kSglang, Engine::kVllm, Engine::kLlamacpp}) {
     if (dialect == EngineName(d)) {

@@ -40,31 +40,33 @@ class Recorder {
 
 // Unavailable when the server does not answer the first request.
 Status RecordInfo(const ProbeOptions& o, Recorder& r, std::vector<std::string>* notes) {
-  if (o.engine.dialect == Engine::kSglang && !o.engine.sim) {
-    notes->push_back(
-        "SGLang's /health generates one token unless SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION is "
-        "off; capq's readiness probe uses GET /v1/models instead");
-  }
+  const ControlRequests controls = ProbeControls(o.engine, 1);
+  if (!controls.readiness_note.empty() && !o.engine.sim) notes->push_back(controls.readiness_note);
+  const std::string first_info = controls.info.empty() ? "" : controls.info.front().name;
   for (PlannedExchange& p : InfoExchanges(o.engine)) {
     const RecordedExchange& got = r.Run(std::move(p));
     if (r.done().size() == 1 && got.wire.status == 0) {
       return Status::Unavailable("no answer from " + o.base_url + ": " + got.wire.transport_error);
     }
-    // Older SGLang builds serve /get_server_info only (the adapter falls back to it).
-    if (got.plan.name == "03-server-info" && got.wire.status == 404) {
-      r.Run({"03-get-server-info", "info", Get("/get_server_info"), "GET /get_server_info"});
+    // An older build's name for the document (the adapter falls back to it).
+    if (got.plan.name == first_info && got.wire.status == 404) {
+      r.RunAll(FromControls(controls.info_fallback));
     }
   }
   return Status::Ok();
 }
 
+// The template request's answer is tokenized again where the adapter does so.
 void RecordTokenize(const ProbeOptions& o, Recorder& r) {
-  for (PlannedExchange& p : TokenizeExchanges(o.engine)) {
+  const ControlRequests controls = ProbeControls(o.engine, 1);
+  for (PlannedExchange& p : FromControls(controls.tokenize)) {
     const RecordedExchange& got = r.Run(std::move(p));
-    if (got.plan.req.target != "/apply-template" || got.wire.status != 200) continue;
+    if (got.plan.kind != "template" || !controls.tokenize_rendered || got.wire.status != 200) {
+      continue;
+    }
     const ojson j = ojson::parse(ParseResponse(got.wire.response_bytes).body, nullptr, false);
     if (!j.is_discarded() && j.is_object() && j.contains("prompt") && j["prompt"].is_string()) {
-      r.Run(RenderedTokenizeExchange(j["prompt"].get<std::string>()));
+      r.Run(FromControl(controls.tokenize_rendered(j["prompt"].get<std::string>())));
     }
   }
 }
@@ -121,7 +123,7 @@ Result<ProbeSummary> RecordCorpus(const ProbeOptions& o) {
   Recorder r(o);
   CAPQ_RETURN_IF_ERROR(RecordInfo(o, r, &summary.notes));
   RecordTokenize(o, r);
-  r.RunAll(FlushExchanges(o.engine, view.slots));
+  r.RunAll(FromControls(ProbeControls(o.engine, view.slots).flush));
   RecordChats(o, view, r);
   RecordOverContext(o, view, r, &summary.notes);
   CorpusHeader header{ProbeEngineName(o.engine), o.base_url, view.model, view.context_tokens,

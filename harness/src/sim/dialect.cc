@@ -207,21 +207,27 @@ Result<Dialect> ParseDialect(const std::string& name) {
 
 const char* DialectName(Dialect d) { return SpecFor(d).name; }
 
+Dialect DialectFor(capq::Engine engine) {
+  switch (engine) {
+    case capq::Engine::kVllm:
+      return Dialect::kVllm;
+    case capq::Engine::kLlamacpp:
+      return Dialect::kLlamacpp;
+    default:
+      return Dialect::kSglang;
+  }
+}
+
+const char* ReferenceProfile(Dialect d) {
+  return d == Dialect::kLlamacpp ? "rows/sim/profiles/llamacpp_tiny.yaml"
+                                 : "rows/sim/profiles/small.yaml";
+}
+
 ServerOptions ServerOptionsForRow(const Row& row) {
   ServerOptions o;
   o.profile_path = row.identity.sim_profile;
   o.time_scale = row.identity.time_scale;
-  // capq::Engine, the row's enum (sim::Engine is the engine model).
-  switch (row.identity.sim_dialect) {
-    case capq::Engine::kVllm:
-      o.dialect = Dialect::kVllm;
-      break;
-    case capq::Engine::kLlamacpp:
-      o.dialect = Dialect::kLlamacpp;
-      break;
-    default:
-      o.dialect = Dialect::kSglang;
-  }
+  o.dialect = DialectFor(row.identity.sim_dialect);
   o.varied = row.identity.sim_varied;
   o.variation_seed = row.trials.seeds.empty() ? 1 : row.trials.seeds.front();
   return o;

@@ -82,7 +82,7 @@ void SimServer::Impl::HandleProps(evhttp_request* req) {
       {"ui", false},
       {"ui_settings", json::object()},
       {"chat_template", TemplateSource(tmpl)},
-      {"chat_template_caps", TemplateCaps(opts.llamacpp_build)},
+      {"chat_template_caps", TemplateCaps(opts.engine_build)},
       {"bos_token", tmpl.bos ? std::string(kBosText) : std::string()},
       {"eos_token", "<|endoftext|>"},
       {"build_info", kSimFingerprint},
@@ -288,7 +288,7 @@ void SimServer::Impl::HandleLlamacppModels(evhttp_request* req) {
                          {"quantization_level", ""}}}};
   // vocab_type is the vocabulary's enum (ts/server-context.cpp meta.model_vocab_type): b9749
   // wrote it as 1 (conformance/llamacpp/03), b10587 as true (conformance/llamacpp_b10587/02).
-  const json vocab_type = opts.llamacpp_build >= 10587 ? json(true) : json(1);
+  const json vocab_type = opts.engine_build >= 10587 ? json(true) : json(1);
   const json meta = {{"vocab_type", vocab_type},
                      {"n_vocab", 32064},
                      {"n_ctx", profile.context_length},

@@ -65,6 +65,10 @@ nlohmann::json UserTurn(const std::string& message) {
   return nlohmann::json::array({{{"role", "user"}, {"content", message}}});
 }
 
+nlohmann::json TextTokenizeRequest(const std::string& text) {
+  return {{"prompt", text}, {"add_special_tokens", false}};
+}
+
 nlohmann::json ChatTokenizeRequest(const std::string& message) {
   return {{"messages", UserTurn(message)}, {"add_generation_prompt", true}};
 }

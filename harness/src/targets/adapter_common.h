@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "capq/status.h"
+#include "capq/targets/control_requests.h"
 #include "capq/targets/http.h"
 #include "capq/targets/target.h"
 
@@ -28,6 +29,12 @@ std::unique_ptr<Target> MakeOpenAiTarget(TargetOptions options);
 // for, but its identity, checked against the row's profile file at `profile_path`.
 std::unique_ptr<Target> MakeSimTarget(TargetOptions options, std::string profile_path,
                                       std::unique_ptr<Target> dialect);
+
+// Each engine's control requests (control_requests.h), beside its adapter.
+ControlRequests SglangControlRequests(const ControlInputs& in);
+ControlRequests VllmControlRequests(const ControlInputs& in);
+ControlRequests LlamacppControlRequests(const ControlInputs& in);
+int LlamacppBuildNumber(const std::string& path, const nlohmann::json& document);
 
 namespace adapter {
 
@@ -50,6 +57,9 @@ const nlohmann::json& FirstModelField(const nlohmann::json& models, const char* 
 
 // A single-turn chat: one user message.
 nlohmann::json UserTurn(const std::string& message);
+
+// The text form of SGLang's and vLLM's POST /tokenize: the text alone, no special tokens.
+nlohmann::json TextTokenizeRequest(const std::string& text);
 
 // The chat form of a tokenize request, as vLLM's and SGLang's endpoints take it: one user turn,
 // rendered with the generation prompt.

@@ -29,6 +29,25 @@ Result<std::unique_ptr<Target>> MakeEngineTarget(Engine engine, const TargetOpti
 
 }  // namespace
 
+ControlRequests ControlRequestsOf(Engine engine, const ControlInputs& in) {
+  switch (engine) {
+    case Engine::kSglang:
+      return internal::SglangControlRequests(in);
+    case Engine::kVllm:
+      return internal::VllmControlRequests(in);
+    case Engine::kLlamacpp:
+      return internal::LlamacppControlRequests(in);
+    case Engine::kOpenai:
+    case Engine::kSim:
+      break;
+  }
+  return {};
+}
+
+int ReportedBuildNumber(Engine engine, const std::string& path, const nlohmann::json& document) {
+  return engine == Engine::kLlamacpp ? internal::LlamacppBuildNumber(path, document) : 0;
+}
+
 Result<std::unique_ptr<Target>> MakeTarget(const Identity& identity, const TargetOptions& options) {
   if (options.base_url.rfind("http://", 0) != 0 && options.base_url.rfind("https://", 0) != 0) {
     return Status::InvalidArgument("server URL must start with http:// or https://, got '" +

@@ -22,6 +22,16 @@ using adapter::TakeModels;
 using adapter::TokenCountFrom;
 using adapter::UserTurn;
 
+// POST /tokenize of llama.cpp: the text, with or without the special tokens its completion path
+// adds.
+nlohmann::json TokenizeRequest(const std::string& text, bool add_special) {
+  return {{"content", text}, {"add_special", add_special}};
+}
+
+nlohmann::json ApplyTemplateRequest(const std::string& message) {
+  return {{"messages", UserTurn(message)}};
+}
+
 class LlamacppTarget : public Target {
  public:
   explicit LlamacppTarget(TargetOptions o) : Target(std::move(o)) {}
@@ -91,7 +101,7 @@ class LlamacppTarget : public Target {
   // POST /apply-template renders the chat template without BOS (recording 10); /tokenize with
   // add_special adds it as the completion path does (recordings 08, 12).
   Result<std::vector<int64_t>> RenderedTokenIds(const std::string& message) override {
-    nlohmann::json req = {{"messages", UserTurn(message)}};
+    const nlohmann::json req = ApplyTemplateRequest(message);
     Result<HttpResponse> r = client().Post(base_url() + "/apply-template", req.dump());
     if (!r.ok()) return r.status();
     if (r->status == 404) return Status::Unimplemented("the server has no /apply-template");
@@ -104,8 +114,7 @@ class LlamacppTarget : public Target {
       return Status::Unavailable("POST /apply-template returned HTTP " + std::to_string(r->status) +
                                  " without a prompt");
     }
-    nlohmann::json tok = {{"content", prompt}, {"add_special", true}};
-    return IdsFrom(client().Post(base_url() + "/tokenize", tok.dump()));
+    return IdsFrom(client().Post(base_url() + "/tokenize", TokenizeRequest(prompt, true).dump()));
   }
   std::string RenderMethod() const override {
     return "POST /apply-template, then POST /tokenize {add_special: true}";
@@ -118,13 +127,12 @@ class LlamacppTarget : public Target {
   }
 
   Result<int64_t> CountTokens(const std::string& text) override {
-    nlohmann::json req = {{"content", text}, {"add_special", false}};
-    return TokenCountFrom(client().Post(base_url() + "/tokenize", req.dump()));
+    return TokenCountFrom(
+        client().Post(base_url() + "/tokenize", TokenizeRequest(text, false).dump()));
   }
 
   Result<std::vector<int64_t>> TokenIds(const std::string& text) override {
-    nlohmann::json req = {{"content", text}, {"add_special", false}};
-    return IdsFrom(client().Post(base_url() + "/tokenize", req.dump()));
+    return IdsFrom(client().Post(base_url() + "/tokenize", TokenizeRequest(text, false).dump()));
   }
 
   // Every finished stream's usage carries prompt_tokens_details {"cached_tokens": N}, 0 included,
@@ -143,6 +151,20 @@ class LlamacppTarget : public Target {
     return {Metric(m, "llamacpp:requests_processing"), Metric(m, "llamacpp:requests_deferred")};
   }
 
+  // /props says which optional endpoints are on (recording 04 in tests/data/conformance/llamacpp/):
+  // endpoint_slots (the slot actions its flush uses) and endpoint_metrics (--metrics).
+  std::vector<std::string> CacheSettings(const ServerFacts& facts) const override {
+    std::vector<std::string> out = Target::CacheSettings(facts);
+    if (!facts.documents.contains("/props")) return out;
+    const nlohmann::json& props = facts.documents["/props"];
+    for (const char* key : {"endpoint_slots", "endpoint_metrics"}) {
+      if (props.is_object() && props.contains(key) && props[key].is_primitive()) {
+        out.push_back(std::string(key) + "=" + props[key].dump() + " (/props)");
+      }
+    }
+    return out;
+  }
+
  protected:
   std::string ProbePath() const override { return "/health"; }  // 503 while loading; no generation
 };
@@ -151,6 +173,44 @@ class LlamacppTarget : public Target {
 
 std::unique_ptr<Target> MakeLlamacppTarget(TargetOptions options) {
   return std::make_unique<LlamacppTarget>(std::move(options));
+}
+
+int LlamacppBuildNumber(const std::string& path, const nlohmann::json& document) {
+  const std::string build = path == "/props" && document.is_object() &&
+                                    document.contains("build_info") &&
+                                    document["build_info"].is_string()
+                                ? document["build_info"].get<std::string>()
+                                : "";
+  if (build.size() < 2 || build[0] != 'b') return 0;
+  return std::atoi(build.c_str() + 1);
+}
+
+ControlRequests LlamacppControlRequests(const ControlInputs& in) {
+  ControlRequests c;
+  c.info = {{"03-props", "info", "GET", "/props", "", "", "GET /props"},
+            {"04-slots", "info", "GET", "/slots", "", "", "GET /slots"}};
+  const nlohmann::json tok = TokenizeRequest(in.text, false);
+  const nlohmann::json tmpl = ApplyTemplateRequest(in.message);
+  c.tokenize = {{"07-tokenize", "tokenize", "POST", "/tokenize", tok.dump(), "application/json",
+                 "POST /tokenize"},
+                {"08-apply-template", "template", "POST", "/apply-template", tmpl.dump(),
+                 "application/json", "POST /apply-template (the chat template rendered)"}};
+  c.tokenize_rendered = [](const std::string& rendered) {
+    const nlohmann::json again = TokenizeRequest(rendered, true);
+    return ControlRequest{"09-tokenize-rendered",
+                          "template",
+                          "POST",
+                          "/tokenize",
+                          again.dump(),
+                          "application/json",
+                          "POST /tokenize of the rendered template, add_special"};
+  };
+  for (int i = 0; i < in.slots; ++i) {
+    const std::string path = "/slots/" + std::to_string(i) + "?action=erase";
+    c.flush.push_back({"10-flush-slot" + std::to_string(i), "flush", "POST", path, "{}",
+                       "application/json", "POST " + path});
+  }
+  return c;
 }
 
 }  // namespace capq::internal

@@ -19,6 +19,7 @@ using adapter::Nap;
 using adapter::ScalarText;
 using adapter::TakeLimits;
 using adapter::TakeModels;
+using adapter::TextTokenizeRequest;
 using adapter::TokenCountFrom;
 
 class SglangTarget : public Target {
@@ -104,13 +105,12 @@ class SglangTarget : public Target {
   }
 
   Result<int64_t> CountTokens(const std::string& text) override {
-    nlohmann::json req = {{"prompt", text}, {"add_special_tokens", false}};
-    return TokenCountFrom(client().Post(base_url() + "/tokenize", req.dump()));
+    return TokenCountFrom(
+        client().Post(base_url() + "/tokenize", TextTokenizeRequest(text).dump()));
   }
 
   Result<std::vector<int64_t>> TokenIds(const std::string& text) override {
-    nlohmann::json req = {{"prompt", text}, {"add_special_tokens", false}};
-    return IdsFrom(client().Post(base_url() + "/tokenize", req.dump()));
+    return IdsFrom(client().Post(base_url() + "/tokenize", TextTokenizeRequest(text).dump()));
   }
 
   // SGLang's /v1/tokenize also takes a chat request (messages) and applies the template the
@@ -147,6 +147,13 @@ class SglangTarget : public Target {
     return rule;
   }
 
+  // /server_info disable_radix_cache (--disable-radix-cache).
+  std::string PrefixCacheOff(const ServerFacts& facts) const override {
+    auto it = facts.values.find("disable_radix_cache");
+    return it != facts.values.end() && it->second != "false" ? "disable_radix_cache=" + it->second
+                                                             : "";
+  }
+
   ServerLoad ParseLoad(const std::string& text) const override {
     auto m = ParsePrometheus(text);
     return {Metric(m, "sglang:num_running_reqs"), Metric(m, "sglang:num_queue_reqs")};
@@ -170,6 +177,24 @@ class SglangTarget : public Target {
 
 std::unique_ptr<Target> MakeSglangTarget(TargetOptions options) {
   return std::make_unique<SglangTarget>(std::move(options));
+}
+
+ControlRequests SglangControlRequests(const ControlInputs& in) {
+  ControlRequests c;
+  c.info = {{"03-server-info", "info", "GET", "/server_info", "", "", "GET /server_info"}};
+  c.info_fallback = {
+      {"03-get-server-info", "info", "GET", "/get_server_info", "", "", "GET /get_server_info"}};
+  c.tokenize = {{"07-tokenize", "tokenize", "POST", "/tokenize",
+                 TextTokenizeRequest(in.text).dump(), "application/json", "POST /tokenize"},
+                {"08-tokenize-messages", "template", "POST", "/v1/tokenize",
+                 adapter::ChatTokenizeRequest(in.message).dump(), "application/json",
+                 "POST /v1/tokenize with messages (the chat template applied)"}};
+  c.flush = {
+      {"10-flush", "flush", "POST", "/flush_cache", "", "text/plain", "POST /flush_cache, idle"}};
+  c.readiness_note =
+      "SGLang's /health generates one token unless SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION is "
+      "off; capq's readiness probe uses GET /v1/models instead";
+  return c;
 }
 
 }  // namespace capq::internal

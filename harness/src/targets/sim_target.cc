@@ -66,6 +66,12 @@ class SimTarget : public Target {
   CacheCounterRule CacheCounter(const ServerFacts& facts) const override {
     return dialect_->CacheCounter(facts);
   }
+  std::vector<std::string> CacheSettings(const ServerFacts& facts) const override {
+    return dialect_->CacheSettings(facts);
+  }
+  std::string PrefixCacheOff(const ServerFacts& facts) const override {
+    return dialect_->PrefixCacheOff(facts);
+  }
   ServerLoad ParseLoad(const std::string& text) const override {
     ServerLoad l = dialect_->ParseLoad(text);
     auto m = ParsePrometheus(text);

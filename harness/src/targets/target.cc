@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "adapter_common.h"
+#include "capq/targets/engine_limits.h"
 #include "capq/targets/http.h"
 
 extern char** environ;
@@ -79,6 +80,17 @@ Result<TemplatePrefix> Target::MeasureTemplatePrefix(const std::string& message_
   p.prompt_tokens = static_cast<int64_t>(a->size());
   p.method = RenderMethod() + " of two prompts: their common token prefix";
   return p;
+}
+
+std::vector<std::string> Target::CacheSettings(const ServerFacts& facts) const {
+  std::vector<std::string> out;
+  for (const LimitSpec& l : ReportableLimits(engine())) {
+    auto it = facts.values.find(l.key);
+    if (l.type == LimitType::kFlag && it != facts.values.end()) {
+      out.push_back(std::string(l.key) + "=" + it->second);
+    }
+  }
+  return out;
 }
 
 Result<std::string> Target::Metrics() {

@@ -18,6 +18,7 @@ using adapter::Metric;
 using adapter::Nap;
 using adapter::ScalarText;
 using adapter::TakeModels;
+using adapter::TextTokenizeRequest;
 using adapter::TokenCountFrom;
 
 // Newer vLLM answers {"success": false} when the reset could not run (blocks still held by
@@ -100,13 +101,12 @@ class VllmTarget : public Target {
   }
 
   Result<int64_t> CountTokens(const std::string& text) override {
-    nlohmann::json req = {{"prompt", text}, {"add_special_tokens", false}};
-    return TokenCountFrom(client().Post(base_url() + "/tokenize", req.dump()));
+    return TokenCountFrom(
+        client().Post(base_url() + "/tokenize", TextTokenizeRequest(text).dump()));
   }
 
   Result<std::vector<int64_t>> TokenIds(const std::string& text) override {
-    nlohmann::json req = {{"prompt", text}, {"add_special_tokens", false}};
-    return IdsFrom(client().Post(base_url() + "/tokenize", req.dump()));
+    return IdsFrom(client().Post(base_url() + "/tokenize", TextTokenizeRequest(text).dump()));
   }
 
   // vLLM writes prompt_tokens_details only with --enable-prompt-tokens-details and only when a
@@ -143,6 +143,13 @@ class VllmTarget : public Target {
     return "POST /tokenize {messages, add_generation_prompt: true}";
   }
 
+  // The vllm:cache_config_info gauge's enable_prefix_caching label.
+  std::string PrefixCacheOff(const ServerFacts& facts) const override {
+    auto it = facts.values.find("enable_prefix_caching");
+    return it != facts.values.end() && it->second != "true" ? "enable_prefix_caching=" + it->second
+                                                            : "";
+  }
+
   std::string ColdHint() const override {
     return "vLLM answers POST /reset_prefix_cache with 200 even when the reset failed (its log "
            "says "
@@ -158,6 +165,19 @@ class VllmTarget : public Target {
 
 std::unique_ptr<Target> MakeVllmTarget(TargetOptions options) {
   return std::make_unique<VllmTarget>(std::move(options));
+}
+
+ControlRequests VllmControlRequests(const ControlInputs& in) {
+  ControlRequests c;
+  c.info = {{"03-version", "info", "GET", "/version", "", "", "GET /version"}};
+  c.tokenize = {{"07-tokenize", "tokenize", "POST", "/tokenize",
+                 TextTokenizeRequest(in.text).dump(), "application/json", "POST /tokenize"},
+                {"08-tokenize-messages", "template", "POST", "/tokenize",
+                 adapter::ChatTokenizeRequest(in.message).dump(), "application/json",
+                 "POST /tokenize with messages (the chat template applied)"}};
+  c.flush = {{"10-flush", "flush", "POST", "/reset_prefix_cache", "", "text/plain",
+              "POST /reset_prefix_cache, idle"}};
+  return c;
 }
 
 }  // namespace capq::internal

@@ -63,9 +63,9 @@ Result<ProbeSummary> RecordCorpus(const ProbeOptions& options);
 // The engine a corpus recorded by RecordCorpus() names in its MANIFEST.jsonl. NotFound for a
 // corpus that names none (recorded by other means: then the caller must say).
 Result<ProbeEngine> CorpusEngine(const std::string& dir);
-// The llama.cpp build a corpus was recorded from: the number in its GET /props answer's
-// build_info ("b10587-3f545be" is 10587); 0 when the corpus has no such answer.
-int CorpusLlamacppBuild(const std::string& dir);
+// The engine build a corpus was recorded from, where the engine reports one in an info document
+// (targets/control_requests.h ReportedBuildNumber); 0 when the corpus has no such answer.
+int CorpusBuild(const std::string& dir, const ProbeEngine& engine);
 
 struct CheckOptions {
   std::string dir;

@@ -45,6 +45,12 @@ enum class Dialect { kSglang, kVllm, kLlamacpp };
 // "sglang" | "vllm" | "llamacpp"
 Result<Dialect> ParseDialect(const std::string& name);
 const char* DialectName(Dialect d);
+// The dialect that stands in for `engine` (the row's identity.sim_dialect); SGLang's for an engine
+// with no dialect of its own.
+Dialect DialectFor(capq::Engine engine);
+// The profile of the shipped simulator rows that a dialect's corpus is checked against by default
+// (capq probe --check): a llama.cpp server's slots and context are the tiny profile's.
+const char* ReferenceProfile(Dialect d);
 
 struct ServerOptions {
   std::string profile_path;  // a profile YAML (rows/sim/profiles/*.yaml)
@@ -58,12 +64,12 @@ struct ServerOptions {
   // servers (variations.h), from this seed and its index; otherwise the dialect's own.
   bool varied = false;
   uint64_t variation_seed = 1;
-  // The llama.cpp build whose /props and /v1/models shapes the llamacpp dialect sends, where
-  // builds differ (recorded): below 10587, b9749's (tests/data/conformance/llamacpp:
-  // meta.vocab_type an integer); from 10587, b10587's (tests/data/conformance/llamacpp_b10587:
-  // vocab_type a bool, chat_template_caps.supports_reasoning_effort). capq probe --check sets the
-  // corpus's.
-  int llamacpp_build = 9749;
+  // The build of the dialect's engine whose shapes it sends, where builds differ (recorded). The
+  // llamacpp dialect's /props and /v1/models: below 10587, b9749's
+  // (tests/data/conformance/llamacpp: meta.vocab_type an integer); from 10587, b10587's
+  // (tests/data/conformance/llamacpp_b10587: vocab_type a bool,
+  // chat_template_caps.supports_reasoning_effort). capq probe --check sets the corpus's.
+  int engine_build = 9749;
 };
 
 // The simulator a sim row names: its profile, time scale and dialect (identity.sim_dialect).

@@ -137,6 +137,15 @@ class Target {
     (void)facts;
     return {};
   }
+  // The cache settings the server reports, as "key=value": the flags among its limits
+  // (engine_limits.h), and settings its info documents carry beside them.
+  virtual std::vector<std::string> CacheSettings(const ServerFacts& facts) const;
+  // "disable_radix_cache=true" when the server reports its prefix cache off; "" when it reports
+  // it on or says nothing of it.
+  virtual std::string PrefixCacheOff(const ServerFacts& facts) const {
+    (void)facts;
+    return "";
+  }
   Result<std::string> Metrics();  // GET /metrics body; error unless 200
   // Running and queued requests from a /metrics text, under this engine's metric names.
   virtual ServerLoad ParseLoad(const std::string& metrics_text) const = 0;
