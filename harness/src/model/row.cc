@@ -23,6 +23,14 @@ const char* EngineName(Engine e) {
   return "unknown";
 }
 
+std::optional<Engine> ParseEngine(std::string_view name) {
+  for (Engine e :
+       {Engine::kSglang, Engine::kVllm, Engine::kLlamacpp, Engine::kOpenai, Engine::kSim}) {
+    if (name == EngineName(e)) return e;
+  }
+  return std::nullopt;
+}
+
 const char* PercentileMethodName(PercentileMethod m) {
   return m == PercentileMethod::kLinear ? "linear" : "nearest_rank";
 }

@@ -23,11 +23,7 @@ bool RowParser::ParseIdentity(const Entry& entry, Identity* id) {
   if (!GetEnum(*e, "identity.engine", {"sglang", "vllm", "llamacpp", "openai", "sim"}, &engine)) {
     return false;
   }
-  id->engine = engine == "sglang"     ? Engine::kSglang
-               : engine == "vllm"     ? Engine::kVllm
-               : engine == "llamacpp" ? Engine::kLlamacpp
-               : engine == "openai"   ? Engine::kOpenai
-                                      : Engine::kSim;
+  id->engine = *ParseEngine(engine);
   if (id->engine == Engine::kSim) {
     if (!ParseSimIdentity(m, id)) return false;
   } else if (!ParseServerIdentity(m, id)) {
@@ -64,9 +60,7 @@ bool RowParser::ParseSimIdentity(const MapView& m, Identity* id) {
     if (!GetEnum(*e, "identity.sim_dialect", {"sglang", "vllm", "llamacpp"}, &dialect)) {
       return false;
     }
-    id->sim_dialect = dialect == "vllm"       ? Engine::kVllm
-                      : dialect == "llamacpp" ? Engine::kLlamacpp
-                                              : Engine::kSglang;
+    id->sim_dialect = *ParseEngine(dialect);
   }
   if ((e = m.Find("sim_variations"))) {
     std::string mode;

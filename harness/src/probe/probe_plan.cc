@@ -122,7 +122,7 @@ Result<ProbeEngine> ParseProbeEngine(const std::string& name) {
     e.sim = true;
     dialect = name == "sim" ? EngineName(Identity{}.sim_dialect) : name.substr(4);
   }
-  for (Engine d : {Engine::kSglang, Engine::kVllm, Engine::kLlamacpp}) {
+  for (Engine d : kDialectEngines) {
     if (dialect == EngineName(d)) {
       e.dialect = d;
       return e;

@@ -20,6 +20,10 @@ namespace capq {
 // can prove there).
 enum class Engine { kSglang, kVllm, kLlamacpp, kSim, kOpenai };
 const char* EngineName(Engine e);  // "sglang", "vllm", "llamacpp", "sim", "openai"
+// The engine `name` names (EngineName); nullopt for any other text.
+std::optional<Engine> ParseEngine(std::string_view name);
+// The real engines a simulator dialect can stand in for, in the order names are listed.
+constexpr Engine kDialectEngines[] = {Engine::kSglang, Engine::kVllm, Engine::kLlamacpp};
 
 enum class PercentileMethod { kLinear, kNearestRank };
 const char* PercentileMethodName(PercentileMethod m);  // "linear", "nearest_rank"
