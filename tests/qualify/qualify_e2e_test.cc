@@ -219,26 +219,9 @@ TEST_F(QualifyEndToEndTest, BrokenStreamDuringConfirmationFailsWithTheGateNamed)
   fs::remove_all(out);
 }
 
-TEST_F(QualifyEndToEndTest, CommandWritesDataReportAndUpdatesTheRow) {
-  fs::path root = E2eDir("cli");
-  // The row's profile path is relative (../../../../rows/sim/profiles/small.yaml): rebuild that
-  // layout around a copy so --update can rewrite the copy in place.
-  fs::create_directories(root / "rows/sim/profiles");
-  fs::copy_file(std::string(CAPQ_SOURCE_DIR) + "/rows/sim/profiles/small.yaml",
-                root / "rows/sim/profiles/small.yaml");
-  fs::path row_dir = root / "a/b/c/d";
-  fs::create_directories(row_dir);
-  fs::path row_path = row_dir / "qualify_tiny.yaml";
-  fs::copy_file(kRows + "/qualify_tiny.yaml", row_path);
-  std::string before = Slurp(row_path);
-  fs::path out = root / "out";
-  int rc = RunCapq(
-      {"qualify", row_path.string(), "--out", out.string(), "--update", "--max-concurrency", "32"},
-      root / "stdout.txt", root / "stderr.txt");
-  std::string stdout_text = Slurp(root / "stdout.txt");
-  std::string stderr_text = Slurp(root / "stderr.txt");
-  ASSERT_EQ(rc, 0) << stdout_text << stderr_text;
-
+// The command's first three stdout lines for qualify_tiny (summary, each side's confidence, cost)
+// and its progress on stderr; returns the summary line.
+std::string ExpectQualifyLines(const std::string& stdout_text, const std::string& stderr_text) {
   std::istringstream lines(stdout_text);
   std::string summary, confidence, cost;
   std::getline(lines, summary);
@@ -261,6 +244,30 @@ TEST_F(QualifyEndToEndTest, CommandWritesDataReportAndUpdatesTheRow) {
   // Progress with counts and an ETA went to stderr.
   EXPECT_NE(stderr_text.find("confirm 1/4: C=6 trial 1"), std::string::npos) << stderr_text;
   EXPECT_NE(stderr_text.find("ETA"), std::string::npos);
+  return summary;
+}
+
+TEST_F(QualifyEndToEndTest, CommandWritesDataReportAndUpdatesTheRow) {
+  fs::path root = E2eDir("cli");
+  // The row's profile path is relative (../../../../rows/sim/profiles/small.yaml): rebuild that
+  // layout around a copy so --update can rewrite the copy in place.
+  fs::create_directories(root / "rows/sim/profiles");
+  fs::copy_file(std::string(CAPQ_SOURCE_DIR) + "/rows/sim/profiles/small.yaml",
+                root / "rows/sim/profiles/small.yaml");
+  fs::path row_dir = root / "a/b/c/d";
+  fs::create_directories(row_dir);
+  fs::path row_path = row_dir / "qualify_tiny.yaml";
+  fs::copy_file(kRows + "/qualify_tiny.yaml", row_path);
+  std::string before = Slurp(row_path);
+  fs::path out = root / "out";
+  int rc = RunCapq(
+      {"qualify", row_path.string(), "--out", out.string(), "--update", "--max-concurrency", "32"},
+      root / "stdout.txt", root / "stderr.txt");
+  std::string stdout_text = Slurp(root / "stdout.txt");
+  std::string stderr_text = Slurp(root / "stderr.txt");
+  ASSERT_EQ(rc, 0) << stdout_text << stderr_text;
+
+  const std::string summary = ExpectQualifyLines(stdout_text, stderr_text);
 
   auto data = ReadCapacityData((out / "capacity-data.json").string());
   ASSERT_TRUE(data.ok()) << data.status().ToString();
