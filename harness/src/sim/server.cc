@@ -70,6 +70,10 @@ Status CheckOptions(const ServerOptions& options) {
   if (options.port < 0 || options.port > 65535) {
     return Status::InvalidArgument("port out of range: " + std::to_string(options.port));
   }
+  if (!(options.idle_timeout_s > 0)) {
+    return Status::InvalidArgument("idle timeout must be > 0 s, got " +
+                                   std::to_string(options.idle_timeout_s));
+  }
   return Status::Ok();
 }
 
@@ -78,6 +82,9 @@ Status CheckOptions(const ServerOptions& options) {
 Status LoadRow(const ServerOptions& options, SimServer::Impl* impl) {
   impl->opts = options;
   impl->scale = options.time_scale;
+  const auto idle_us = static_cast<int64_t>(options.idle_timeout_s * 1e6);
+  impl->idle_timeout.tv_sec = static_cast<time_t>(idle_us / 1000000);
+  impl->idle_timeout.tv_usec = static_cast<suseconds_t>(idle_us % 1000000);
   impl->spec = &SpecFor(options.dialect);
   Result<EngineProfile> profile = engine::LoadProfile(options.profile_path);
   if (!profile.ok()) return profile.status();
@@ -146,7 +153,7 @@ Status OpenLoop(SimServer::Impl* impl) {
     return Status::Internal("libevent allocation failed");
   }
   evhttp_set_gencb(impl->http, OnRequest, impl);
-  evhttp_set_timeout(impl->http, kIdleTimeoutS);
+  evhttp_set_timeout_tv(impl->http, &impl->idle_timeout);
   evhttp_set_allowed_methods(impl->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD);
   return Status::Ok();
 }

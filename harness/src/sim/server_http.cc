@@ -118,6 +118,7 @@ void SimServer::Impl::Reply(evhttp_request* req, int status, const std::string& 
   if (content_type) evhttp_add_header(h, "Content-Type", content_type);
   evbuffer* b = evbuffer_new();
   evbuffer_add(b, body.data(), body.size());
+  IdleOnceWritten(req);  // a chat's connection streamed with no timeout (WatchConnection)
   evhttp_send_reply(req, status, ReasonPhrase(status), b);
   evbuffer_free(b);
 }

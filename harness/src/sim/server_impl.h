@@ -61,8 +61,6 @@ inline constexpr size_t kTtftBuckets = sizeof(kTtftBucketsS) / sizeof(kTtftBucke
 
 // llama.cpp's build_info and system_fingerprint slot: the sim's own name, never a real build.
 inline constexpr const char* kSimFingerprint = "capq-sim";
-// Uvicorn (SGLang, vLLM) closes idle keep-alive connections after 5 s; clients must reconnect.
-inline constexpr int kIdleTimeoutS = 5;
 
 enum class FinishKind { kNone = 0, kLength = 1, kStop = 2 };
 
@@ -192,6 +190,7 @@ struct SimServer::Impl {
   MonoNs t0 = 0;
   int64_t start_unix_ns = 0;
   double scale = 1.0;
+  timeval idle_timeout{};  // opts.idle_timeout_s: a keep-alive connection's wait for a request
   std::atomic<bool> stopped{false};
   std::mutex stop_mu;
 
@@ -328,8 +327,9 @@ struct SimServer::Impl {
   std::string staged;
   std::vector<StagedTruth> staged_truth;
   void EndReply(Stream* s);
-  void RestoreIdleTimeoutOnceWritten(evhttp_connection* conn);
-  static void OnReplyWritten(evbuffer* out, const evbuffer_cb_info* info, void* arg);
+  // Every reply ends with this: the keep-alive timeout comes back once it is written out in full.
+  void IdleOnceWritten(evhttp_request* req);
+  static void OnReplyWritten(evhttp_request* req, void* arg);
 
   // Stream-shape faults (server_faults.cc).
   std::string_view ChunkModelJson(const Stream* s) const;

@@ -202,7 +202,8 @@ void SimServer::Impl::WatchConnection(Stream* s) {
   bufferevent* bev = evhttp_connection_get_bufferevent(s->conn);
   // evhttp keeps the day-long value; the socket itself gets no timeout at all while it streams.
   // A write event with a timeout costs a timer-heap insert and removal on every chunk handed to
-  // an idle connection. EndReply restores the keep-alive timeout.
+  // an idle connection. The keep-alive timeout comes back once the reply is written out
+  // (IdleOnceWritten).
   if (bev) bufferevent_set_timeouts(bev, nullptr, nullptr);
   evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
   if (fd >= 0) {

@@ -162,37 +162,32 @@ void SimServer::Impl::SendComment(Stream* s) {
 
 void SimServer::Impl::EndReply(Stream* s) {
   evhttp_request* req = s->req;
-  evhttp_connection* conn = s->conn;
   const std::string coda = s->gzip ? BodyCoda(s) : std::string();
   Forget(s);  // writes what is staged for this stream: the coda goes after it
-  if (req && !coda.empty()) {
+  if (!req) return;
+  if (!coda.empty()) {
     evbuffer_add(scratch, coda.data(), coda.size());
     evhttp_send_reply_chunk(req, scratch);
     evbuffer_drain(scratch, evbuffer_get_length(scratch));
   }
-  if (conn) RestoreIdleTimeoutOnceWritten(conn);
-  if (req) evhttp_send_reply_end(req);
+  IdleOnceWritten(req);
+  evhttp_send_reply_end(req);
 }
 
-// The keep-alive timeout is for an idle connection. Armed while a reader that lags still has bytes
-// of the reply queued, it would also time the pending write out and cut the stream after 5 s with
-// all its tokens generated (a real server writes on for as long as the client reads): so it waits
-// until the reply is written.
-void SimServer::Impl::RestoreIdleTimeoutOnceWritten(evhttp_connection* conn) {
-  bufferevent* bev = evhttp_connection_get_bufferevent(conn);
-  evbuffer* out = bev ? bufferevent_get_output(bev) : nullptr;
-  if (!out || evbuffer_get_length(out) == 0) {
-    evhttp_connection_set_timeout(conn, kIdleTimeoutS);
-    return;
-  }
-  evbuffer_add_cb(out, &Impl::OnReplyWritten, conn);
+// The keep-alive timeout is for a connection that waits for its next request. evhttp times a
+// connection's reads and writes with one value, so armed while any byte of the reply is still
+// queued (the terminating chunk alone, behind a socket a lagging reader keeps full) it would time
+// that write out and cut the stream with all its tokens generated; a real server writes on for as
+// long as the client reads. evhttp calls a request's completion callback once the whole reply has
+// left the connection's output, just before it waits for the next request: the timeout is armed
+// there.
+void SimServer::Impl::IdleOnceWritten(evhttp_request* req) {
+  evhttp_request_set_on_complete_cb(req, &Impl::OnReplyWritten, this);
 }
 
-// Runs on each change to a finished reply's output; freed with the connection if it goes first.
-void SimServer::Impl::OnReplyWritten(evbuffer* out, const evbuffer_cb_info*, void* arg) {
-  if (evbuffer_get_length(out) > 0) return;
-  evbuffer_remove_cb(out, &Impl::OnReplyWritten, arg);
-  evhttp_connection_set_timeout(static_cast<evhttp_connection*>(arg), kIdleTimeoutS);
+void SimServer::Impl::OnReplyWritten(evhttp_request* req, void* arg) {
+  evhttp_connection* conn = evhttp_request_get_connection(req);
+  if (conn) evhttp_connection_set_timeout_tv(conn, &static_cast<Impl*>(arg)->idle_timeout);
 }
 
 }  // namespace capq::sim

@@ -70,6 +70,10 @@ struct ServerOptions {
   // (tests/data/conformance/llamacpp_b10587: vocab_type a bool,
   // chat_template_caps.supports_reasoning_effort). capq probe --check sets the corpus's.
   int engine_build = 9749;
+  // A keep-alive connection that waits for its next request is closed after this long: Uvicorn's
+  // 5 s (SGLang, vLLM); clients must reconnect. It starts once the last reply has been written
+  // out, never while a reader that lags still has bytes of it to take.
+  double idle_timeout_s = 5.0;
 };
 
 // The simulator a sim row names: its profile, time scale and dialect (identity.sim_dialect).
