@@ -16,6 +16,7 @@
 #include <cctype>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -113,9 +114,11 @@ inline std::string ReadFile(const std::string& path) {
 // Sends `request` (complete HTTP/1.1 bytes) on a new connection and reads until the framing is
 // complete, the server closes (the end of a body with neither length nor chunks), or `timeout_ms`
 // passes.
-// `read_after_ms`: the client sends the request, then reads nothing for that long (a slow reader).
+// `read_after_ms`: the client sends the request, then reads nothing for that long (a slow reader);
+// then `before_read`, if given, runs before the first read.
 inline RawResponse RawExchange(int port, const std::string& request, int timeout_ms = 30000,
-                               int read_after_ms = 0) {
+                               int read_after_ms = 0,
+                               const std::function<void()>& before_read = nullptr) {
   RawResponse r;
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -138,6 +141,7 @@ inline RawResponse RawExchange(int port, const std::string& request, int timeout
     sent += static_cast<size_t>(n);
   }
   if (read_after_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(read_after_ms));
+  if (before_read) before_read();
   std::string bytes;
   double t_headers = -1;
   std::vector<double> chunk_t;

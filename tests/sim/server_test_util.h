@@ -236,22 +236,28 @@ inline std::string WriteTemp(const std::string& name, const std::string& text) {
   return p.string();
 }
 
+// A server with the caller's options, serving `profile_yaml` (written to a temporary file).
+inline std::unique_ptr<SimServer> StartServerWith(const std::string& profile_yaml,
+                                                  ServerOptions o) {
+  o.profile_path = WriteTemp(
+      "profile_" + std::to_string(std::hash<std::string>()(profile_yaml)) + ".yaml", profile_yaml);
+  auto r = SimServer::Start(o);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok()) return nullptr;
+  return std::move(r.value());
+}
+
 inline std::unique_ptr<SimServer> StartServer(const std::string& profile_yaml,
                                               double time_scale = 1000.0,
                                               Dialect dialect = Dialect::kSglang,
                                               const std::string& faults_path = "",
                                               const std::string& truth_log = "") {
   ServerOptions o;
-  o.profile_path = WriteTemp(
-      "profile_" + std::to_string(std::hash<std::string>()(profile_yaml)) + ".yaml", profile_yaml);
   o.time_scale = time_scale;
   o.dialect = dialect;
   o.faults_path = faults_path;
   o.truth_log_path = truth_log;
-  auto r = SimServer::Start(o);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  if (!r.ok()) return nullptr;
-  return std::move(r.value());
+  return StartServerWith(profile_yaml, o);
 }
 
 // Polls `pred` every millisecond for at most `limit` (a bound for a hung server, not a timing
