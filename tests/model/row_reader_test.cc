@@ -161,6 +161,28 @@ TEST(RowReader, ServerExpectIsKeptAsWrittenWithItsPlaces) {
       << nested.status().message();
 }
 
+TEST(RowReader, ARequiredConfidenceIsStrictlyBetweenZeroAndOneAndSurvivesTheRoundTrip) {
+  const std::string text = ReadAll(kGood + "/realfam/minimal_real.yaml");
+  const std::string path = kGood + "/realfam/x.yaml";
+  Result<Row> none = LoadRowFromString(text, path);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_FALSE(none->confidence.has_value());
+  Result<Row> r = LoadRowFromString(text + "confidence: 0.9\n", path);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->confidence, 0.9);
+  Result<Row> again = LoadRowFromString(RowToYaml(*r), path);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->confidence, 0.9);
+  for (const char* bad : {"1", "0", "1.5", "high"}) {
+    Result<Row> refused = LoadRowFromString(text + "confidence: " + bad + "\n", path);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.status().message().find(
+                  "confidence: expected a confidence strictly between 0 and 1"),
+              std::string::npos)
+        << refused.status().message();
+  }
+}
+
 TEST(RowDefaults, BaselineToleranceDefaultsTo15Percent) {
   std::string text = ReadAll(kGood + "/realfam/minimal_real.yaml") +
                      "expect: {cmax: 2, baseline: {itl_p50_ms: 9.5}}\n";

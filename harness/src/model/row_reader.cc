@@ -60,13 +60,13 @@ bool RowParser::Parse(const std::string& text, Row* row) {
   try {
     MapView top;
     if (!OpenMap(doc, doc.Mark(), "", "a capq/row/v1 row", &top)) return false;
-    if (!CheckKeys(top, {"schema",      "id",         "title",
-                         "identity",    "workload",   "cache",
-                         "warmup",      "measured",   "stability",
-                         "slo",         "slo_tiers",  "percentile_method",
-                         "correctness", "trials",     "request_timeout_s",
-                         "expect",      "provenance", "mix",
-                         "prefix",      "sessions"})) {
+    if (!CheckKeys(top, {"schema",      "id",        "title",
+                         "identity",    "workload",  "cache",
+                         "warmup",      "measured",  "stability",
+                         "slo",         "slo_tiers", "percentile_method",
+                         "correctness", "trials",    "request_timeout_s",
+                         "confidence",  "expect",    "provenance",
+                         "mix",         "prefix",    "sessions"})) {
       return false;
     }
     YAML::Mark ignore_eos_at;
@@ -194,7 +194,7 @@ bool RowParser::ParseSampleAndSlo(const MapView& top, Row* row, SampleAt* sample
   return true;
 }
 
-// percentile_method, correctness, trials, request_timeout_s, expect and provenance.
+// percentile_method, correctness, trials, request_timeout_s, confidence, expect and provenance.
 bool RowParser::ParseGatesAndTrials(const MapView& top, Row* row) {
   const Entry* e = nullptr;
   if ((e = top.Find("percentile_method"))) {
@@ -210,6 +210,14 @@ bool RowParser::ParseGatesAndTrials(const MapView& top, Row* row) {
       !GetNumber(*e, "request_timeout_s", "a number of seconds > 0", Positive,
                  &row->request_timeout_s)) {
     return false;
+  }
+  if ((e = top.Find("confidence"))) {
+    double c = 0;
+    if (!GetNumber(*e, "confidence", "a confidence strictly between 0 and 1 (0.9, 0.95)",
+                   OpenUnitInterval, &c)) {
+      return false;
+    }
+    row->confidence = c;
   }
   if ((e = top.Find("expect")) && !ParseExpect(*e, row->workload, &row->expect)) return false;
   if ((e = top.Find("provenance")) && !ParseProvenance(*e, &row->provenance)) return false;

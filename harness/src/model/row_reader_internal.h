@@ -59,6 +59,7 @@ bool Positive(double v);
 bool NonNegative(double v);
 bool OpenPercent(double v);
 bool UnitInterval(double v);
+bool OpenUnitInterval(double v);
 
 struct Entry {
   std::string key;

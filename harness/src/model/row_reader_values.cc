@@ -86,6 +86,7 @@ bool Positive(double v) { return v > 0; }
 bool NonNegative(double v) { return v >= 0; }
 bool OpenPercent(double v) { return v > 0 && v < 100; }
 bool UnitInterval(double v) { return v > 0 && v <= 1; }
+bool OpenUnitInterval(double v) { return v > 0 && v < 1; }
 
 bool RowParser::OpenMap(const YAML::Node& node, const YAML::Mark& at, const std::string& path,
                         const std::string& what, MapView* out) {

@@ -210,7 +210,7 @@ void CorrectnessYaml(const Correctness& c, std::ostream& o) {
   o << "  stall_timeout_s: " << Num(c.stall_timeout_s) << "\n";
 }
 
-// trials and request_timeout_s.
+// trials, request_timeout_s and confidence.
 void TrialsYaml(const Row& r, std::ostream& o) {
   o << "trials:\n";
   o << "  count: " << r.trials.count << "\n";
@@ -219,6 +219,7 @@ void TrialsYaml(const Row& r, std::ostream& o) {
   for (size_t i = 0; i < r.trials.seeds.size(); ++i) o << (i ? ", " : "") << r.trials.seeds[i];
   o << "]\n";
   o << "request_timeout_s: " << Num(r.request_timeout_s) << "\n";
+  if (r.confidence) o << "confidence: " << Num(*r.confidence) << "\n";
 }
 
 void ExpectYaml(const Expect& x, std::ostream& o) {

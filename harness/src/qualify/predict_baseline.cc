@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "capq/targets/engine_limits.h"
 #include "capq/qualify/predict.h"
+#include "capq/targets/engine_limits.h"
 #include "capq/targets/engine_shape.h"
 
 namespace capq {

@@ -2,6 +2,7 @@
 // candidate and one level above, alternating; on overlap more trials per side, then the operating
 // point at or below the candidate, never rounded toward more traffic.
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -64,9 +65,63 @@ void Run::Confirm(int c) {
     q_.operating_point = c;
     q_.message =
         "every " + LevelLabel(c) + " trial passed and every " + LevelLabel(c + 1) + " trial failed";
+    ReachConfidence(c);
     return;
   }
   Lower(c);
+}
+
+double Run::PassSideConfidence(int c) const {
+  double lowest = 1;
+  for (const BoundarySide& side : BoundaryConfidence(q_)) {
+    if (side.level != c || !side.pass_side) continue;
+    for (const GateConfidence& g : side.gates) {
+      lowest = std::min(lowest, std::isnan(g.confidence) ? 0.0 : g.confidence);
+    }
+    return lowest;
+  }
+  return 0;
+}
+
+void Run::ReachConfidence(int c) {
+  if (!row_.confidence) return;
+  ConfidenceClaim claim;
+  claim.asked = *row_.confidence;
+  const std::string at = LevelLabel(c);
+  while (true) {
+    claim.reached = PassSideConfidence(c);
+    const int have = static_cast<int>(q_.Trials(QualifyPhase::kConfirm, c).size());
+    if (claim.reached >= claim.asked) {
+      claim.met = true;
+      claim.note =
+          Fmt("met: %.3f", claim.reached) + " over " + std::to_string(have) + " trials at " + at;
+      break;
+    }
+    if (have >= max_per_side_) {
+      claim.note = Fmt("not met: %.3f", claim.reached) + " over " + std::to_string(have) +
+                   " trials at " + at + ", the most a side may have (--max-trials)";
+      break;
+    }
+    Say("confirm: " + at + Fmt("'s pass side at confidence %.3f", claim.reached) +
+        Fmt(", below the required %.3f: one more trial", claim.asked));
+    if (!FillTo(c, have + 1, 0, 0)) {
+      claim.note = "not met: the qualification stopped at " + at;
+      break;
+    }
+    ++claim.added_trials;
+    const TrialSummary& t = *q_.Trials(QualifyPhase::kConfirm, c).back();
+    if (!t.passed()) {
+      claim.reached = PassSideConfidence(c);
+      claim.note = "not met: " + at + " trial " + std::to_string(have + 1) + " failed, so " + at +
+                   " is no longer a proven pass side";
+      q_.confidence_claim = claim;
+      q_.cmax.reset();
+      q_.rmax_rps.reset();
+      Lower(c);
+      return;
+    }
+  }
+  q_.confidence_claim = claim;
 }
 
 void Run::Lower(int c) {

@@ -111,6 +111,13 @@ class Run {
   // The sides of `c` overlapped: more trials on both, then the operating point at or below `c`.
   void Lower(int c);
 
+  // A proven boundary `c` whose row requires a confidence (Row::confidence): one more trial at
+  // `c` at a time until its pass side reaches it, a trial fails there (the proof is undone and
+  // Lower decides), or the side holds max_per_side_ trials.
+  void ReachConfidence(int c);
+  // The pass side's lowest gate confidence at `c`, over its trials together (0 when unknown).
+  double PassSideConfidence(int c) const;
+
   const Row& row_;
   LoadScale scale_;
   const TrialRunner& runner_;

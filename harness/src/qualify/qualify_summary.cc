@@ -256,6 +256,10 @@ std::string BoundaryConfidenceLine(const RowQualification& q,
              " ms: " + text;
     }
   }
+  if (const auto& claim = q.confidence_claim) {
+    out += (out.empty() ? "" : "; ") + std::string("required on the pass side ") +
+           FormatShortest(claim->asked) + ": " + claim->note;
+  }
   return out.empty() ? out : "confidence, each side's trials together: " + out;
 }
 

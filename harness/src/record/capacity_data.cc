@@ -33,6 +33,7 @@ RowInfo RowInfoFromRow(const Row& row) {
   r.trials_count = row.trials.count;
   r.quiet_period_s = row.trials.quiet_period_s;
   r.expected_cmax = row.expect.cmax;
+  r.confidence = row.confidence;
   r.arrival = row.workload.arrival_kind;
   if (row.open_loop()) {
     const OpenLoop& o = row.workload.open_loop;

@@ -74,6 +74,7 @@ json RowInfoToJson(const RowInfo& r) {
   out["arrival"] = arrival;
   if (!r.mix.empty()) out["mix"] = MixInfoToJson(r.mix);
   if (!r.reuse.empty()) out["reuse"] = r.reuse;
+  if (r.confidence) out["confidence"] = *r.confidence;
   return out;
 }
 
@@ -139,6 +140,9 @@ Result<RowInfo> RowInfoFromJson(const json& j) {
   }
   r.mix = MixInfoFromJson(j.value("mix", json::array()));
   r.reuse = Get<std::string>(j, "reuse", "");
+  if (j.contains("confidence") && j["confidence"].is_number()) {
+    r.confidence = j["confidence"].get<double>();
+  }
   return r;
 }
 
@@ -213,6 +217,14 @@ json RowQualificationCoreToJson(const RowQualification& q) {
         {{"level", s.level}, {"side", s.pass_side ? "pass" : "fail"}, {"gates", gates}});
   }
   result["boundary_confidence"] = sides;
+  if (const auto& c = q.confidence_claim) {
+    result["confidence_claim"] = {
+        {"asked", c->asked},
+        {"reached", std::isfinite(c->reached) ? json(c->reached) : json()},
+        {"met", c->met},
+        {"added_trials", c->added_trials},
+        {"note", c->note}};
+  }
   json locate{
       {"probes", q.probes}, {"probe_budget", q.probe_budget}, {"prediction", q.prediction_note}};
   if (!q.prediction_source.empty()) locate["prediction_detail"] = PredictionToJson(q);
@@ -293,6 +305,13 @@ Status ResultFromJson(const json& res, RowQualification* q) {
     BoundarySide side{s.at("level").get<int>(), s.at("side").get<std::string>() == "pass", {}};
     for (const auto& g : s.at("gates")) side.gates.push_back(ConfidenceFromJson(g));
     q->boundary_confidence.push_back(std::move(side));
+  }
+  if (res.contains("confidence_claim") && res["confidence_claim"].is_object()) {
+    const json& c = res["confidence_claim"];
+    const json& reached = c.value("reached", json());
+    q->confidence_claim = ConfidenceClaim{
+        c.at("asked").get<double>(), reached.is_number() ? reached.get<double>() : NAN,
+        c.at("met").get<bool>(), c.value("added_trials", 0), c.value("note", std::string())};
   }
   return Status::Ok();
 }

@@ -302,6 +302,11 @@ struct Row {
   Correctness correctness;
   Trials trials;
   double request_timeout_s = 21600;  // per request, in the server's (virtual) seconds
+  // The one-sided confidence the pass side of a proven boundary must reach, every gate of the
+  // row's own slo (measurement/certainty.h PassConfidence over that side's trials together), in
+  // (0, 1): the qualification adds trials at the boundary until it does, one fails, or the side
+  // holds the most trials a side may have. nullopt: the confidence is stated, not required.
+  std::optional<double> confidence;
   Expect expect;
   Provenance provenance;
   // A mixed-class replay (closed loop only): requests take whole samples of the traffic file's

@@ -30,7 +30,8 @@
 // = linear, every correctness gate on (finish_reason = length), trials.quiet_period_s = 15,
 // trials.seeds = DeriveTrialSeed(id, i), expect.baseline.tolerance_pct = 15, request_timeout_s =
 // 21600, stability = {queue_growth_pct: 25, queue_slack: 2, latency_drift_factor: 1.5,
-// max_send_lateness_ms: 2}. Everything else a row needs is required (ramp_s too: it may be 0).
+// max_send_lateness_ms: 2}. Everything else a row needs is required (ramp_s too: it may be 0),
+// but for `confidence` (Row::confidence, in (0, 1)): a row without it requires none.
 #pragma once
 
 #include <cstdint>

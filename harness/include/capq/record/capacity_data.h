@@ -180,6 +180,7 @@ struct RowInfo {
   int trials_count = 0;
   double quiet_period_s = 0;
   std::optional<int> expected_cmax;  // the row's claim before this qualification
+  std::optional<double> confidence;  // the pass-side confidence the row requires (Row::confidence)
   // How requests arrive: the row's kind (closed loop for data written before
   // rate rows). The rest is for rate rows: the claim's resolution, the measured interval (one of
   // duration_s and requests, after ramp_s) and the claim before this qualification.
@@ -300,6 +301,15 @@ struct BoundarySide {
   std::vector<GateConfidence> gates;
 };
 
+// What became of a row's required confidence (Row::confidence) on the pass side of its boundary.
+struct ConfidenceClaim {
+  double asked = 0;
+  double reached = NAN;  // the side's lowest gate confidence when the qualification stopped
+  bool met = false;      // reached >= asked, with every trial at the level passed
+  int added_trials = 0;  // confirmation trials beyond the row's trials.count at that level
+  std::string note;      // in words, output only: how it was met, or why not
+};
+
 // The load levels below (operating_point, max_level, predicted_cmax, each trial's level)
 // are levels as capq/model/load_level.h defines them: the concurrency C of a closed-loop row,
 // the rate in steps of a rate row (RowInfo::scale() reads them as rates).
@@ -315,7 +325,8 @@ struct RowQualification {
   // The boundary's sides (the pass side, then the fail side when trials ran there); empty
   // without a proven boundary or an operating point.
   std::vector<BoundarySide> boundary_confidence;
-  LoadLevel max_level = 0;  // the highest level the locator might probe
+  std::optional<ConfidenceClaim> confidence_claim;  // only for a row that requires a confidence
+  LoadLevel max_level = 0;                          // the highest level the locator might probe
   int probes = 0;
   int probe_budget = 0;               // ceil(log2 Cmax) + 2 when a Cmax was found
   std::optional<int> predicted_cmax;  // the locator's hint, when one was given
