@@ -153,7 +153,11 @@ Status OpenLoop(SimServer::Impl* impl) {
     return Status::Internal("libevent allocation failed");
   }
   evhttp_set_gencb(impl->http, OnRequest, impl);
-  evhttp_set_timeout_tv(impl->http, &impl->idle_timeout);
+  // No server-wide timeout: evhttp would time a new connection's wait for its first request with
+  // it. Uvicorn arms its keep-alive timer only once a response is complete, so a client that
+  // connects long before it sends (thousands of connections opened at once) or a loop busy for
+  // longer than the timeout before it reads a request already sent never costs the request. The
+  // timeout is armed once a reply is written out (IdleOnceWritten).
   evhttp_set_allowed_methods(impl->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD);
   return Status::Ok();
 }

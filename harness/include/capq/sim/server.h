@@ -72,7 +72,8 @@ struct ServerOptions {
   int engine_build = 9749;
   // A keep-alive connection that waits for its next request is closed after this long: Uvicorn's
   // 5 s (SGLang, vLLM); clients must reconnect. It starts once the last reply has been written
-  // out, never while a reader that lags still has bytes of it to take.
+  // out, never while a reader that lags still has bytes of it to take, and a new connection waits
+  // for its first request without it.
   double idle_timeout_s = 5.0;
 };
 
