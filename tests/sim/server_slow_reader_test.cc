@@ -1,7 +1,8 @@
-// A client that reads its reply late still gets every byte of it and a well-formed end: the server
-// writes on for as long as the client reads, as real servers do, and its keep-alive idle timeout
-// starts only once a reply has been written out. The readers here wait longer than that timeout
-// (made short, so the tests stay quick) before they read anything.
+// Slow clients and the keep-alive timeout. A client that reads its reply late still gets every byte
+// of it and a well-formed end: the server writes on for as long as the client reads, as real
+// servers do, and its keep-alive idle timeout starts only once a reply has been written out; a
+// connection waits for its first request without one. The clients here wait longer than that
+// timeout (made short, so the tests stay quick).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -142,51 +143,79 @@ TEST(ServerSlowReader, GetsTheEndOfAReplyWhoseLastChunkWaitsForTheSocket) {
   ExpectWhole(ReadLate(*server, tokens), tokens);
 }
 
-// Seconds from the end of the reply to `request` until the server closes the connection; -1 if
-// the reply did not come whole or the connection stayed open for `limit_s`.
-double SecondsToClose(int port, const std::string& request, double limit_s) {
+// A client connection to the server on `port`; -1 if it could not connect.
+int ConnectTo(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  double seconds = -1;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
-          static_cast<ssize_t>(request.size())) {
-    std::string bytes;
-    RawResponse r;
-    char buf[65536];
-    std::chrono::steady_clock::time_point end;
-    for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) {
-      bytes.append(buf, static_cast<size_t>(n));
-      if (ParseResponse(bytes, &r) > 0 && r.complete) {
-        end = std::chrono::steady_clock::now();
-        pollfd p{fd, POLLIN, 0};
-        if (poll(&p, 1, static_cast<int>(limit_s * 1000)) == 1 && recv(fd, buf, 1, 0) == 0) {
-          seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - end).count();
-        }
-        break;
-      }
-    }
-  }
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
   close(fd);
-  return seconds;
+  return -1;
+}
+
+// Sends `request` on `fd` and reads its reply until the framing is complete or the server closes.
+RawResponse Exchange(int fd, const std::string& request) {
+  RawResponse r;
+  if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(request.size())) {
+    return r;
+  }
+  std::string bytes;
+  char buf[65536];
+  for (ssize_t n; !r.complete && (n = recv(fd, buf, sizeof(buf), 0)) > 0;) {
+    bytes.append(buf, static_cast<size_t>(n));
+    ParseResponse(bytes, &r);
+  }
+  return r;
+}
+
+// Seconds from the end of a whole reply until the server closes `fd`; -1 if it stays open for
+// `limit_s`.
+double SecondsToClose(int fd, double limit_s) {
+  const auto end = std::chrono::steady_clock::now();
+  pollfd p{fd, POLLIN, 0};
+  char c;
+  if (poll(&p, 1, static_cast<int>(limit_s * 1000)) != 1 || recv(fd, &c, 1, 0) != 0) return -1;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - end).count();
+}
+
+std::string ChatRequest(const SimServer& server, bool stream) {
+  return JsonRequest("POST", "/v1/chat/completions", ChatBody("idle", 8, stream), server.port());
 }
 
 // The keep-alive timeout still closes a connection that waits for its next request, counted from
 // the end of its last reply, streamed or not (a chat connection has no timeout while it streams).
-TEST(ServerSlowReader, ClosesAConnectionIdleForTheTimeoutAfterItsReply) {
+TEST(ServerKeepAlive, ClosesAConnectionIdleForTheTimeoutAfterItsReply) {
   auto server = SlowReaderServer();
   ASSERT_NE(server, nullptr);
   for (bool stream : {true, false}) {
-    const double s = SecondsToClose(
-        server->port(),
-        JsonRequest("POST", "/v1/chat/completions", ChatBody("idle", 8, stream), server->port()),
-        /*limit_s=*/5.0);
+    const int fd = ConnectTo(server->port());
+    ASSERT_GE(fd, 0);
+    EXPECT_TRUE(Exchange(fd, ChatRequest(*server, stream)).complete);
+    const double s = SecondsToClose(fd, /*limit_s=*/5.0);
+    close(fd);
     EXPECT_GE(s, kIdleTimeoutS / 2) << (stream ? "streamed" : "whole");
     EXPECT_LT(s, kIdleTimeoutS + 2.0) << (stream ? "streamed" : "whole");
   }
+}
+
+// A connection has no timeout before its first request, as Uvicorn arms its keep-alive timer only
+// once a response is complete: a client that connects well before it sends (a load generator
+// opening thousands of connections at once), or a server loop busy for longer than the timeout
+// before it reads a request already sent, must not cost the request.
+TEST(ServerKeepAlive, AnswersTheFirstRequestOfAConnectionHoweverLateItIsSent) {
+  auto server = SlowReaderServer();
+  ASSERT_NE(server, nullptr);
+  const int fd = ConnectTo(server->port());
+  ASSERT_GE(fd, 0);
+  std::this_thread::sleep_for(std::chrono::duration<double>(2 * kIdleTimeoutS));
+  const RawResponse r = Exchange(fd, ChatRequest(*server, true));
+  close(fd);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(r.complete);
+  EXPECT_TRUE(Decode(r.body).done_last);
 }
 
 }  // namespace
