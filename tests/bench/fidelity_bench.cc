@@ -19,7 +19,8 @@
 //                         the simulator's loop ran behind its own virtual clock (not in fidelity)
 //   sched_lag_p99_ms      p99 of (actual - intended send): completion -> next send
 // Targets (issue 16): fidelity p99 <= 1 ms at C=256 and <= 10 ms at C=1,024; run with
-// --benchmark_repetitions=5 for the median and spread. Prints figures; asserts nothing.
+// --benchmark_repetitions=5 for the median and spread. Prints figures beside the trial's verdict;
+// a trial that did not pass prints no figure, only its verdict and why. Asserts nothing.
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -40,6 +41,7 @@
 #include "capq/model/row_loader.h"
 #include "capq/trial/trial.h"
 #include "sim_child.h"
+#include "trial_verdict.h"
 
 extern char** environ;
 
@@ -179,12 +181,7 @@ void BM_TrialFidelity(benchmark::State& state) {
     o.skip_quiet_period = true;
     o.evidence_compression = capq::EvidenceCompression::kNone;
     capq::TrialReport rep = capq::RunTrial(*row, o);
-    if (!rep.metrics) {
-      state.SkipWithError(
-          ("trial: " + (rep.verdict.reasons.empty() ? std::string("?") : rep.verdict.reasons[0]))
-              .c_str());
-      return;
-    }
+    if (!capq::bench::ReportVerdict(state, rep.verdict) || !rep.metrics) break;
     ::kill(sim.pid, SIGTERM);  // the truth log is flushed as it is written; stop it anyway
     capq::Result<capq::RawEvidenceFile> raw = capq::ReadRawRecords(dir + "/trial/raw.jsonl");
     if (!raw.ok()) {
@@ -212,7 +209,6 @@ void BM_TrialFidelity(benchmark::State& state) {
     state.counters["server_queue_p99_ms"] = pct(f.server_queue_ms, 99);
     state.counters["server_late_p99_ms"] = pct(f.server_late_ms, 99);
     state.counters["sched_lag_p99_ms"] = rep.metrics->scheduling_lag_ms.p99;
-    state.counters["verdict_pass"] = rep.verdict.outcome == capq::TrialOutcome::kPass ? 1 : 0;
   }
   std::filesystem::remove_all(dir);
 }

@@ -6,7 +6,8 @@
 //                       every stream's text one tokenize request)
 //   recount_us_per_stream
 //   recount_share       recount_s / the whole trial's wall seconds
-// Prints figures; asserts nothing.
+// Prints figures beside the trial's verdict; a trial that did not pass prints no figure, only its
+// verdict and why. Asserts nothing.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include "capq/model/row_loader.h"
 #include "capq/sim/server.h"
 #include "capq/trial/trial.h"
+#include "trial_verdict.h"
 
 namespace {
 
@@ -78,6 +80,7 @@ void BM_TextRecount(benchmark::State& state) {
     const double trial_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     (*sim)->Stop();
+    if (!capq::bench::ReportVerdict(state, rep.verdict)) break;
     std::ifstream in(dir + "/trial/recount.json");
     auto j = nlohmann::json::parse(in, nullptr, false);
     if (j.is_discarded() || !j.contains("counts")) {
@@ -91,7 +94,6 @@ void BM_TextRecount(benchmark::State& state) {
     state.counters["recount_us_per_stream"] = streams > 0 ? recount_s * 1e6 / streams : 0;
     state.counters["trial_s"] = trial_s;
     state.counters["recount_share"] = trial_s > 0 ? recount_s / trial_s : 0;
-    state.counters["verdict_pass"] = rep.verdict.outcome == capq::TrialOutcome::kPass ? 1 : 0;
   }
   std::filesystem::remove_all(dir);
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Peak RSS of one whole `capq trial` (the real trial path: plan, load, recorder, evidence, decode,
 # re-count, validate, seal) against a `capq sim` in its own process, and the size of the evidence
-# it left. Prints one line per case; asserts nothing (targets: README, "Benchmarks").
+# it left. Prints one line per case: the trial's verdict beside its figures when it passed; when
+# it did not, no figure, only its verdict and why (from its verdict.json, else from capq's exit
+# code and last words). Exits 1 when a trial did not pass (targets: README, "Benchmarks").
 #
 # usage: tests/bench/trial_rss.sh [BUILD_DIR] [CASES...]
 #   CASE = C:OUTPUT_TOKENS (default: 1024:32 4096:1024); every case sends C measured requests at
@@ -23,8 +25,12 @@ ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/capq-rss.XXXXXX")"
 sim_pid=""
+# shellcheck disable=SC2317  # called by the EXIT trap
 cleanup() {
-  if [[ -n "$sim_pid" ]]; then kill -9 "$sim_pid" 2>/dev/null || true; fi
+  if [[ -n "$sim_pid" ]]; then
+    kill -9 "$sim_pid" 2>/dev/null || true
+    wait "$sim_pid" 2>/dev/null || true
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -71,7 +77,8 @@ EOF
 sim_pid=$!
 url=""
 for ((i = 0; i < 200; i++)); do
-  url="$(sed -n 's/^capq sim: listening on \(http:[^ ]*\) .*/\1/p' "$work/sim.out" || true)"
+  url="$(sed -n 's/^capq sim: listening on \(http:[^ ]*\) .*/\1/p' "$work/sim.out" 2>/dev/null ||
+    true)"
   [[ -n "$url" ]] && break
   sleep 0.05
 done
@@ -80,7 +87,34 @@ done
   exit 1
 }
 
-printf '%-12s %-8s %-10s %-10s %-14s %s\n' case verdict "rss_MB" wall_s evidence file
+# verdict_words RC DIR LOG: the trial's outcome and first reasons, from DIR/verdict.json (with jq),
+# else the outcome its exit code RC means and the reasons capq printed in LOG (its last line when
+# it printed none).
+verdict_words() {
+  local rc="$1" dir="$2" log="$3" outcome why
+  if [[ -f "$dir/verdict.json" ]] && command -v jq >/dev/null; then
+    jq -r '.outcome + ": "
+      + (.reasons[:2] | map(if length > 240 then .[:240] + "..." else . end) | join("; "))
+      + (if (.reasons | length) > 2 then " (+\(.reasons | length - 2) more)" else "" end)' \
+      "$dir/verdict.json"
+    return
+  fi
+  case "$rc" in
+    0) outcome=pass ;;
+    1) outcome=slo_fail ;;
+    2) outcome=correctness_fail ;;
+    3) outcome=could_not_run ;;
+    130) outcome=interrupted ;;
+    *) outcome="capq failed" ;;
+  esac
+  why="$(sed -n 's/^  - //p' "$log" | head -n 2 | cut -c1-240 |
+    awk 'NR > 1 { printf "; " } { printf "%s", $0 }')"
+  [[ -n "$why" ]] || why="$(grep -v '^[[:space:]]*$' "$log" | tail -n 1)"
+  echo "$outcome: $why"
+}
+
+failed=0
+printf '%-12s %-11s %-10s %-10s %-14s %s\n' case verdict "rss_MB" wall_s evidence file
 for c in "${cases[@]}"; do
   conc="${c%%:*}" out_tokens="${c##*:}"
   row "$conc" "$out_tokens" >"$work/row_$conc.yaml"
@@ -88,10 +122,18 @@ for c in "${cases[@]}"; do
   /usr/bin/time -f '%M %e' -o "$work/time.txt" "$capq" trial --row "$work/row_$conc.yaml" \
     --concurrency "$conc" --trial 1 --url "$url" --out "$work/t_$conc" --skip-quiet-period \
     --no-progress --evidence "${EVIDENCE:-auto}" >"$work/trial_$conc.log" 2>&1 || rc=$?
+  if ((rc != 0)); then
+    failed=1
+    printf '%-12s %-11s %s\n' "$c" "exit$rc fail" \
+      "$(verdict_words "$rc" "$work/t_$conc" "$work/trial_$conc.log")"
+    rm -rf "$work/t_$conc"
+    continue
+  fi
   read -r kb wall < <(tail -n 1 "$work/time.txt")
   raw="$(find "$work/t_$conc" -maxdepth 1 -name 'raw.jsonl*' | head -1)"
   size="$(du -m "$raw" 2>/dev/null | cut -f1 || echo '?')"
-  printf '%-12s %-8s %-10s %-10s %-14s %s\n' "$c" "exit$rc" "$((kb / 1024))" "$wall" \
+  printf '%-12s %-11s %-10s %-10s %-14s %s\n' "$c" "exit0 pass" "$((kb / 1024))" "$wall" \
     "${size} MB" "$(basename "${raw:-none}")"
   rm -rf "$work/t_$conc"
 done
+exit "$failed"
