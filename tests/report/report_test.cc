@@ -7,6 +7,7 @@
 #include <string>
 
 #include "../qualify/tier_test_util.h"
+#include "capq/qualify/qualify.h"
 #include "capq/qualify/recommend.h"
 #include "capq/record/capacity_data.h"
 #include "capq/text.h"
@@ -231,6 +232,24 @@ TEST(ReportTest, ThePredictedCurveIsDrawnOverTheMeasuredPointsAndTabledBesideThe
   EXPECT_NE(html.find("measured " + std::to_string(cmax) + " (+1 levels)"), std::string::npos);
   EXPECT_NE(html.find("b1_s_per_prefill_token</td><td>0.00025</td><td class=\"l\">measured"),
             std::string::npos);
+  // Each predicted level a trial measured states the prediction's error against their median.
+  q.prediction_checks = PredictionChecks(q);
+  ASSERT_FALSE(q.prediction_checks.empty());
+  const PredictionCheck& at_cmax = q.prediction_checks.back();
+  EXPECT_EQ(at_cmax.level, cmax);
+  EXPECT_GT(at_cmax.trials, 0);
+  EXPECT_NEAR(at_cmax.error_pct,
+              (at_cmax.predicted_ms - at_cmax.measured_ms) / at_cmax.measured_ms * 100, 1e-9);
+  html = RenderReportHtml(one);
+  const std::string sign = at_cmax.error_pct >= 0 ? "+" : "−";
+  EXPECT_NE(html.find("<td>" + sign + FormatFixed(std::fabs(at_cmax.error_pct), 0) + "% (" +
+                      std::to_string(at_cmax.trials) + " trial"),
+            std::string::npos);
+  CapacityData back_in = one;
+  auto back = CapacityDataFromJson(CapacityDataToJson(back_in));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->rows[0].prediction_checks.size(), q.prediction_checks.size());
+  EXPECT_NEAR(back->rows[0].prediction_checks.back().measured_ms, at_cmax.measured_ms, 1e-3);
 }
 
 TEST(ReportTest, RowWithoutBoundaryStillRendersItsTrialsAndSaysWhy) {

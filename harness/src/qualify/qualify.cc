@@ -62,6 +62,7 @@ void Run::Conclude() {
   if (auto level = q_.proven_level()) q_.probe_budget = LocateProbeBudget(*level);
   q_.summary_line = SummaryLine(q_);
   q_.boundary_confidence = BoundaryConfidence(q_);
+  q_.prediction_checks = PredictionChecks(q_);
   q_.recommendation = Recommend(q_, RequalifyFields(row_));
 }
 

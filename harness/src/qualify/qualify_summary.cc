@@ -226,6 +226,25 @@ BoundarySide SideOf(const RowQualification& q, LoadLevel level, bool pass_side) 
 
 }  // namespace
 
+std::vector<PredictionCheck> PredictionChecks(const RowQualification& q) {
+  std::vector<PredictionCheck> out;
+  for (const PredictedPoint& pt : q.predicted_curve) {
+    std::vector<double> measured;
+    for (const TrialSummary& t : q.trials) {
+      if (t.level == pt.level && t.has_metrics && std::isfinite(t.GatingMs())) {
+        measured.push_back(t.GatingMs());
+      }
+    }
+    if (measured.empty()) continue;
+    std::sort(measured.begin(), measured.end());
+    const size_t n = measured.size();
+    const double median = n % 2 ? measured[n / 2] : (measured[n / 2 - 1] + measured[n / 2]) / 2;
+    const double error = median > 0 ? (pt.gating_ms - median) / median * 100 : NAN;
+    out.push_back({pt.level, pt.gating_ms, median, static_cast<int>(n), error});
+  }
+  return out;
+}
+
 std::vector<BoundarySide> BoundaryConfidence(const RowQualification& q) {
   std::optional<int> level = q.proven_level();
   if (!level && q.status == QualifyStatus::kLowered) level = q.operating_point;

@@ -159,13 +159,24 @@ json PredictionToJson(const RowQualification& q) {
                       {"basis", engine::BasisName(p.basis)},
                       {"how", p.how}});
   }
+  json checks = json::array();
+  for (const PredictionCheck& c : q.prediction_checks) {
+    checks.push_back({{"level", c.level},
+                      {"predicted_ms", Num(c.predicted_ms)},
+                      {"measured_ms", Num(c.measured_ms)},
+                      {"trials", c.trials},
+                      {"error_pct", Num(c.error_pct)}});
+  }
   const std::optional<int> proven = q.proven_level();
   return json{{"source", q.prediction_source},
               {"refined_cmax", q.refined_cmax ? json(*q.refined_cmax) : json(nullptr)},
               {"curve", curve},
+              {"checks", checks},
               {"parameters", params},
               {"error_levels",
-               proven && q.predicted_cmax ? json(*proven - *q.predicted_cmax) : json(nullptr)}};
+               proven && q.predicted_cmax ? json(*proven - *q.predicted_cmax) : json(nullptr)},
+              {"refined_error_levels",
+               proven && q.refined_cmax ? json(*proven - *q.refined_cmax) : json(nullptr)}};
 }
 
 engine::Basis BasisFromName(const std::string& name) {
@@ -182,6 +193,11 @@ void PredictionFromJson(const json& d, RowQualification* q) {
   for (const auto& p : d.value("curve", json::array())) {
     q->predicted_curve.push_back(PredictedPoint{p.at("level").get<int>(), GetNum(p, "gating_ms"),
                                                 Get<bool>(p, "passes", false)});
+  }
+  for (const auto& c : d.value("checks", json::array())) {
+    q->prediction_checks.push_back(PredictionCheck{
+        c.at("level").get<int>(), GetNum(c, "predicted_ms"), GetNum(c, "measured_ms"),
+        Get<int>(c, "trials", 0), GetNum(c, "error_pct")});
   }
   for (const auto& p : d.value("parameters", json::array())) {
     q->prediction_parameters.push_back(engine::Parameter{

@@ -136,8 +136,24 @@ std::string TblBoundary(const RowQualification& q) {
   return html + "</table>\n";
 }
 
-// The prediction beside the outcome: per predicted level the predicted gating value and the
-// trials' measured p95, then how each engine-model parameter was obtained.
+namespace {
+
+// "+12% (3 trials)": the prediction's error at `level` against its trials' median; "—" when no
+// trial measured it.
+std::string PredictionErrorText(const RowQualification& q, int level) {
+  for (const PredictionCheck& c : q.prediction_checks) {
+    if (c.level != level || !std::isfinite(c.error_pct)) continue;
+    return std::string(c.error_pct >= 0 ? "+" : "−") + FormatFixed(std::fabs(c.error_pct), 0) +
+           "% (" + std::to_string(c.trials) + (c.trials == 1 ? " trial)" : " trials)");
+  }
+  return "—";
+}
+
+}  // namespace
+
+// The prediction beside the outcome: per predicted level the predicted gating value, the
+// trials' measured p95 and the prediction's error against their median, then how each
+// engine-model parameter was obtained.
 std::string TblPrediction(const RowQualification& q) {
   if (q.predicted_curve.empty()) return "";
   const LoadScale scale = q.row.scale();
@@ -153,7 +169,7 @@ std::string TblPrediction(const RowQualification& q) {
                                         std::to_string(*proven - *q.predicted_cmax) + " levels)"
                                   : "") +
       ".</p>\n<table><tr><th>" + scale.Symbol() +
-      "</th><th>predicted</th><th>measured (every trial)</th></tr>\n";
+      "</th><th>predicted</th><th>measured (every trial)</th><th>error vs median</th></tr>\n";
   const Unit u = TtftUnit(q.row);
   for (const PredictedPoint& pt : q.predicted_curve) {
     std::string measured;
@@ -164,7 +180,8 @@ std::string TblPrediction(const RowQualification& q) {
     html += "<tr><td>" + scale.Figure(pt.level) + "</td><td>" +
             FormatFixed(pt.gating_ms / u.div, u.decimals) + " " + u.name +
             (pt.passes ? " pass" : " fail") + "</td><td>" +
-            (measured.empty() ? "—" : measured + " " + u.name) + "</td></tr>\n";
+            (measured.empty() ? "—" : measured + " " + u.name) + "</td><td>" +
+            PredictionErrorText(q, pt.level) + "</td></tr>\n";
   }
   html += "</table>\n";
   if (q.prediction_parameters.empty()) return html;

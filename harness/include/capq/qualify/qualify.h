@@ -106,6 +106,9 @@ std::string CostLine(const RowQualification& q);
 // The sides of q's boundary (proven, or the operating point of a lowered one) from its
 // confirmation trials: each gate's requests and misses summed over the side's trials.
 std::vector<BoundarySide> BoundaryConfidence(const RowQualification& q);
+// The predicted curve beside what the trials measured: each predicted level some trial with
+// metrics ran at, its predicted gating value and the median of the trials' there.
+std::vector<PredictionCheck> PredictionChecks(const RowQualification& q);
 // "confidence, each side's trials together: C=6 ttft p95 vs 2500 ms: confidence 0.99 below
 // (...); C=7 ...: confidence ... at or above (...)", the fail side naming only the gates that
 // missed there, then what became of a required confidence ("required on the pass side 0.9: met:

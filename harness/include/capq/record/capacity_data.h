@@ -44,6 +44,15 @@ struct PredictedPoint {
   bool passes = false;   // every gate of the row predicted strictly below its limit
 };
 
+// A predicted level some trial measured: how far the prediction was from the trials there.
+struct PredictionCheck {
+  int level = 0;
+  double predicted_ms = 0;  // PredictedPoint::gating_ms
+  double measured_ms = 0;   // the median of the trials' gating values at the level
+  int trials = 0;
+  double error_pct = 0;  // (predicted - measured) / measured x 100: below 0, it under-predicted
+};
+
 // One trial as the capacity data keeps it. Durations are in the row's time base (virtual ms on
 // simulator rows, as the trial reported them).
 // A reuse row's trial (metrics.json "reuse"): the hit ratio it declared and the one served, over
@@ -335,7 +344,8 @@ struct RowQualification {
   // gating value per level, and for a calibrated engine model how each parameter was obtained.
   std::string prediction_source;
   std::optional<int> refined_cmax;  // the baseline's prediction refined by a probe under load
-  std::vector<PredictedPoint> predicted_curve;  // the latest prediction's
+  std::vector<PredictedPoint> predicted_curve;     // the latest prediction's
+  std::vector<PredictionCheck> prediction_checks;  // the curve beside the trials, level by level
   std::vector<engine::Parameter> prediction_parameters;
   BaselineCheck baseline;
   std::vector<PhaseCost> phases;
