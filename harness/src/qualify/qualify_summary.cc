@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "capq/measurement/metrics.h"
 #include "capq/qualify/deciding_gate.h"
 #include "capq/qualify/qualify.h"
 #include "capq/text.h"
@@ -236,11 +238,10 @@ std::vector<PredictionCheck> PredictionChecks(const RowQualification& q) {
       }
     }
     if (measured.empty()) continue;
-    std::sort(measured.begin(), measured.end());
-    const size_t n = measured.size();
-    const double median = n % 2 ? measured[n / 2] : (measured[n / 2 - 1] + measured[n / 2]) / 2;
+    const int n = static_cast<int>(measured.size());
+    const double median = Percentile(std::move(measured), 50, PercentileMethod::kLinear);
     const double error = median > 0 ? (pt.gating_ms - median) / median * 100 : NAN;
-    out.push_back({pt.level, pt.gating_ms, median, static_cast<int>(n), error});
+    out.push_back({pt.level, pt.gating_ms, median, n, error});
   }
   return out;
 }
