@@ -25,7 +25,6 @@ TEST(RateRows, APoissonRowWithADurationAndAClaim) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(r->open_loop());
   EXPECT_EQ(r->workload.arrival_kind, ArrivalKind::kPoisson);
-  EXPECT_EQ(r->workload.arrival_kind, ArrivalKind::kPoisson);
   const OpenLoop& o = r->workload.open_loop;
   EXPECT_EQ(o.rate_step_rps, 0.5);
   EXPECT_EQ(o.cv, 1);
@@ -84,7 +83,6 @@ TEST(RateRows, ClosedLoopRowsKeepTheirShape) {
   Result<Row> r = LoadRow(kGood + "/realfam/minimal_real.yaml");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_FALSE(r->open_loop());
-  EXPECT_EQ(r->workload.arrival_kind, ArrivalKind::kClosedLoop);
   EXPECT_EQ(r->workload.arrival_kind, ArrivalKind::kClosedLoop);
   EXPECT_FALSE(r->expect.rmax_rps.has_value());
   EXPECT_EQ(RateAtLevel(*r, 4), 0);
@@ -146,7 +144,6 @@ TEST(RateRows, RowToYamlRoundTripsEveryOpenLoopField) {
     ASSERT_TRUE(again.ok()) << again.status().ToString() << "\n" << yaml;
     EXPECT_EQ(RowToYaml(*again), yaml);
     const OpenLoop &a = r->workload.open_loop, &b = again->workload.open_loop;
-    EXPECT_EQ(again->workload.arrival_kind, r->workload.arrival_kind);
     EXPECT_EQ(again->workload.arrival_kind, r->workload.arrival_kind);
     EXPECT_EQ(b.rate_step_rps, a.rate_step_rps);
     EXPECT_EQ(b.cv, a.cv);

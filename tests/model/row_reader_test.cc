@@ -282,7 +282,6 @@ TEST(RowToYaml, RoundTripKeepsEveryValue) {
     EXPECT_EQ(again->expect.cmax, original.expect.cmax);
     EXPECT_EQ(again->expect.rmax_rps, original.expect.rmax_rps);
     EXPECT_EQ(again->workload.arrival_kind, original.workload.arrival_kind);
-    EXPECT_EQ(again->workload.arrival_kind, original.workload.arrival_kind);
     EXPECT_EQ(again->expect.baseline.has_value(), original.expect.baseline.has_value());
     EXPECT_EQ(again->provenance.notes, original.provenance.notes);
     EXPECT_EQ(again->slo.size(), original.slo.size());

@@ -24,7 +24,6 @@ Row RateRow() {
   Row row = FakeRow();
   row.id = "fake_rate";
   row.workload.arrival_kind = ArrivalKind::kPoisson;
-  row.workload.arrival_kind = ArrivalKind::kPoisson;
   row.workload.open_loop.rate_step_rps = 0.25;
   row.workload.open_loop.requests = 120;
   row.workload.open_loop.ramp_s = 10;
@@ -170,7 +169,6 @@ TEST(QualifyRateTest, ASideThatHeldItsQueueOnSomeTrialsIsNotProven) {
 CapacityData ClosedLoopData(const Row& rate_row) {
   Row closed = rate_row;
   closed.id = "fake_closed";
-  closed.workload.arrival_kind = ArrivalKind::kClosedLoop;
   closed.workload.arrival_kind = ArrivalKind::kClosedLoop;
   closed.workload.open_loop = OpenLoop{};
   RowQualification q;

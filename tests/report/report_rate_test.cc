@@ -24,7 +24,6 @@ RowQualification RateQualification() {
   row.workload.input_tokens = 1024;
   row.workload.output_tokens = 256;
   row.workload.arrival_kind = ArrivalKind::kPoisson;
-  row.workload.arrival_kind = ArrivalKind::kPoisson;
   row.workload.open_loop.rate_step_rps = 0.25;
   row.workload.open_loop.requests = 120;
   row.workload.open_loop.ramp_s = 10;
