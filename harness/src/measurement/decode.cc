@@ -197,7 +197,10 @@ void StreamDecoder::Feed(const SseEvent& ev) {
   ++out_.chunks;
   if (text_bytes > 0) {
     ++out_.nonempty_chunks;
-    if (!out_.ttft_ns) out_.ttft_ns = t - start_ns_;
+    if (!out_.ttft_ns) {
+      out_.ttft_ns = t - start_ns_;
+      out_.first_token_arrival_ns = ev.arrival_ns;
+    }
     if (last_text_ns_ != 0 && keep_ == Keep::kAll) {
       out_.text_gaps_ms.push_back(static_cast<float>(NsToMs(t - last_text_ns_)));
     }

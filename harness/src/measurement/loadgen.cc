@@ -153,6 +153,7 @@ Result<LoadResult> RunLoad(const LoadSpec& spec) {
   if (end == PhaseEnd::kStopped) {
     result.stopped_by = loop.stopped_by();
     result.stop_reason = loop.stop_reason();
+    result.decided = loop.decided();
   }
   MarkUnsent(end, loop, &result);
   loop.FinishChecks();

@@ -54,7 +54,23 @@ void Loop::FinishFraming(Transfer* tr, MonoNs t) {
 
 void Loop::TakeCheckerAnswer() {
   if (Stopped()) return;
-  if (auto answer = recorder_->Answer()) Stop(answer->first, std::move(answer->second));
+  if (auto answer = recorder_->Answer()) return Stop(answer->first, std::move(answer->second));
+  // A decision once every request ended stops nothing: the trial ran whole, and is judged whole.
+  const bool left = phase_ == Phase::kMeasured && progress_.completed < progress_.total;
+  if (auto decision = recorder_->Decision(); decision && left) {
+    decided_ = std::move(decision);
+    stopping_ = true;
+  }
+}
+
+// The measured phase's moments for the early-decision rule (loadgen.h), about every 50 ms.
+void Loop::TickDecision() {
+  constexpr MonoNs kTickNs = 50'000'000;
+  if (Stopped() || phase_ != Phase::kMeasured || !spec_.early_decision.enabled) return;
+  const MonoNs now = NowNs();
+  if (now - last_tick_ns_ < kTickNs) return;
+  last_tick_ns_ = now;
+  pending_.Tick(now, result_->measured_start_ns);
 }
 
 void Loop::Stop(const std::string& id, std::string why) {

@@ -134,11 +134,14 @@ class Loop {
   bool Cancelled() const {
     return spec_.cancel != nullptr && spec_.cancel->load(std::memory_order_relaxed);
   }
-  bool Stopped() const { return !stopped_by_.empty(); }
+  bool Stopped() const { return !stopped_by_.empty() || decided_; }
   const std::string& stopped_by() const { return stopped_by_; }
   const std::string& stop_reason() const { return stop_reason_; }
+  const std::optional<EarlyDecision>& decided() const { return decided_; }
   // What a request the harness cut or never sent after the stop is marked with.
-  std::string HarnessCut() const { return HarnessCutAfter(stopped_by_); }
+  std::string HarnessCut() const {
+    return decided_ ? std::string(kDecidedEarlyCut) : HarnessCutAfter(stopped_by_);
+  }
 
  private:
   // The loop itself (loadgen_loop.cc).
@@ -171,6 +174,7 @@ class Loop {
   void TakeText(Transfer* tr, bool answered);
   void FinishFraming(Transfer* tr, MonoNs t);
   void TakeCheckerAnswer();
+  void TickDecision();
   void Stop(const std::string& id, std::string why);
   void CheckStalls();
   void Cut(std::unique_ptr<Transfer>& tr, MonoNs now, const std::string& transport_error,
@@ -210,6 +214,8 @@ class Loop {
   int active_ = 0;
   bool stopping_ = false;  // cancelled or stopped: completions no longer start requests
   std::string stopped_by_, stop_reason_;  // fail fast: the request that stopped the run, and why
+  std::optional<EarlyDecision> decided_;  // early decision: the verdict was certain
+  MonoNs last_tick_ns_ = 0;               // the last moment handed to the rule
   LoadProgress progress_;
   MonoNs last_progress_ns_ = 0;
   std::unique_ptr<Recorder> recorder_;

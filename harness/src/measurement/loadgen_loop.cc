@@ -92,6 +92,7 @@ PhaseEnd Loop::RunPhase(Phase phase, const std::vector<PlannedRequest>& reqs, Ra
     Drain();
     ReleaseDue();
     CheckStalls();
+    TickDecision();
     recorder_->Post(&pending_);
     TakeCheckerAnswer();
     MaybeProgress(false);

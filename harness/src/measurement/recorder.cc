@@ -19,14 +19,24 @@ void RecorderBatch::Put(Kind kind, size_t record, bool check, const SseEvent* ev
   if (ev) bytes_.append(ev->data);
 }
 
+void RecorderBatch::Tick(MonoNs now_ns, MonoNs measured_start_ns) {
+  SseEvent ev;  // no data: the two times ride in its stamps
+  ev.arrival_ns = now_ns;
+  ev.wake_ns = measured_start_ns;
+  Put(kTick, 0, false, &ev);
+}
+
 Recorder::Recorder(const LoadSpec& spec, LoadResult* result)
     : check_(spec.on_complete_check),
       evidence_(spec.evidence),
       records_(&result->records),
       results_(&result->results),
       decoders_(result->records.size()),
+      rules_(spec.early_decision),
+      first_measured_(spec.warmup.size()),
       thread_([this] { Run(); }) {
   results_->resize(records_->size());
+  if (rules_.enabled) live_.resize(records_->size() - first_measured_);
 }
 
 Recorder::~Recorder() {
@@ -67,6 +77,11 @@ std::optional<std::pair<std::string, std::string>> Recorder::Answer() {
   return answer_;
 }
 
+std::optional<EarlyDecision> Recorder::Decision() {
+  std::lock_guard<std::mutex> l(mu_);
+  return decision_;
+}
+
 void Recorder::Run() {
   RecorderBatch work;
   std::unique_lock<std::mutex> l(mu_);
@@ -93,21 +108,51 @@ void Recorder::Run() {
 
 // The loop writes a record before it posts the record's end, and never after.
 void Recorder::Handle(RecorderBatch::Kind kind, size_t index, bool check, const SseEvent& ev) {
+  if (kind == RecorderBatch::kTick) return AskDecision(ev.arrival_ns, ev.wake_ns);
   const RawRecord& rec = (*records_)[index];
   std::optional<StreamDecoder>& d = decoders_[index];
   switch (kind) {
     case RecorderBatch::kSent:
       d.emplace(rec.actual_send_ns, StreamDecoder::Keep::kFacts);  // the evidence has the rest
       if (evidence_) evidence_->Append(RawSentLine(rec.id, rec.actual_send_ns));
-      return;
+      break;
     case RecorderBatch::kEvent:
       if (d) d->Feed(ev);
       if (evidence_) evidence_->Append(RawEventLine(rec.id, ev));
-      return;
+      break;
     case RecorderBatch::kEnd:
       End(rec, index, check);
+      break;
+    case RecorderBatch::kTick:
       return;
   }
+  Track(kind, index);
+}
+
+void Recorder::Track(RecorderBatch::Kind kind, size_t index) {
+  if (live_.empty() || index < first_measured_) return;
+  const RawRecord& rec = (*records_)[index];
+  LiveLatency& l = live_[index - first_measured_];
+  if (kind == RecorderBatch::kSent) l.send_ns = rec.actual_send_ns;
+  if (kind == RecorderBatch::kEvent && l.first_token_ns == 0 && decoders_[index]) {
+    if (auto ttft = decoders_[index]->ttft_ns()) l.first_token_ns = rec.actual_send_ns + *ttft;
+  }
+  if (kind == RecorderBatch::kEnd) {
+    l.ended = true;
+    if (rec.http_status == 200 && !rec.cancelled) l.done_ns = rec.end_ns;
+  }
+}
+
+void Recorder::AskDecision(MonoNs now_ns, MonoNs measured_start_ns) {
+  if (live_.empty()) return;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (decision_ || answer_) return;
+  }
+  std::optional<EarlyDecision> d = DecideEarly(rules_, live_, now_ns, measured_start_ns);
+  if (!d) return;
+  std::lock_guard<std::mutex> l(mu_);
+  decision_ = std::move(d);
 }
 
 // A finished record: decoded, written and flushed to the kernel, then checked.

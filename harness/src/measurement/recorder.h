@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "capq/measurement/decode.h"
+#include "capq/measurement/early_decision.h"
 #include "capq/measurement/evidence_log.h"
 #include "capq/measurement/loadgen.h"
 
@@ -28,8 +29,11 @@ namespace capq::internal {
 
 class RecorderBatch {
  public:
-  enum Kind : uint8_t { kSent, kEvent, kEnd };
+  enum Kind : uint8_t { kSent, kEvent, kEnd, kTick };
   void Sent(size_t record) { Put(kSent, record, false, nullptr); }
+  // The moment `now_ns` of the measured phase that began at `measured_start_ns`: everything the
+  // loop read before it was put in before it. The recorder asks the early-decision rule then.
+  void Tick(MonoNs now_ns, MonoNs measured_start_ns);
   void Event(size_t record, const SseEvent& ev) { Put(kEvent, record, false, &ev); }
   // `check`: ask LoadSpec::on_complete_check. Only for streams that ended by themselves before a
   // stop; the ones the harness cut or never sent are not the server's failures.
@@ -94,6 +98,8 @@ class Recorder {
   void WaitIdle();
   // The first record that failed its check and what the check said; nullopt while none did.
   std::optional<std::pair<std::string, std::string>> Answer();
+  // The early decision, once the rule (LoadSpec::early_decision) reached one; nullopt before.
+  std::optional<EarlyDecision> Decision();
   // The first error writing the evidence ("" = none). Only after WaitIdle().
   const std::string& evidence_error() const { return evidence_error_; }
   int64_t wait_ns() const { return wait_ns_; }  // loop time spent in Post() waiting
@@ -102,12 +108,18 @@ class Recorder {
   void Run();
   void Handle(RecorderBatch::Kind kind, size_t index, bool check, const SseEvent& ev);
   void End(const RawRecord& rec, size_t index, bool check);
+  // What the measured request at `index` of the records is known to be now (early decision).
+  void Track(RecorderBatch::Kind kind, size_t index);
+  void AskDecision(MonoNs now_ns, MonoNs measured_start_ns);
 
   Check check_;
   EvidenceWriter* evidence_;
   const std::vector<RawRecord>* records_;
   std::vector<RequestResult>* results_;
   std::vector<std::optional<StreamDecoder>> decoders_;  // the streams in flight
+  EarlyDecisionRules rules_;
+  size_t first_measured_ = 0;      // records before it are warm-ups
+  std::vector<LiveLatency> live_;  // the measured requests, when rules_ are enabled
   std::string evidence_error_;
   int64_t wait_ns_ = 0;
   std::mutex mu_;
@@ -115,6 +127,7 @@ class Recorder {
   RecorderBatch queue_;
   bool busy_ = false, quit_ = false;
   std::optional<std::pair<std::string, std::string>> answer_;
+  std::optional<EarlyDecision> decision_;
   std::thread thread_;  // last: it starts in the constructor, after the members it uses
 };
 

@@ -34,6 +34,9 @@ struct RequestResult {
   MonoNs end_ns = 0;
   // Relative to start_ns. TTFT = first chunk with non-empty content or reasoning text.
   std::optional<int64_t> ttft_ns, ttfb_ns, first_event_ns, e2e_ns;
+  // When the load generator read the event that carried the first text (its arrival stamp, not
+  // the TTFT's stamp): what an early decision knew at a given moment (early_decision.h). 0 = none.
+  MonoNs first_token_arrival_ns = 0;
   // Server usage. cached: usage.prompt_tokens_details.cached_tokens, else llama.cpp
   // timings.cache_n.
   std::optional<int64_t> prompt_tokens, completion_tokens, cached_tokens;
@@ -88,6 +91,8 @@ class StreamDecoder {
   explicit StreamDecoder(MonoNs start_ns, Keep keep = Keep::kAll);
   void Feed(const SseEvent& ev);
   RequestResult Finish(const RawRecord& r);
+  // The stream's TTFT so far (relative to the send), once its first text arrived.
+  std::optional<int64_t> ttft_ns() const { return out_.ttft_ns; }
 
  private:
   std::string Where(MonoNs arrival_ns) const;  // "event #3 at +41.000 ms"

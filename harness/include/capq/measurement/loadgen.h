@@ -40,6 +40,7 @@
 #include "capq/clock.h"
 #include "capq/measurement/arrival.h"
 #include "capq/measurement/decode.h"
+#include "capq/measurement/early_decision.h"
 #include "capq/measurement/raw_record.h"
 #include "capq/measurement/sse.h"
 #include "capq/status.h"
@@ -104,6 +105,12 @@ struct LoadSpec {
   // byte is the request's TTFT and is bounded by request_timeout_s alone. Checked on the loop's
   // 20 ms tick, so the cut comes within that of the bound.
   double stall_timeout_s = 0;
+  // Early decision (early_decision.h), when enabled: about every 50 ms of the measured phase the
+  // recorder asks the rule with what it knows of each measured request at that moment. A decision
+  // stops the run as a fail-fast answer does, except that nothing failed: in-flight and unsent
+  // requests are marked kDecidedEarlyCut and LoadResult::decided says which gate decided, when.
+  // A fail-fast answer seen first wins.
+  EarlyDecisionRules early_decision;
   // Evidence streamed (raw_evidence.h): when set, the recorder thread writes each send, event and
   // finished record to it as they happen, and flushes it to the kernel at every finished record.
   // Lines only: the caller writes the file's first and last lines.
@@ -133,6 +140,8 @@ struct LoadResult {
   // "" = the run was not stopped.
   std::string stopped_by;
   std::string stop_reason;
+  // Early decision: the gate whose verdict was certain, and when (stopped_by then stays "").
+  std::optional<EarlyDecision> decided;
   std::string evidence_error;  // LoadSpec::evidence could not be written ("" = it was, or none)
   // Time the loop waited for the recorder to catch up (its backlog is bounded): sockets were read
   // that much later than they could have been. 0 on a machine with room for both threads.
