@@ -46,7 +46,7 @@ void InstallQualifySignals() {
 constexpr const char* kUsage =
     "usage: capq qualify ROW... [--url URL] [--out DIR] [--update] [--max-concurrency N]\n"
     "                           [--trials N] [--max-trials N] [--sim-faults FILE] [--insecure]\n"
-    "                           [--from-closed-loop CAPACITY_DATA]\n"
+    "                           [--from-closed-loop CAPACITY_DATA] [--full-trials]\n"
     "\n"
     "  Baseline at C=1, locate the boundary (exponential steps + bisection), confirm Cmax and\n"
     "  Cmax+1 with independent trials, each in its own process. A rate row does the same over\n"
@@ -68,6 +68,8 @@ constexpr const char* kUsage =
     "  --from-closed-loop F rate rows: start the search at Little's law on the capacity data F of\n"
     "                       a closed-loop qualification of the same identity and shape\n"
     "                       (Cmax / mean E2E at Cmax); refused when F is another identity\n"
+    "  --full-trials        run every trial to its last request; by default a trial stops once\n"
+    "                       a TTFT or E2E gate can no longer pass (its figure is then a bound)\n"
     "exit: 0 boundary proven for every row and tier, 1 no boundary proven, 2 correctness\n"
     "      failure, 3 could not run (setup, identity, baseline), 130 interrupted\n";
 
@@ -157,6 +159,7 @@ struct QualifyCommand {
   std::string sim_faults;
   bool insecure = false;
   bool update = false;
+  bool full_trials = false;
   std::string exe;
   std::string out_dir;
 };
@@ -268,7 +271,7 @@ std::optional<int> MakeOutDir(const ArgParser& p, QualifyCommand* c) {
 std::optional<int> ParseQualify(const Args& args, QualifyCommand* c) {
   ArgParser p({"url", "out", "max-concurrency", "trials", "max-trials", "sim-faults",
                "from-closed-loop", "predict"},
-              {"update", "insecure", "no-predict", "help"});
+              {"update", "insecure", "no-predict", "full-trials", "help"});
   if (std::optional<int> rc = ParseCommand(p, args, "qualify", kUsage, 3)) return rc;
   if (std::optional<int> rc = ReadNumbers(p, c)) return rc;
   if (std::optional<int> rc = LoadRows(p, c)) return rc;
@@ -284,6 +287,7 @@ std::optional<int> ParseQualify(const Args& args, QualifyCommand* c) {
   c->sim_faults = p.GetOr("sim-faults", "");
   c->insecure = p.Has("insecure");
   c->update = p.Has("update");
+  c->full_trials = p.Has("full-trials");
   return std::nullopt;
 }
 
@@ -319,6 +323,7 @@ ProcessTrialRunnerOptions RunnerOptions(const Row& row, const QualifyCommand& c,
   ro.out_dir = c.out_dir;
   ro.cancel = &g_qualify_cancel;
   if (c.insecure) ro.extra_args.push_back("--insecure");
+  if (c.full_trials) ro.extra_args.push_back("--full-trials");
   return ro;
 }
 

@@ -76,14 +76,19 @@ void PrintTrialSummary(const Row& row, const TrialOptions& o, const TrialReport&
     PrintDist("ITL", m.itl_ms);
     PrintDist("E2E", m.e2e_ms);
     PrintDist("sched lag", m.scheduling_lag_ms);
+    if (v.decided) {
+      std::printf(
+          "  (decided early: these cover the requests that finished before the decision; "
+          "the SLO line is a bound)\n");
+    }
     std::printf("  output %s tok/s   %s req/s   %zu requests   server prompt tokens %lld..%lld\n",
                 Cell(m.output_tok_s).c_str(), Cell(m.request_per_s, "%.3f").c_str(), m.requests,
                 static_cast<long long>(m.prompt_tokens_min),
                 static_cast<long long>(m.prompt_tokens_max));
   }
   for (const auto& g : v.slo) {
-    std::printf("  SLO  p%g %s %s ms < %s ms   %s   %s\n", g.gate.percentile,
-                SloMetricName(g.gate.metric), Cell(g.measured_ms).c_str(),
+    std::printf("  SLO  p%g %s %s%s ms < %s ms   %s   %s\n", g.gate.percentile,
+                SloMetricName(g.gate.metric), g.at_least ? ">= " : "", Cell(g.measured_ms).c_str(),
                 Cell(g.gate.below_ms).c_str(), g.passed ? "pass" : "FAIL",
                 ConfidenceText(g.confidence).c_str());
   }
@@ -153,6 +158,7 @@ bool ReadTrialOptions(const ArgParser& p, TrialOptions* o) {
   o->insecure_tls = p.Has("insecure");
   o->skip_quiet_period = p.Has("skip-quiet-period");
   o->ignore_tokenize_endpoint = p.Has("no-tokenize");
+  o->full_trials = p.Has("full-trials");
   if (auto e = p.Get("evidence")) {
     if (*e == "zstd") {
       o->evidence_compression = EvidenceCompression::kZstd;
@@ -223,7 +229,7 @@ void PrintProgress(bool tty, TrialOptions* o) {
 int RunTrial(const Args& args) {
   ArgParser p({"row", "concurrency", "trial", "url", "out", "seed", "phase", "setup-timeout",
                "sim-faults", "sim-truth-log", "evidence"},
-              {"insecure", "skip-quiet-period", "no-progress", "no-tokenize"});
+              {"insecure", "skip-quiet-period", "no-progress", "no-tokenize", "full-trials"});
   if (Status st = p.Parse(args); !st.ok()) {
     std::fprintf(stderr, "capq trial: %s\n", st.message().c_str());
     return 3;
@@ -232,7 +238,7 @@ int RunTrial(const Args& args) {
   if (!row_path) {
     std::fprintf(stderr,
                  "usage: capq trial --row FILE --concurrency C --trial K [--url URL] [--out DIR]"
-                 " [--seed S] [--insecure]\n");
+                 " [--seed S] [--insecure] [--full-trials]\n");
     return 3;
   }
   Result<Row> row = LoadRow(*row_path, CheckServerExpect);

@@ -141,7 +141,8 @@ std::string GateFigure(const SloCheck& g, double ms) {
 
 std::string GateValueText(const SloCheck& g) {
   std::string v = GateFigure(g, g.measured_ms);
-  return GateName(g) + " " + (v == "n/a" ? v : v + " " + GateUnitFor(g.below_ms).name);
+  return GateName(g) + (g.at_least ? " >=" : "") + " " +
+         (v == "n/a" ? v : v + " " + GateUnitFor(g.below_ms).name);
 }
 
 std::string GateVerdictText(const SloCheck& g) {
@@ -156,8 +157,9 @@ std::string GateVerdictText(const SloCheck& g) {
     measured = FormatFixed(g.measured_ms / u.div, decimals);
     bound = FormatFixed(g.below_ms / u.div, decimals);
   }
-  return GateName(g) + " " + measured + " " + u.name + (g.passed ? " < " : " >= ") + bound + " " +
-         u.name;
+  // Decided early: the figure is the least the percentile could still have ended at.
+  return GateName(g) + (g.at_least ? " at least " : " ") + measured + " " + u.name +
+         (g.passed ? " < " : " >= ") + bound + " " + u.name;
 }
 
 int DecidingGate(const std::vector<SloCheck>& checks) {
@@ -254,7 +256,8 @@ std::string SideFigures(const std::vector<const TrialSummary*>& trials) {
   if (s.gate) {
     for (size_t k = 0; k < trials.size(); ++k) {
       if (!out.empty()) out += "/";
-      out += GateFigure(*s.gate, Deciding(*trials[k])[s.per_trial[k]].measured_ms);
+      const SloCheck& c = Deciding(*trials[k])[s.per_trial[k]];
+      out += (c.at_least ? ">=" : "") + GateFigure(*s.gate, c.measured_ms);
     }
     return GateName(*s.gate) + " " + out + " " + GateUnitFor(s.gate->below_ms).name;
   }

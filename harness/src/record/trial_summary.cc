@@ -92,6 +92,7 @@ json ChecksToJson(const std::vector<SloCheck>& checks) {
                  {"measured_ms", Num(s.measured_ms)},
                  {"passed", s.passed},
                  {"confidence", ConfidenceToJson(s.confidence)}});
+    if (s.at_least) a.back()["at_least"] = true;
   }
   return a;
 }
@@ -99,10 +100,10 @@ json ChecksToJson(const std::vector<SloCheck>& checks) {
 std::vector<SloCheck> ChecksFromJson(const json& a) {
   std::vector<SloCheck> out;
   for (const auto& s : a) {
-    out.push_back(SloCheck{s.at("metric").get<std::string>(), s.at("percentile").get<double>(),
-                           s.at("below_ms").get<double>(), GetNum(s, "measured_ms"),
-                           Get<bool>(s, "passed", false),
-                           ConfidenceFromJson(s.value("confidence", json()))});
+    out.push_back(SloCheck{
+        s.at("metric").get<std::string>(), s.at("percentile").get<double>(),
+        s.at("below_ms").get<double>(), GetNum(s, "measured_ms"), Get<bool>(s, "passed", false),
+        ConfidenceFromJson(s.value("confidence", json())), Get<bool>(s, "at_least", false)});
   }
   return out;
 }
@@ -129,6 +130,7 @@ TrialSummary TrialFromJson(const json& j) {
   t.reasons = j.value("reasons", std::vector<std::string>{});
   t.failed_gates = FailedGatesFromJson(j.value("failed_gates", json::array()));
   t.misses = GateMissesFromJson(j.value("misses", json::array()));
+  if (j.contains("early_decision")) t.decided = EarlyDecisionFromJson(j.at("early_decision"));
   // A rate trial written before GateMiss kept its stability failures as reason strings: each is
   // kept whole, as the gate's words (no figures), never taken apart.
   if (!j.contains("misses")) {
@@ -178,7 +180,7 @@ std::vector<SloCheck> SloChecksOf(const std::vector<SloGateResult>& results) {
   std::vector<SloCheck> out;
   for (const auto& r : results) {
     out.push_back(SloCheck{SloMetricName(r.gate.metric), r.gate.percentile, r.gate.below_ms,
-                           r.measured_ms, r.passed, r.confidence});
+                           r.measured_ms, r.passed, r.confidence, r.at_least});
   }
   return out;
 }
@@ -206,6 +208,8 @@ std::vector<SloCheck> ClassChecksOf(const TrialSummary& t) {
 }
 
 double TrialSummary::GateRatio() const {
+  // A trial decided early measured no percentile, only a bound on one: nothing to aim by.
+  if (decided) return NAN;
   double worst = NAN;
   for (const auto& s : slo) {
     if (!std::isfinite(s.measured_ms) || s.below_ms <= 0) continue;
@@ -245,6 +249,7 @@ json TrialSummaryToJson(const TrialSummary& t) {
          {"wall_s", t.wall_s}};
   if (!t.tier_slo.empty()) j["tier_slo"] = ChecksToJson(t.tier_slo);
   if (!t.misses.empty()) j["misses"] = GateMissesToJson(t.misses);
+  if (t.decided) j["early_decision"] = EarlyDecisionToJson(*t.decided);
   if (t.rate_rps > 0) {
     j["level"] = t.level;
     j["rate_rps"] = t.rate_rps;
@@ -334,6 +339,7 @@ Status SummaryFromVerdict(const StoredVerdict& s, TrialSummary* t) {
   t->tier_slo = SloChecksOf(v.tier_slo);
   t->reasons = v.reasons;
   t->misses = v.misses;
+  t->decided = v.decided;
   t->classes = v.classes;
   t->class_slo = ClassChecksOf(*t);
   if (v.stability) {

@@ -121,6 +121,7 @@ nlohmann::json GateResultsToJson(const std::vector<SloGateResult>& gates) {
                         {"passed", g.passed}};
     e["measured_ms"] = std::isfinite(g.measured_ms) ? nlohmann::json(g.measured_ms) : nullptr;
     e["confidence"] = ConfidenceToJson(g.confidence);
+    if (g.at_least) e["at_least"] = true;
     slo.push_back(e);
   }
   return slo;
@@ -142,6 +143,7 @@ std::vector<SloGateResult> GateResultsFromJson(const nlohmann::json& a) {
         e.at("measured_ms").is_null() ? std::nan("") : e.at("measured_ms").get<double>();
     g.passed = e.at("passed").get<bool>();
     g.confidence = ConfidenceFromJson(e.value("confidence", nlohmann::json()));
+    g.at_least = e.value("at_least", false);
     out.push_back(g);
   }
   return out;
@@ -172,6 +174,7 @@ nlohmann::json VerdictToJson(const TrialVerdict& v, const VerdictContext& ctx) {
   if (v.stability) j["stability"] = StabilityToJson(*v.stability);
   if (!v.misses.empty()) j["misses"] = GateMissesToJson(v.misses);
   if (!v.classes.empty()) j["classes"] = ClassVerdictsToJson(v.classes);
+  if (v.decided) j["early_decision"] = EarlyDecisionToJson(*v.decided);
   if (const auto& b = v.stopped_at) {
     j["fail_fast"] = {{"gate", b->gate},
                       {"request", b->request_id},
@@ -208,6 +211,9 @@ Result<StoredVerdict> VerdictFromJson(const nlohmann::json& j) {
     s.context.started_utc = j.at("started_utc").get<std::string>();
     s.context.complete = j.at("complete").get<bool>();
     s.context.insecure_tls = j.value("insecure_tls", false);
+    if (j.contains("early_decision")) {
+      s.verdict.decided = EarlyDecisionFromJson(j.at("early_decision"));
+    }
     if (j.contains("fail_fast")) {
       const nlohmann::json& f = j.at("fail_fast");
       s.verdict.stopped_at =

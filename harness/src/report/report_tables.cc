@@ -46,9 +46,16 @@ std::string Int(int64_t v) {
 }
 
 std::string TrialRowCells(const TrialSummary& t, const Unit& u) {
-  return "<td>" + FormatFixed(t.ttft_ms.p50 / u.div, u.decimals + 1) + "</td><td>" +
-         FormatFixed(t.ttft_ms.p95 / u.div, u.decimals + 1) + "</td><td>" +
-         FormatFixed(t.ttft_ms.p99 / u.div, u.decimals + 1) + "</td>";
+  // A trial decided early has no percentile of its own: only the deciding gate's bound (the least
+  // the percentile could have ended at), shown as one; the rest stopped unmeasured.
+  auto cell = [&](double p, double ms) {
+    if (!t.decided) return "<td>" + FormatFixed(ms / u.div, u.decimals + 1) + "</td>";
+    const EarlyDecision& d = *t.decided;
+    if (d.gate.metric != SloMetric::kTtft || d.gate.percentile != p)
+      return std::string("<td>-</td>");
+    return "<td>&ge; " + FormatFixed(d.lowest_reachable_ms / u.div, u.decimals + 1) + "</td>";
+  };
+  return cell(50, t.ttft_ms.p50) + cell(95, t.ttft_ms.p95) + cell(99, t.ttft_ms.p99);
 }
 
 // "4 / 4": the most cached prompt tokens a measured request showed against the template prefix
@@ -123,14 +130,19 @@ std::string TblBoundary(const RowQualification& q) {
   for (const auto* t : ts) {
     std::string verdict = VerdictWord(*t);
     if (!t->failed_gates.empty()) verdict += ": " + t->failed_gates.front().Text();
+    if (t->decided) verdict += " (decided early, " + FormatFixed(t->decided->after_s, 1) + " s in)";
+    // A decided trial's figures cover only what finished before the decision: none is shown.
+    const auto fig = [t](double v, int decimals) {
+      return t->decided ? std::string("-") : FormatFixed(v, decimals);
+    };
     html += "<tr><td>" + scale.Figure(t->level) + "</td><td>" + std::to_string(t->trial) +
             "</td><td>" + std::to_string(t->seed) + "</td><td class=\"l\">" + Esc(t->corpus) +
             "</td><td>" + CachedCell(*t) + "</td>" + TrialRowCells(*t, u) + "<td>" +
-            FormatFixed(t->ttft_p95_steady_ms / u.div, u.decimals + 1) + "</td><td>" +
-            FormatFixed(t->itl_ms.p50, 3) + "</td><td>" + FormatFixed(t->itl_ms.p95, 3) +
-            "</td><td>" + FormatFixed(t->output_tok_s, 1) + "</td><td>" +
-            FormatFixed(t->request_per_s, 3) + "</td><td class=\"l " + VerdictClass(*t) + "\">" +
-            Esc(verdict) + "</td><td class=\"l\">" + Esc(DecidedBy(*t)) + "</td><td class=\"l\">" +
+            fig(t->ttft_p95_steady_ms / u.div, u.decimals + 1) + "</td><td>" +
+            fig(t->itl_ms.p50, 3) + "</td><td>" + fig(t->itl_ms.p95, 3) + "</td><td>" +
+            fig(t->output_tok_s, 1) + "</td><td>" + fig(t->request_per_s, 3) +
+            "</td><td class=\"l " + VerdictClass(*t) + "\">" + Esc(verdict) +
+            "</td><td class=\"l\">" + Esc(DecidedBy(*t)) + "</td><td class=\"l\">" +
             Esc(ConfidenceCell(*t)) + "</td></tr>\n";
   }
   return html + "</table>\n";
@@ -210,10 +222,11 @@ std::string TblLocate(const RowQualification& q) {
     if (t.phase == QualifyPhase::kConfirm) continue;
     html += "<tr><td class=\"l\">" + std::string(PhaseName(t.phase)) + "</td><td>" +
             scale.Figure(t.level) + "</td>" + TrialRowCells(t, u) + "<td>" +
-            FormatFixed(t.output_tok_s, 1) + "</td><td class=\"l " + VerdictClass(t) + "\">" +
-            VerdictWord(t) + "</td><td class=\"l\">" + Esc(DecidedBy(t)) + "</td><td class=\"l\">" +
-            Esc(t.move) + "</td><td class=\"l\">" + Esc(t.corpus) + "</td><td>" + CachedCell(t) +
-            "</td></tr>\n";
+            (t.decided ? std::string("-") : FormatFixed(t.output_tok_s, 1)) +
+            "</td><td class=\"l " + VerdictClass(t) + "\">" + VerdictWord(t) +
+            (t.decided ? " (decided early)" : "") + "</td><td class=\"l\">" + Esc(DecidedBy(t)) +
+            "</td><td class=\"l\">" + Esc(t.move) + "</td><td class=\"l\">" + Esc(t.corpus) +
+            "</td><td>" + CachedCell(t) + "</td></tr>\n";
   }
   return html + "</table>\n";
 }

@@ -26,6 +26,18 @@ bool SameGate(const SloGate& a, const SloGate& b) {
   return a.metric == b.metric && a.percentile == b.percentile && a.below_ms == b.below_ms;
 }
 
+// The gate an early decision failed: its figure is the least it could still have ended at, and
+// its confidence is the fail side's over the requests counted at that moment.
+SloGateResult DecidedGate(const EarlyDecision& d) {
+  SloGateResult g;
+  g.gate = d.gate;
+  g.measured_ms = d.lowest_reachable_ms;
+  g.passed = false;
+  g.at_least = true;
+  g.confidence = ClaimConfidence(d.finished + d.waiting, d.over, d.gate.percentile, false);
+  return g;
+}
+
 // Every gate of the row's tiers that the row's own slo does not hold, once.
 std::vector<SloGateResult> JudgeTierGates(const Row& row, const TrialMetrics& m) {
   std::vector<SloGate> seen = row.slo;
@@ -45,15 +57,19 @@ std::vector<SloGateResult> JudgeTierGates(const Row& row, const TrialMetrics& m)
 
 TrialVerdict Decide(const Row& row, const TrialMetrics& m, const CorrectnessReport& c,
                     const std::optional<StreamBreak>& stopped_at,
-                    const std::optional<StabilityVerdict>& stability) {
+                    const std::optional<StabilityVerdict>& stability,
+                    const std::optional<EarlyDecision>& decided) {
   TrialVerdict v;
   v.correctness = c;
   v.stopped_at = stopped_at;
+  v.decided = decided;
   if (stopped_at) v.reasons.push_back(stopped_at->Reason());
+  if (decided) v.reasons.push_back(decided->Reason());
   v.latency_pass = !row.slo.empty();
   if (row.slo.empty()) v.reasons.push_back("the row has no SLO gate: latency cannot pass");
   for (const SloGate& gate : row.slo) {
-    SloGateResult g = JudgeGate(m, gate);
+    SloGateResult g =
+        decided && SameGate(gate, decided->gate) ? DecidedGate(*decided) : JudgeGate(m, gate);
     if (!g.passed) {
       v.latency_pass = false;
       std::string what = "p" + FormatShortest(gate.percentile) + " " + SloMetricName(gate.metric);
@@ -61,14 +77,14 @@ TrialVerdict Decide(const Row& row, const TrialMetrics& m, const CorrectnessRepo
         v.reasons.push_back(what + ": nothing measured, so it is not below " + Ms(gate.below_ms) +
                             " ms");
       } else {
-        v.reasons.push_back(what + " " + Ms(g.measured_ms) + " ms is not below " +
-                            Ms(gate.below_ms) + " ms");
+        v.reasons.push_back(what + (g.at_least ? " at least " : " ") + Ms(g.measured_ms) +
+                            " ms is not below " + Ms(gate.below_ms) + " ms");
       }
     }
     v.slo.push_back(g);
   }
   v.tier_slo = JudgeTierGates(row, m);
-  if (stopped_at) v.latency_pass = false;  // a cut-short sample is no SLO pass
+  if (stopped_at || decided) v.latency_pass = false;  // a cut-short sample is no SLO pass
   v.stability = stability;
   if (stability) {
     for (GateMiss& m : stability->Misses()) {

@@ -12,6 +12,7 @@
 #include "capq/clock.h"
 #include "capq/measurement/arrival.h"
 #include "capq/measurement/decode.h"
+#include "capq/measurement/early_decision.h"
 #include "capq/measurement/evidence_log.h"
 #include "capq/measurement/fail_fast.h"
 #include "capq/measurement/loadgen.h"
@@ -121,6 +122,18 @@ ReuseFigures MeasureReuse(const TrialPlan& plan, const ValidationInput& in, doub
 // in wall time; the plan and row must outlive the load.
 ArrivalFactory SessionArrivalFactory(const Row& row, const TrialPlan& plan, double time_scale);
 
+// trial_decision.cc: the early decision the load recorded at `at_ns`, re-derived from the measured
+// streams alone; nullopt and `problem` when they do not bear it out.
+std::optional<EarlyDecision> RederiveDecision(const Row& row,
+                                              const std::vector<RequestResult>& measured,
+                                              MonoNs at_ns, MonoNs measured_start_ns,
+                                              std::string* problem);
+// A load stopped on a decision the streams do not bear out: cut short, so no verdict either way.
+void UnprovenDecision(const std::string& why, TrialVerdict* v);
+// The raw evidence's end-line record of early decision: whether it was on, and what it decided.
+nlohmann::json EarlyDecisionHeader(const EarlyDecisionRules& rules,
+                                   const std::optional<EarlyDecision>& decided);
+
 // ---- The phases of a trial ------------------------------------------------------------------
 // Each returns std::nullopt to go on, or the report of a trial that ended there (could not run,
 // interrupted). They pass their results to the next through TrialState and Trial.
@@ -145,6 +158,7 @@ struct TrialState {
   nlohmann::json metrics_extra = nlohmann::json::object();
   nlohmann::json recount;  // recount.json; null until the text was re-counted
   FailFastRules fail_fast;
+  EarlyDecisionRules early_decision;
   // Opened when the load starts: the staging directory, and raw.jsonl(.zst) in it, written while
   // the load runs (raw_evidence.h).
   std::optional<TrialDirWriter> dir;

@@ -59,6 +59,12 @@ std::optional<StreamBreak> StopOf(const TrialState& s) {
 
 }  // namespace
 
+void UnprovenDecision(const std::string& why, TrialVerdict* v) {
+  v->outcome = TrialOutcome::kCouldNotRun;
+  v->latency_pass = false;
+  v->reasons.insert(v->reasons.begin(), why + ": the trial was cut short without a verdict");
+}
+
 // Validate, measure, decide.
 void Judge(Trial& t) {
   TrialState& s = t.s;
@@ -76,6 +82,11 @@ void Judge(Trial& t) {
   if (row.reuse()) {
     s.metrics_extra["reuse"] = ReuseFiguresToJson(internal::MeasureReuse(*s.plan, vin, t.scale));
   }
+  std::string undecided;
+  std::optional<EarlyDecision> decided =
+      s.load->decided ? RederiveDecision(row, t.s.meas, s.load->decided->at_ns,
+                                         s.load->measured_start_ns, &undecided)
+                      : std::nullopt;
   internal::LatencyJudgement lat = internal::JudgeLatency(
       row, *s.plan, &t.s.meas, internal::ServerLoadSamples(s.server_metrics), t.scale);
   s.metrics = std::move(lat.metrics);
@@ -93,8 +104,9 @@ void Judge(Trial& t) {
   s.metrics_extra["cold_prefix_tokens_allowed"] = cold.allowed_tokens;
   // Wall seconds the load generator waited for its recorder (loadgen.h): reads that much late.
   s.metrics_extra["recorder_wait_s"] = NsToS(s.load->recorder_wait_ns);
-  s.verdict = Decide(row, *s.metrics, correctness, StopOf(s), lat.stability);
+  s.verdict = Decide(row, *s.metrics, correctness, StopOf(s), lat.stability, decided);
   ApplyClassGates(row, JudgeClasses(row, *s.plan, t.s.meas, t.scale), &s.verdict);
+  if (!undecided.empty()) UnprovenDecision(undecided, &s.verdict);
   // The chunk gaps have been measured; nothing after reads them (results.jsonl leaves them out).
   for (auto* phase : {&s.warm, &s.meas}) {
     for (RequestResult& r : *phase) std::vector<float>().swap(r.text_gaps_ms);

@@ -120,6 +120,7 @@ LoadSpec ConnectionSpec(const Trial& t) {
   connection.cancel = opt.cancel;
   connection.evidence = t.s.evidence.get();
   connection.keep_events = false;  // they are in the evidence file and the decoded results
+  connection.early_decision = t.s.early_decision;
   const FailFastRules& rules = t.s.fail_fast;
   if (rules.enabled) {
     connection.stall_timeout_s = rules.stall_timeout_wall_s;
@@ -303,6 +304,7 @@ PhaseEnd Load(Trial& t) {
   MetricsSampler sampler(s.row->identity, t.topts, s.plan->open_loop() ? 100 : 250);
   sampler.Start(t.t0);
   s.fail_fast = FailFastRulesFor(*s.row, t.effective.identity.served_model_name);
+  s.early_decision = EarlyDecisionRulesFor(*s.row, s.opt->full_trials);
   const LoadSpec connection = ConnectionSpec(t);
   Result<std::optional<LoadResult>> calibration = CalibrateWordCount(t, connection);
   if (!calibration.ok()) {
@@ -332,6 +334,7 @@ PhaseEnd Load(Trial& t) {
     return CouldNotRun(s, "the raw evidence could not be written: " + s.load->evidence_error);
   }
   if (!s.load->stopped_by.empty()) Progress(*s.opt, s.load->stop_reason);
+  if (s.load->decided) Progress(*s.opt, s.load->decided->Reason());
   s.server_metrics.push_back(Snapshot(*t.target, "after", t.t0, &t.after_text));
   return std::nullopt;
 }

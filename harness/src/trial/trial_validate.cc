@@ -12,6 +12,7 @@
 #include "capq/model/row_loader.h"
 #include "capq/record/artifacts.h"
 #include "capq/targets/row_limits.h"
+#include "capq/text.h"
 #include "capq/trial/class_gates.h"
 #include "capq/trial/trial.h"
 #include "trial_internal.h"
@@ -200,6 +201,8 @@ struct RawRead {
   std::vector<RequestResult> warm, meas;
   std::vector<SlimRecord> records;  // every record, slim, for the fail-fast stop
   nlohmann::json fail_fast;
+  nlohmann::json early_decision;  // the end line's record of it (null: a load without the rule)
+  MonoNs measured_start_ns = 0;
 };
 Result<RawRead> ReadRecords(const std::string& dir, const std::string& raw_name,
                             ValidateReport* rep) {
@@ -220,7 +223,25 @@ Result<RawRead> ReadRecords(const std::string& dir, const std::string& raw_name,
   b.fail_fast = end.is_object() && end.contains("fail_fast") && end["fail_fast"].is_object()
                     ? end["fail_fast"]
                     : nlohmann::json::object();
+  if (end.is_object()) {
+    b.early_decision = end.value("early_decision", nlohmann::json());
+    b.measured_start_ns = end.value("measured_start_ns", MonoNs{0});
+  }
   return b;
+}
+
+// The early decision the end line records, re-derived from the measured streams at its moment.
+std::optional<EarlyDecision> DeriveDecision(const Row& row, const RawRead& b,
+                                            std::string* problem) {
+  if (!b.early_decision.is_object()) return std::nullopt;
+  const nlohmann::json d = b.early_decision.value("decided", nlohmann::json());
+  if (!d.is_object()) return std::nullopt;
+  if (!d.contains("at_ns") || !d["at_ns"].is_number_integer()) {
+    *problem = "the raw evidence records an early decision without its moment (at_ns)";
+    return std::nullopt;
+  }
+  return internal::RederiveDecision(row, b.meas, d["at_ns"].get<MonoNs>(), b.measured_start_ns,
+                                    problem);
 }
 
 // What the verdict needs besides the records: identity.json (none when unreadable) and
@@ -247,12 +268,18 @@ TrialVerdict DeriveVerdict(const std::string& dir, const Row& row, const TrialPl
       internal::EstimateColdPrefix(plan, b->warm, b->meas, evidence.template_prefix_tokens);
   ValidationInput vin = internal::MakeValidationInput(row, plan, b->warm, b->meas, cold, evidence);
   CorrectnessReport correctness = Validate(vin);
+  std::string undecided;
+  std::optional<EarlyDecision> decided = DeriveDecision(row, *b, &undecided);
   internal::LatencyJudgement lat = internal::JudgeLatency(
       row, plan, &b->meas, internal::ServerLoadSamples(ReadServerMetrics(dir, problems)),
       row.identity.time_scale);
   std::optional<StreamBreak> stop = DeriveStop(row, b->fail_fast, b->records, problems);
-  TrialVerdict derived = Decide(row, lat.metrics, correctness, stop, lat.stability);
+  TrialVerdict derived = Decide(row, lat.metrics, correctness, stop, lat.stability, decided);
   ApplyClassGates(row, JudgeClasses(row, plan, b->meas, row.identity.time_scale), &derived);
+  if (!undecided.empty()) {
+    problems->push_back(undecided);
+    internal::UnprovenDecision(undecided, &derived);
+  }
   return derived;
 }
 
@@ -266,6 +293,15 @@ void CompareVerdicts(const TrialVerdict& derived, const StoredVerdict& stored,
   const auto stop_words = [](const std::optional<StreamBreak>& b) {
     return b ? b->gate + " on " + b->request_id : std::string("no fail-fast stop");
   };
+  const auto decision_words = [](const std::optional<EarlyDecision>& d) {
+    return d ? "an early decision on p" + FormatShortest(d->gate.percentile) + " " +
+                   SloMetricName(d->gate.metric) + " at " + std::to_string(d->at_ns)
+             : std::string("no early decision");
+  };
+  if (decision_words(derived.decided) != decision_words(was.decided)) {
+    problems->push_back("verdict.json records " + decision_words(was.decided) +
+                        ", the raw records give " + decision_words(derived.decided));
+  }
   if (stop_words(derived.stopped_at) != stop_words(was.stopped_at)) {
     problems->push_back("verdict.json records " + stop_words(was.stopped_at) +
                         ", the raw records give " + stop_words(derived.stopped_at));

@@ -50,7 +50,8 @@ nlohmann::json RawEnd(const TrialState& s) {
             {"end_ns", s.load->end_ns},
             {"interrupted", s.load->interrupted},
             {"recorder_wait_ns", s.load->recorder_wait_ns},
-            {"fail_fast", FailFastHeader(s)}}}};
+            {"fail_fast", FailFastHeader(s)},
+            {"early_decision", EarlyDecisionHeader(s.early_decision, s.load->decided)}}}};
 }
 
 // Ends the raw evidence (its last line, then fsync) and lists it in SHA256SUMS.

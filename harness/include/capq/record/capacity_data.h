@@ -33,6 +33,7 @@ struct SloCheck {
   double measured_ms = 0;  // NaN when nothing was measured
   bool passed = false;
   GateConfidence confidence;  // how sure the pass (or the fail) is (capq/measurement/certainty.h)
+  bool at_least = false;      // decided early on this gate: measured_ms is a lower bound
 };
 // The checks of a trial's verdict, as the capacity data keeps them.
 std::vector<SloCheck> SloChecksOf(const std::vector<SloGateResult>& results);
@@ -105,6 +106,9 @@ struct TrialSummary {
   // The gates beside the SLO the trial failed (verdict.json "misses"), in their order: a rate
   // row's stability gates, a reuse row's served reuse; empty when every one held.
   std::vector<GateMiss> misses;
+  // The load stopped once this gate could no longer pass (verdict.json early_decision): the
+  // latency figures cover the requests that finished before it.
+  std::optional<EarlyDecision> decided;
   // Rate rows: the queue over the measured interval (verdict.json stability.series): seconds into
   // it, the client's in-flight count, the server's queue gauge (-1: not reported); and the
   // client's send lateness p99 in wall ms (NaN when unknown).
@@ -145,7 +149,8 @@ struct TrialSummary {
   std::optional<ReuseFigures> reuse;  // a reuse row's (metrics.json "reuse")
 
   bool passed() const { return outcome == TrialOutcome::kPass; }
-  // measured / below_ms of the gate nearest to failing (largest ratio); NaN when unknown.
+  // measured / below_ms of the gate nearest to failing (largest ratio); NaN when unknown or when
+  // the trial was decided early (its figures are bounds).
   double GateRatio() const;
   // The first SLO gate's measured value, NaN when absent. Which gate decided a verdict is
   // DecidingGate() / DecideSide() (capq/qualify/deciding_gate.h).

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "capq/measurement/certainty.h"
+#include "capq/measurement/early_decision.h"
 #include "capq/measurement/fail_fast.h"
 #include "capq/measurement/gate_miss.h"
 #include "capq/measurement/stability.h"
@@ -51,6 +52,9 @@ struct SloGateResult {
   double measured_ms = 0;  // NaN when nothing was measured (then passed = false)
   bool passed = false;
   GateConfidence confidence;  // how sure the pass (or the fail) is, from this trial's requests
+  // The trial was decided early on this gate: measured_ms is the least its percentile could
+  // still have ended at ("at least"), not a measurement.
+  bool at_least = false;
 };
 
 struct TrialVerdict {
@@ -66,6 +70,9 @@ struct TrialVerdict {
   std::vector<std::string> reasons;  // in words: "p95 ttft 10674.2 ms is not below 10000 ms"
   // Fail fast stopped the load at this stream; reasons[0] says so.
   std::optional<StreamBreak> stopped_at;
+  // The load stopped once this gate could no longer pass (early_decision.h); reasons[0] says so.
+  // The other gates' figures then cover only the requests that finished before it.
+  std::optional<EarlyDecision> decided;
   // Open loop: the stability gates (stability.h). A queue that grew or a latency that drifted
   // fails latency like an SLO gate; a client that fell behind its schedule makes the trial one
   // that could not run.

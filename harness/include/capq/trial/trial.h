@@ -55,6 +55,9 @@ struct TrialOptions {
   // The load's running counts ("measured C=6: 12/64 done, 6 in flight, 0 failed"), about four a
   // second: apart from on_progress, so that a log can keep the events without them.
   std::function<void(const std::string&)> on_load_progress;
+  // Run every trial to its last request, even once its verdict is certain (early_decision.h):
+  // for tables of the figures a failing load level reaches.
+  bool full_trials = false;
 };
 
 struct TrialReport {
@@ -71,10 +74,13 @@ TrialReport RunTrial(const Row& row, const TrialOptions& options);
 // the threshold fails, NaN fails); correctness is decided separately. A correctness failure wins
 // over an SLO failure in `outcome`, but both flags and all reasons are kept. `stopped_at`: fail
 // fast ended the load there, which is a correctness failure named first; latency over the
-// requests that ran before it cannot pass.
+// requests that ran before it cannot pass. `decided`: the load stopped early once that gate could
+// no longer pass; the gate fails at the least figure it could have ended at (at_least), and the
+// decision is the first reason.
 TrialVerdict Decide(const Row& row, const TrialMetrics& m, const CorrectnessReport& c,
                     const std::optional<StreamBreak>& stopped_at = std::nullopt,
-                    const std::optional<StabilityVerdict>& stability = std::nullopt);
+                    const std::optional<StabilityVerdict>& stability = std::nullopt,
+                    const std::optional<EarlyDecision>& decided = std::nullopt);
 
 // capq validate: re-derive metrics and gates from raw records alone (raw.jsonl + plan.json +
 // row.yaml); check SHA256SUMS. `complete` is false for a directory an interrupted or failed trial
