@@ -18,6 +18,7 @@ EarlyDecisionRules TtftRules(double below_ms, double percentile = 95) {
   EarlyDecisionRules r;
   r.enabled = true;
   r.gates = {SloGate{SloMetric::kTtft, percentile, below_ms}};
+  r.min_completed = 0;  // the rule alone; the completions it waits for have a test of their own
   return r;
 }
 
@@ -87,6 +88,27 @@ TEST(EarlyDecision, AnE2eGateCountsInFlightRequestsAtTheirWait) {
   EXPECT_FALSE(DecideEarly(TtftRules(1000), live, kT0 + 1000 * kMs + kAllowance, kT0));
 }
 
+// A failing level's streams are proven correct too: no decision before `min_completed` of them
+// completed, however certain the gate.
+TEST(EarlyDecision, NoDecisionBeforeTheLevelsFirstStreamsCompleted) {
+  EarlyDecisionRules rules = TtftRules(1000);
+  rules.min_completed = 2;
+  std::vector<LiveLatency> live(20);
+  live[0] = Known(kT0, 3000 * kMs);
+  live[1] = Known(kT0, 3000 * kMs);
+  EXPECT_FALSE(DecideEarly(rules, live, kT0 + 3000 * kMs, kT0));
+  live[0].ended = true;
+  live[0].done_ns = kT0 + 3500 * kMs;
+  EXPECT_FALSE(DecideEarly(rules, live, kT0 + 3500 * kMs, kT0));
+  live[2].send_ns = kT0;
+  live[2].ended = true;  // ended, but failed: it proves nothing
+  EXPECT_FALSE(DecideEarly(rules, live, kT0 + 3500 * kMs, kT0));
+  live[1].ended = true;
+  live[1].done_ns = kT0 + 3600 * kMs;
+  EXPECT_TRUE(DecideEarly(rules, live, kT0 + 3600 * kMs, kT0));
+  EXPECT_EQ(EarlyDecisionRulesFor(Row{}, 7, false).min_completed, 7);
+}
+
 Row GateRow(const std::string& slo, const std::string& arrival = "{kind: closed_loop}",
             const std::string& extra = "") {
   const std::string yaml = R"(schema: capq/row/v1
@@ -112,22 +134,23 @@ TEST(EarlyDecision, TheRowSaysWhichGatesDecideAndWhenNone) {
   const Row both = GateRow(
       "  - {metric: ttft, percentile: 95, below_ms: 500}\n"
       "  - {metric: itl, percentile: 50, below_ms: 40}\n");
-  EarlyDecisionRules r = EarlyDecisionRulesFor(both, false);
+  EarlyDecisionRules r = EarlyDecisionRulesFor(both, 1, false);
   EXPECT_TRUE(r.enabled);
   ASSERT_EQ(r.gates.size(), 1u);  // an ITL gate is never decided by a wait
   EXPECT_EQ(r.gates[0].metric, SloMetric::kTtft);
   EXPECT_DOUBLE_EQ(r.time_scale, 4);
 
-  EXPECT_FALSE(EarlyDecisionRulesFor(both, true).enabled);
-  EXPECT_NE(EarlyDecisionRulesFor(both, true).off_reason.find("--full-trials"), std::string::npos);
+  EXPECT_FALSE(EarlyDecisionRulesFor(both, 1, true).enabled);
+  EXPECT_NE(EarlyDecisionRulesFor(both, 1, true).off_reason.find("--full-trials"),
+            std::string::npos);
   const Row itl_only = GateRow("  - {metric: itl, percentile: 50, below_ms: 40}\n");
-  EXPECT_FALSE(EarlyDecisionRulesFor(itl_only, false).enabled);
+  EXPECT_FALSE(EarlyDecisionRulesFor(itl_only, 1, false).enabled);
   const Row tiers =
       GateRow("  - {metric: ttft, percentile: 95, below_ms: 500}\n", "{kind: closed_loop}",
               "slo_tiers:\n  - name: loose\n    slo:\n"
               "      - {metric: ttft, percentile: 95, below_ms: 900}\n");
-  EXPECT_FALSE(EarlyDecisionRulesFor(tiers, false).enabled);
-  EXPECT_NE(EarlyDecisionRulesFor(tiers, false).off_reason.find("tiers"), std::string::npos);
+  EXPECT_FALSE(EarlyDecisionRulesFor(tiers, 1, false).enabled);
+  EXPECT_NE(EarlyDecisionRulesFor(tiers, 1, false).off_reason.find("tiers"), std::string::npos);
 }
 
 // What a moment knew, from decoded streams: a first token read after it counts as waiting, a

@@ -47,8 +47,9 @@ int64_t CountOver(const PartialFigure& f, double below_ms) {
 
 }  // namespace
 
-EarlyDecisionRules EarlyDecisionRulesFor(const Row& row, bool full_trials) {
+EarlyDecisionRules EarlyDecisionRulesFor(const Row& row, int level, bool full_trials) {
   EarlyDecisionRules r;
+  r.min_completed = std::max(1, level);
   r.method = row.percentile_method;
   r.time_scale = row.identity.time_scale > 0 ? row.identity.time_scale : 1.0;
   for (const SloGate& g : row.slo) {
@@ -71,6 +72,11 @@ std::optional<EarlyDecision> DecideEarly(const EarlyDecisionRules& rules,
                                          const std::vector<LiveLatency>& measured, MonoNs now_ns,
                                          MonoNs measured_start_ns) {
   if (!rules.enabled) return std::nullopt;
+  const int64_t completed = std::count_if(measured.begin(), measured.end(),
+                                          [](const LiveLatency& r) { return r.done_ns != 0; });
+  if (completed < std::min<int64_t>(rules.min_completed, static_cast<int64_t>(measured.size()))) {
+    return std::nullopt;
+  }
   for (const SloGate& g : rules.gates) {
     const PartialFigure f = PartialAt(g.metric, measured, now_ns, rules.time_scale);
     if (!MissIsCertain(f, g.percentile, rules.method, g.below_ms)) continue;

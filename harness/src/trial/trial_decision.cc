@@ -7,11 +7,11 @@
 
 namespace capq::internal {
 
-std::optional<EarlyDecision> RederiveDecision(const Row& row,
+std::optional<EarlyDecision> RederiveDecision(const Row& row, int level,
                                               const std::vector<RequestResult>& measured,
                                               MonoNs at_ns, MonoNs measured_start_ns,
                                               std::string* problem) {
-  EarlyDecisionRules rules = EarlyDecisionRulesFor(row, false);
+  EarlyDecisionRules rules = EarlyDecisionRulesFor(row, level, false);
   if (!rules.enabled) {
     *problem =
         "the load stopped on an early decision, but the row allows none (" + rules.off_reason + ")";

@@ -124,7 +124,7 @@ ArrivalFactory SessionArrivalFactory(const Row& row, const TrialPlan& plan, doub
 
 // trial_decision.cc: the early decision the load recorded at `at_ns`, re-derived from the measured
 // streams alone; nullopt and `problem` when they do not bear it out.
-std::optional<EarlyDecision> RederiveDecision(const Row& row,
+std::optional<EarlyDecision> RederiveDecision(const Row& row, int level,
                                               const std::vector<RequestResult>& measured,
                                               MonoNs at_ns, MonoNs measured_start_ns,
                                               std::string* problem);

@@ -84,7 +84,7 @@ void Judge(Trial& t) {
   }
   std::string undecided;
   std::optional<EarlyDecision> decided =
-      s.load->decided ? RederiveDecision(row, t.s.meas, s.load->decided->at_ns,
+      s.load->decided ? RederiveDecision(row, s.plan->level, t.s.meas, s.load->decided->at_ns,
                                          s.load->measured_start_ns, &undecided)
                       : std::nullopt;
   internal::LatencyJudgement lat = internal::JudgeLatency(

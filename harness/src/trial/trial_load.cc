@@ -304,7 +304,7 @@ PhaseEnd Load(Trial& t) {
   MetricsSampler sampler(s.row->identity, t.topts, s.plan->open_loop() ? 100 : 250);
   sampler.Start(t.t0);
   s.fail_fast = FailFastRulesFor(*s.row, t.effective.identity.served_model_name);
-  s.early_decision = EarlyDecisionRulesFor(*s.row, s.opt->full_trials);
+  s.early_decision = EarlyDecisionRulesFor(*s.row, s.plan->level, s.opt->full_trials);
   const LoadSpec connection = ConnectionSpec(t);
   Result<std::optional<LoadResult>> calibration = CalibrateWordCount(t, connection);
   if (!calibration.ok()) {

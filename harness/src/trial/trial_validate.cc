@@ -231,7 +231,7 @@ Result<RawRead> ReadRecords(const std::string& dir, const std::string& raw_name,
 }
 
 // The early decision the end line records, re-derived from the measured streams at its moment.
-std::optional<EarlyDecision> DeriveDecision(const Row& row, const RawRead& b,
+std::optional<EarlyDecision> DeriveDecision(const Row& row, int level, const RawRead& b,
                                             std::string* problem) {
   if (!b.early_decision.is_object()) return std::nullopt;
   const nlohmann::json d = b.early_decision.value("decided", nlohmann::json());
@@ -240,8 +240,8 @@ std::optional<EarlyDecision> DeriveDecision(const Row& row, const RawRead& b,
     *problem = "the raw evidence records an early decision without its moment (at_ns)";
     return std::nullopt;
   }
-  return internal::RederiveDecision(row, b.meas, d["at_ns"].get<MonoNs>(), b.measured_start_ns,
-                                    problem);
+  return internal::RederiveDecision(row, level, b.meas, d["at_ns"].get<MonoNs>(),
+                                    b.measured_start_ns, problem);
 }
 
 // What the verdict needs besides the records: identity.json (none when unreadable) and
@@ -269,7 +269,7 @@ TrialVerdict DeriveVerdict(const std::string& dir, const Row& row, const TrialPl
   ValidationInput vin = internal::MakeValidationInput(row, plan, b->warm, b->meas, cold, evidence);
   CorrectnessReport correctness = Validate(vin);
   std::string undecided;
-  std::optional<EarlyDecision> decided = DeriveDecision(row, *b, &undecided);
+  std::optional<EarlyDecision> decided = DeriveDecision(row, plan.level, *b, &undecided);
   internal::LatencyJudgement lat = internal::JudgeLatency(
       row, plan, &b->meas, internal::ServerLoadSamples(ReadServerMetrics(dir, problems)),
       row.identity.time_scale);

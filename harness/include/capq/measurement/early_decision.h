@@ -39,8 +39,14 @@ struct EarlyDecisionRules {
   std::vector<SloGate> gates;  // the row's TTFT and E2E gates
   PercentileMethod method = PercentileMethod::kLinear;
   double time_scale = 1;  // virtual seconds per wall second: values are compared in the row's ms
+  // No decision before this many measured streams completed whole: a failing level's streams are
+  // proven correct too (a broken stream is no SLO result), and a decision made before any stream
+  // ended would leave the correctness gates nothing to judge.
+  int64_t min_completed = 1;
 };
-EarlyDecisionRules EarlyDecisionRulesFor(const Row& row, bool full_trials);
+// `level`: the trial's concurrency (or sessions); at least that many streams complete first, so
+// that every slot's first stream is checked.
+EarlyDecisionRules EarlyDecisionRulesFor(const Row& row, int level, bool full_trials);
 
 struct EarlyDecision {
   SloGate gate;
