@@ -491,3 +491,37 @@ TEST(ReportTest, DataWrittenBeforeGatesWereNamedStillReadsAndNamesThem) {
 
 }  // namespace
 }  // namespace capq
+
+namespace capq {
+namespace {
+
+// A trial decided early has no percentile of its own: the boundary table shows its deciding
+// gate's bound as one (>=), leaves its other figures empty and says it was decided; the boundary
+// figure's point says "at least".
+TEST_F(ReportFixtureTest, ADecidedTrialShowsItsBoundNeverAMeasurement) {
+  RowQualification q = data_.rows.front();
+  const int above = *q.proven_level() + 1;
+  for (TrialSummary& t : q.trials) {
+    if (t.phase != QualifyPhase::kConfirm || t.level != above) continue;
+    EarlyDecision d;
+    d.gate = SloGate{SloMetric::kTtft, 95, q.row.slo.front().below_ms};
+    d.lowest_reachable_ms = q.row.slo.front().below_ms * 1.25;
+    d.after_s = 41.5;
+    t.decided = d;
+    t.slo.front().measured_ms = d.lowest_reachable_ms;
+    t.slo.front().at_least = true;
+  }
+  CapacityData one;
+  one.rows.push_back(q);
+  const std::string html = RenderReportHtml(one);
+  const std::string table = Table(html, "tbl-boundary-" + q.row.id);
+  // One bound per decided trial, in its TTFT p95 cell (its p50 and p99 stay empty).
+  const size_t decided = q.Trials(QualifyPhase::kConfirm, above).size();
+  ASSERT_GT(decided, 0u);
+  EXPECT_EQ(Count(table, "<td>&ge; "), decided) << table;
+  EXPECT_EQ(Count(table, "decided early, 41.5 s in"), decided);
+  EXPECT_NE(Figure(html, "fig-boundary").find("at least"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace capq

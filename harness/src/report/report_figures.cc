@@ -422,7 +422,7 @@ int DrawBoundarySide(const LoadScale& scale, const BoundarySides& s,
       continue;
     }
     const SloCheck& g = t.slo[i];
-    p->Circle(x, s.Value(g), 5, "pt " + VerdictClass(t) + " confirm",
+    p->Circle(x, s.Value(g), 5, "pt " + VerdictClass(t) + " confirm" + (g.at_least ? " bound" : ""),
               what + ": " + GateVerdictText(g) +
                   (s.one ? "" : " (" + FormatFixed(100.0 * GateRatio(g), 0) + "% of the bound)") +
                   ", " + VerdictWord(t));
@@ -466,7 +466,8 @@ std::string FigBoundary(const CapacityData& d) {
          "(right), or at Rmax and Rmax + one step on a rate row, each at the value of the gate "
          "that decided its side, named under the side. When different gates decided, every point "
          "is its gate's value as a share of that gate's bound (a stability gate's last third "
-         "against its bound).</figcaption>\n</figure>\n";
+         "against its bound). A trial decided early sits at the least its percentile could have "
+         "ended at, a bound and not a measurement.</figcaption>\n</figure>\n";
 }
 
 // Figure 3: the capacity surface across rows.
