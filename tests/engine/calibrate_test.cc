@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "capq/engine/predict.h"
 
@@ -160,6 +161,49 @@ TEST(CalibrateTest, ATrialUnderLoadMeasuresTheDecodeRowCost) {
   EXPECT_EQ(Find(*refined, "b3_s_per_decode_row")->basis, Basis::kMeasured);
   for (int conc : {8, 9}) EXPECT_NEAR(TtftAt(refined->profile, conc), TtftAt(truth, conc), 5.0);
   EXPECT_FALSE(RefineWithLoad(*one, base, load, 0).ok());
+}
+
+// FitLoad takes every load point's TTFT percentiles as well as its ITL: the decode row's cost
+// is recovered from two probes together, and from the TTFT of a probe whose ITL was not measured.
+TEST(CalibrateTest, AFitOverEveryLoadPointMeasuresTheDecodeRowCost) {
+  EngineProfile truth = Truth();
+  truth.b0_s = 0.0004;
+  truth.b1_s_per_prefill_token = 2.5e-5;
+  truth.b3_s_per_decode_row = 3.5e-4;  // 14 x b1
+  truth.max_running_requests = 8;
+  const BaselinePoint base = Measure(truth, 523, 128);
+  Result<Calibration> one = Calibrate(ShapeOf(truth), {base});
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  std::vector<LoadPoint> points;
+  for (int conc : {6, 14}) {
+    LoadPoint lp;
+    lp.load.prompt_tokens = 523;
+    lp.load.output_tokens = 128;
+    lp.load.concurrency = conc;
+    lp.load.measured_requests = 4 * conc;
+    lp.load.shared_prefix_tokens = 0;
+    Result<PredictedTrial> t = PredictTrial(truth, lp.load);
+    ASSERT_TRUE(t.ok());
+    std::vector<double> itl;
+    for (const auto& r : t->measured) itl.push_back(r.itl_ns() / 1e6);
+    lp.itl_p50_ms = Median(itl);
+    lp.ttft_p50_ms = TtftPercentileNs(t->measured, 50) / 1e6;
+    lp.ttft_gate_ms = TtftPercentileNs(t->measured, 95) / 1e6;
+    points.push_back(lp);
+  }
+  Result<Calibration> fit = FitLoad(*one, base, points);
+  ASSERT_TRUE(fit.ok()) << fit.status().ToString();
+  EXPECT_NEAR(fit->profile.b3_s_per_decode_row, 3.5e-4, 3e-5);
+  EXPECT_EQ(Find(*fit, "b3_s_per_decode_row")->basis, Basis::kMeasured);
+  EXPECT_NE(Find(*fit, "b3_s_per_decode_row")->how.find("C=6, C=14"), std::string::npos)
+      << Find(*fit, "b3_s_per_decode_row")->how;
+  // The TTFT alone (a probe decided early keeps no ITL) still says the row is costly.
+  std::vector<LoadPoint> ttft_only = {points.back()};
+  ttft_only[0].itl_p50_ms = NAN;
+  Result<Calibration> from_ttft = FitLoad(*one, base, ttft_only);
+  ASSERT_TRUE(from_ttft.ok()) << from_ttft.status().ToString();
+  EXPECT_GT(from_ttft->profile.b3_s_per_decode_row, 1.5e-4);
+  EXPECT_FALSE(FitLoad(*one, base, {}).ok());
 }
 
 TEST(CalibrateTest, ABaselineThatCannotBeFittedIsRefusedWithItsFigures) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace capq::engine {
 namespace {
@@ -166,6 +167,54 @@ void ReplaceParameter(Parameter p, std::vector<Parameter>* list) {
   list->push_back(std::move(p));
 }
 
+// The model's misfit to `points` with b3 = `b3`: the sum of squared log ratios of its ITL p50,
+// TTFT p50 and (twice) gating TTFT percentile to the measured ones; +inf when b3 does not fit.
+double LoadMisfit(const EngineProfile& p, const BaselinePoint& base, double tps, double b3,
+                  const std::vector<LoadPoint>& points) {
+  EngineProfile trial = p;
+  if (!SetRowCost(base, tps, b3, &trial)) return INFINITY;
+  double sum = 0;
+  auto add = [&sum](double model, double measured, double weight) {
+    if (!(measured > 0)) return;
+    sum += model > 0 ? weight * std::pow(std::log(model / measured), 2) : INFINITY;
+  };
+  for (const LoadPoint& lp : points) {
+    Result<PredictedTrial> t = PredictTrial(trial, lp.load);
+    if (!t.ok() || t->measured.empty()) return INFINITY;
+    std::vector<double> itl;
+    for (const auto& r : t->measured) itl.push_back(r.itl_ns() / 1e6);
+    std::nth_element(itl.begin(), itl.begin() + static_cast<long>(itl.size() / 2), itl.end());
+    add(itl[itl.size() / 2], lp.itl_p50_ms, 1);
+    add(TtftPercentileNs(t->measured, 50) / 1e6, lp.ttft_p50_ms, 1);
+    add(TtftPercentileNs(t->measured, lp.gate_percentile) / 1e6, lp.ttft_gate_ms, 2);
+  }
+  return sum;
+}
+
+// The b3 in [0, hi] that minimises `f`: a 17-point grid, then golden sections around the best.
+template <typename F>
+double MinimiseOn(double hi, F f) {
+  constexpr int kGrid = 16;
+  int best = 0;
+  double best_f = INFINITY;
+  for (int i = 0; i <= kGrid; ++i) {
+    const double v = f(hi * i / kGrid);
+    if (v < best_f) best_f = v, best = i;
+  }
+  double a = hi * std::max(0, best - 1) / kGrid, b = hi * std::min(kGrid, best + 1) / kGrid;
+  const double g = (std::sqrt(5.0) - 1) / 2;
+  double x1 = b - g * (b - a), x2 = a + g * (b - a), f1 = f(x1), f2 = f(x2);
+  for (int i = 0; i < 14; ++i) {
+    if (f1 <= f2) {
+      b = x2, x2 = x1, f2 = f1, x1 = b - g * (b - a), f1 = f(x1);
+    } else {
+      a = x1, x1 = x2, f1 = f2, x2 = a + g * (b - a), f2 = f(x2);
+    }
+  }
+  const double x = f1 <= f2 ? x1 : x2;
+  return std::min(f1, f2) <= best_f ? x : hi * best / kGrid;
+}
+
 }  // namespace
 
 Result<Calibration> RefineWithLoad(const Calibration& cal, const BaselinePoint& base,
@@ -197,6 +246,42 @@ Result<Calibration> RefineWithLoad(const Calibration& cal, const BaselinePoint& 
   ReplaceParameter({"b3_s_per_decode_row", p.b3_s_per_decode_row, Basis::kMeasured,
                     Fmt("the model's ITL p50 matched to %.3f ms measured at C=%.0f (model %.3f ms)",
                         itl_p50_ms, load.concurrency, ModelItlMs(p, load))},
+                   &out.parameters);
+  ReplaceParameter({"b0_s", p.b0_s, Basis::kMeasured, "C=1 decode step - b3"}, &out.parameters);
+  ReplaceParameter({"b1_s_per_prefill_token", p.b1_s_per_prefill_token, Basis::kMeasured,
+                    Fmt("(TTFT p50 %.1f ms - prefill steps x b0) / %.0f prompt tokens",
+                        base.ttft_p50_ms, static_cast<double>(base.prompt_tokens))},
+                   &out.parameters);
+  return out;
+}
+
+Result<Calibration> FitLoad(const Calibration& cal, const BaselinePoint& base,
+                            const std::vector<LoadPoint>& points) {
+  std::string figures;
+  for (const LoadPoint& lp : points) {
+    if (lp.load.concurrency < 2) continue;
+    if (lp.itl_p50_ms > 0 || lp.ttft_p50_ms > 0 || lp.ttft_gate_ms > 0) {
+      figures += Fmt(figures.empty() ? "C=%.0f" : ", C=%.0f", lp.load.concurrency);
+    }
+  }
+  if (figures.empty()) {
+    return Status::InvalidArgument("no load point at C >= 2 with a measured TTFT or ITL");
+  }
+  const double tps = 1 + cal.profile.spec_accept_mean;
+  EngineProfile p = cal.profile;
+  auto misfit = [&](double b3) { return LoadMisfit(p, base, tps, b3, points); };
+  const double b3 = MinimiseOn(DecodeStepS(base, tps), misfit);
+  const double rms = std::sqrt(misfit(b3));
+  if (!std::isfinite(rms) || !SetRowCost(base, tps, b3, &p)) {
+    return Status::InvalidArgument("the load points at " + figures +
+                                   " leave no positive step cost");
+  }
+  Calibration out = cal;
+  out.profile = p;
+  ReplaceParameter({"b3_s_per_decode_row", b3, Basis::kMeasured,
+                    "least squares over the TTFT p50, gating TTFT percentile and ITL p50 "
+                    "measured at " +
+                        figures + Fmt(" (root of the summed squared log ratios %.3f)", rms)},
                    &out.parameters);
   ReplaceParameter({"b0_s", p.b0_s, Basis::kMeasured, "C=1 decode step - b3"}, &out.parameters);
   ReplaceParameter({"b1_s_per_prefill_token", p.b1_s_per_prefill_token, Basis::kMeasured,

@@ -14,6 +14,7 @@
 // b0 and b1 from the two TTFTs, and b4 and b3 from the two decode steps.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -72,5 +73,22 @@ Result<Calibration> Calibrate(const ServerShape& shape, const std::vector<Baseli
 // REQUIRES: `cal` came from a one-length Calibrate of `base`.
 Result<Calibration> RefineWithLoad(const Calibration& cal, const BaselinePoint& base,
                                    const PredictOptions& load, double itl_p50_ms);
+
+// A trial of the row under load as FitLoad takes it; a figure it did not measure is NaN.
+struct LoadPoint {
+  PredictOptions load;
+  double itl_p50_ms = NAN;
+  double ttft_p50_ms = NAN;
+  double ttft_gate_ms = NAN;  // the row's gating TTFT percentile, measured
+  double gate_percentile = 95;
+};
+
+// Like RefineWithLoad, but on every load point together: b3 is chosen (keeping the C = 1 decode
+// step and TTFT of `base`) to minimise the sum of squared log ratios of the model's ITL p50, TTFT
+// p50 and gating TTFT percentile to the measured ones, the gating percentile counted twice (a
+// grid over [0, the C = 1 step], then a golden-section search around the best). Deterministic.
+// InvalidArgument when no point carries a usable figure.
+Result<Calibration> FitLoad(const Calibration& cal, const BaselinePoint& base,
+                            const std::vector<LoadPoint>& points);
 
 }  // namespace capq::engine
