@@ -235,37 +235,42 @@ std::vector<int> ProbedLevels(const FakeServer& server) {
   return out;
 }
 
-// A prediction from the baseline that misses is refined once, on the first probe's ITL, and the
-// locator aims at the refined boundary: three probes where a blind search needs more.
-TEST(QualifyTest, ABaselinePredictionThatMissesIsRefinedOnTheFirstProbe) {
+// A prediction from the baseline that misses is refitted on every probe, all the probes so far
+// together, and the locator aims at the refitted boundary: three probes where a blind search needs
+// more.
+TEST(QualifyTest, ABaselinePredictionThatMissesIsRefittedOnEveryProbe) {
   Row row = FakeRow();  // p95 = 200 ms x C against 1000 ms: Cmax 4
   FakeServer server{[](int c, int) { return 200.0 * c; }};
   QualifyOptions opt;
   opt.max_level = 64;
-  int refined_on = 0;
+  std::vector<std::vector<int>> refits;
   opt.predict_from_baseline = [](const TrialSummary& base) -> Result<BoundaryPrediction> {
     EXPECT_EQ(base.phase, QualifyPhase::kBaseline);
     return Predicted(14, "baseline calibration");
   };
-  opt.refine_prediction = [&](const TrialSummary& base,
-                              const TrialSummary& probe) -> Result<BoundaryPrediction> {
+  opt.refine_prediction =
+      [&](const TrialSummary& base,
+          const std::vector<const TrialSummary*>& probes) -> Result<BoundaryPrediction> {
     EXPECT_EQ(base.phase, QualifyPhase::kBaseline);
-    refined_on = probe.level;
-    return Predicted(4, "baseline calibration and the ITL of the probe");
+    refits.emplace_back();
+    for (const TrialSummary* t : probes) refits.back().push_back(t->level);
+    return Predicted(4, "baseline calibration and the probes");
   };
   RowQualification q = Qualify(row, Runner(server), opt);
   ASSERT_EQ(q.status, QualifyStatus::kProven) << q.message;
   EXPECT_EQ(q.cmax, 4);
-  EXPECT_EQ(refined_on, 14);
+  EXPECT_EQ(refits, (std::vector<std::vector<int>>{{14}, {14, 4}, {14, 4, 5}}));
   EXPECT_EQ(ProbedLevels(server), (std::vector<int>{14, 4, 5}));
   EXPECT_EQ(q.predicted_cmax, 14) << "the baseline's own prediction is kept beside the outcome";
   EXPECT_EQ(q.refined_cmax, 4);
   EXPECT_EQ(q.predicted_curve.size(), 5u);
-  EXPECT_NE(q.prediction_note.find("refined on the probe at C=14"), std::string::npos)
+  EXPECT_NE(q.prediction_note.find("refitted on the probes at C=14: Cmax 4"), std::string::npos)
       << q.prediction_note;
 }
 
-TEST(QualifyTest, APredictionTheProbesBearOutIsNotRefined) {
+// A refit that the probes contradict (a boundary below a pass) cannot lead the locator back below
+// what passed: it aims at the highest pass's neighbour.
+TEST(QualifyTest, ARefitBelowAPassStillProbesThePassNeighbour) {
   Row row = FakeRow();
   FakeServer server{[](int c, int) { return 200.0 * c; }};
   QualifyOptions opt;
@@ -273,16 +278,16 @@ TEST(QualifyTest, APredictionTheProbesBearOutIsNotRefined) {
     return Predicted(4, "baseline calibration");
   };
   int refinements = 0;
-  opt.refine_prediction = [&](const TrialSummary&,
-                              const TrialSummary&) -> Result<BoundaryPrediction> {
+  opt.refine_prediction =
+      [&](const TrialSummary&,
+          const std::vector<const TrialSummary*>&) -> Result<BoundaryPrediction> {
     ++refinements;
     return Predicted(2, "a refinement that would mislead");
   };
   RowQualification q = Qualify(row, Runner(server), opt);
   ASSERT_EQ(q.status, QualifyStatus::kProven);
-  EXPECT_EQ(refinements, 0);
+  EXPECT_EQ(refinements, 2);
   EXPECT_EQ(ProbedLevels(server), (std::vector<int>{4, 5}));
-  EXPECT_FALSE(q.refined_cmax);
 }
 
 TEST(QualifyTest, ABaselineThatCannotBeCalibratedIsRecordedAndTheSearchStartsBlind) {

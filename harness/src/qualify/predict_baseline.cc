@@ -52,10 +52,33 @@ Result<MeasuredBaseline> BaselineFromRow(const Row& row) {
   return b;
 }
 
+MeasuredLoad LoadFromTrial(const TrialSummary& probe, const Row& row) {
+  MeasuredLoad l;
+  l.source = "the probe at C=" + std::to_string(probe.level);
+  l.concurrency = probe.level;
+  if (!probe.has_metrics) return l;
+  auto figure = [](const Distribution& d, double v) { return d.n > 0 && v > 0 ? v : NAN; };
+  l.itl_p50_ms = figure(probe.itl_ms, probe.itl_ms.p50);
+  l.ttft_p50_ms = figure(probe.ttft_ms, probe.ttft_ms.p50);
+  for (const SloGate& g : row.slo) {
+    if (g.metric != SloMetric::kTtft) continue;
+    const Distribution& d = probe.ttft_ms;
+    const double v = g.percentile == 50   ? d.p50
+                     : g.percentile == 90 ? d.p90
+                     : g.percentile == 95 ? d.p95
+                     : g.percentile == 99 ? d.p99
+                                          : NAN;
+    l.ttft_gate_ms = figure(d, v);
+    l.gate_percentile = g.percentile;
+    break;
+  }
+  return l;
+}
+
 Result<BoundaryPrediction> PredictFromBaselines(const Row& row,
                                                 const std::vector<MeasuredBaseline>& baselines,
                                                 int max_level,
-                                                const std::optional<MeasuredLoad>& load) {
+                                                const std::vector<MeasuredLoad>& loads) {
   if (baselines.empty()) return Status::InvalidArgument("no baseline to calibrate on");
   const MeasuredBaseline& first = baselines.front();
   if (LimitsEngine(row.identity) != first.engine) {
@@ -75,11 +98,17 @@ Result<BoundaryPrediction> PredictFromBaselines(const Row& row,
   if (!cal.ok()) return Status::InvalidArgument(sources + ": " + cal.status().message());
   const int64_t overhead = std::max<int64_t>(0, first.point.prompt_tokens - first.input_tokens);
   const int64_t prompt = row.workload.input_tokens + overhead;
-  if (load && baselines.size() == 1) {
-    cal = engine::RefineWithLoad(*cal, first.point, RowTrialOptions(row, prompt, load->concurrency),
-                                 load->itl_p50_ms);
-    if (!cal.ok()) return Status::InvalidArgument(load->source + ": " + cal.status().message());
-    sources += " and the ITL of " + load->source;
+  if (!loads.empty() && baselines.size() == 1) {
+    std::vector<engine::LoadPoint> points;
+    std::string names;
+    for (const MeasuredLoad& l : loads) {
+      points.push_back({RowTrialOptions(row, prompt, l.concurrency), l.itl_p50_ms, l.ttft_p50_ms,
+                        l.ttft_gate_ms, l.gate_percentile});
+      names += (names.empty() ? "" : ", ") + l.source;
+    }
+    cal = engine::FitLoad(*cal, first.point, points);
+    if (!cal.ok()) return Status::InvalidArgument(names + ": " + cal.status().message());
+    sources += " and the TTFT and ITL of " + names;
   }
   Result<BoundaryPrediction> p = PredictBoundary(cal->profile, row, prompt, max_level);
   if (!p.ok()) return p;
@@ -102,13 +131,14 @@ TrialPredictors PredictFromBaselineTrial(const Row& row, int max_level) {
     if (!b.ok()) return b.status();
     return PredictFromBaselines(row, {*b}, max_level);
   };
-  p.refine = [row, max_level](const TrialSummary& t,
-                              const TrialSummary& probe) -> Result<BoundaryPrediction> {
+  p.refine = [row, max_level](
+                 const TrialSummary& t,
+                 const std::vector<const TrialSummary*>& probes) -> Result<BoundaryPrediction> {
     Result<MeasuredBaseline> b = BaselineFromTrial(t, row);
     if (!b.ok()) return b.status();
-    MeasuredLoad load{"the probe at C=" + std::to_string(probe.level), probe.level,
-                      probe.itl_ms.p50};
-    return PredictFromBaselines(row, {*b}, max_level, load);
+    std::vector<MeasuredLoad> loads;
+    for (const TrialSummary* probe : probes) loads.push_back(LoadFromTrial(*probe, row));
+    return PredictFromBaselines(row, {*b}, max_level, loads);
   };
   return p;
 }

@@ -278,25 +278,42 @@ void Run::PredictFromBaseline(const TrialSummary& base) {
   Say("predict: " + p->note + " (" + p->source + ")");
 }
 
+// The evidence outranks the model: a refitted boundary below the highest pass aims at that pass
+// (so its neighbour is probed next), one at or above the lowest fail just below it.
+static int AimWithin(const Locator& loc, int cmax) {
+  if (loc.last_pass() > 0) cmax = std::max(cmax, loc.last_pass());
+  if (loc.first_fail() > 0) cmax = std::min(cmax, loc.first_fail() - 1);
+  return std::max(cmax, 1);
+}
+
 void Run::RefinePrediction(const TrialSummary& probe, Locator* loc) {
-  if (!from_baseline_ || refined_ || !opt_.refine_prediction || !q_.predicted_cmax ||
-      probe.level < 2 || !probe.has_metrics || !(probe.itl_ms.p50 > 0)) {
+  if (!from_baseline_ || !opt_.refine_prediction || !q_.predicted_cmax || probe.level < 2 ||
+      !probe.has_metrics) {
     return;
   }
-  if (probe.passed() == (probe.level <= *q_.predicted_cmax)) return;
-  refined_ = true;
+  std::vector<const TrialSummary*> probes;
+  std::string levels;
+  for (const TrialSummary& t : q_.trials) {
+    if (t.phase != QualifyPhase::kProbe || t.level < 2 || !t.has_metrics) continue;
+    probes.push_back(&t);
+    levels += (levels.empty() ? "" : ", ") + LevelLabel(t.level);
+  }
   const TrialSummary* base = q_.Trials(QualifyPhase::kBaseline, 1).front();
-  Result<BoundaryPrediction> p = opt_.refine_prediction(*base, probe);
+  Result<BoundaryPrediction> p = opt_.refine_prediction(*base, probes);
   if (!p.ok()) {
-    q_.prediction_note += "; not refined: " + p.status().message();
-    Say("predict: not refined — " + p.status().message());
+    q_.prediction_note +=
+        "; not refitted on " + LevelLabel(probe.level) + ": " + p.status().message();
+    Say("predict: not refitted — " + p.status().message());
     return;
   }
   TakePrediction(*p);
   q_.refined_cmax = p->cmax;
-  q_.prediction_note += "; refined on the probe at " + LevelLabel(probe.level) + ": " + p->note;
-  if (p->cmax) loc->SetPrediction(std::min(*p->cmax, opt_.max_level));
-  Say("predict: refined on the probe at " + LevelLabel(probe.level) + "'s ITL: " + p->note);
+  const std::string on = "refitted on the probes at " + levels;
+  q_.prediction_note +=
+      "; " + on + ": " +
+      (p->cmax ? scale_.Max() + " " + scale_.Value(*p->cmax) : std::string("no boundary"));
+  if (p->cmax) loc->SetPrediction(AimWithin(*loc, std::min(*p->cmax, opt_.max_level)));
+  Say("predict: " + on + " (TTFT and ITL): " + p->note);
 }
 
 void Run::Interrupt(const std::string& phase) {

@@ -128,7 +128,6 @@ class Run {
   int max_per_side_ = 6;
   RowQualification q_;
   bool from_baseline_ = false;  // the prediction came from the baseline (refinable)
-  bool refined_ = false;
 };
 
 }  // namespace capq::qualify_internal

@@ -4,6 +4,7 @@
 // is printed beside what the trials then measured.
 #pragma once
 
+#include <cmath>
 #include <functional>
 #include <map>
 #include <optional>
@@ -58,21 +59,27 @@ Result<MeasuredBaseline> BaselineFromTrial(const TrialSummary& trial, const Row&
 // tokens are expect.baseline.prompt_tokens when given, else input_tokens (assumed).
 Result<MeasuredBaseline> BaselineFromRow(const Row& row);
 
-// A trial of the row under load: its ITL p50 shows what a decode row costs (RefineWithLoad).
+// A trial of the row under load: its ITL p50 and TTFT percentiles show what a decode row costs
+// (engine::FitLoad). A figure the trial did not measure (decided early) is NaN.
 struct MeasuredLoad {
-  std::string source;  // "probe C=14"
+  std::string source;  // "the probe at C=14"
   int concurrency = 0;
-  double itl_p50_ms = 0;
+  double itl_p50_ms = NAN;
+  double ttft_p50_ms = NAN;
+  double ttft_gate_ms = NAN;  // the row's TTFT gate percentile
+  double gate_percentile = 95;
 };
+// A probe of `row` as a load point: its ITL p50, TTFT p50 and the TTFT percentile the row gates.
+MeasuredLoad LoadFromTrial(const TrialSummary& probe, const Row& row);
 
 // Calibrates on `baselines` (one, or two prompt lengths of one identity) and predicts `row`'s
 // boundary. The row's server prompt is its input_tokens plus the template overhead the first
-// baseline showed (its prompt tokens minus its input tokens). With `load` (a closed-loop trial of
-// `row` itself) a one-length calibration's b3 is refitted to the ITL it measured.
+// baseline showed (its prompt tokens minus its input tokens). With `loads` (closed-loop trials of
+// `row` itself) a one-length calibration's b3 is fitted to all of them together (engine::FitLoad).
 Result<BoundaryPrediction> PredictFromBaselines(const Row& row,
                                                 const std::vector<MeasuredBaseline>& baselines,
                                                 int max_level,
-                                                const std::optional<MeasuredLoad>& load = {});
+                                                const std::vector<MeasuredLoad>& loads = {});
 
 // The capacity surface (the seed's Figure 3) before paying for it: `row`'s identity at other
 // shapes. Each point is `row` with input_tokens x output_tokens, predicted by `predict`.
@@ -91,7 +98,8 @@ std::vector<int64_t> GridAround(int64_t tokens, std::vector<double> factors);
 // baseline trial, and again with a probe's ITL.
 struct TrialPredictors {
   std::function<Result<BoundaryPrediction>(const TrialSummary& baseline)> predict;
-  std::function<Result<BoundaryPrediction>(const TrialSummary& baseline, const TrialSummary& probe)>
+  std::function<Result<BoundaryPrediction>(const TrialSummary& baseline,
+                                           const std::vector<const TrialSummary*>& probes)>
       refine;
 };
 TrialPredictors PredictFromBaselineTrial(const Row& row, int max_level);

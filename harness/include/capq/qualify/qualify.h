@@ -56,9 +56,10 @@ struct QualifyOptions {
   // server's calibrated engine model, PredictFromBaselineTrial). A failure is recorded and the
   // search starts blind.
   std::function<Result<BoundaryPrediction>(const TrialSummary& baseline)> predict_from_baseline;
-  // Once the first probe above C = 1 has measured the decode step under load, the prediction made
-  // from the baseline is refined with it (TrialPredictors::refine) and the locator aims anew.
-  std::function<Result<BoundaryPrediction>(const TrialSummary& baseline, const TrialSummary& probe)>
+  // After every probe above C = 1 the prediction made from the baseline is refitted on all the
+  // probes so far (TrialPredictors::refine) and the locator aims at the refitted boundary.
+  std::function<Result<BoundaryPrediction>(const TrialSummary& baseline,
+                                           const std::vector<const TrialSummary*>& probes)>
       refine_prediction;
   // Points known without a probe (an SLO tier's view of trials already run): given to the locator
   // with the baseline before the search. Navigation only; confirmations still run at both sides.
