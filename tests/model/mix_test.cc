@@ -112,8 +112,8 @@ TEST(Traffic, ImportsOpenAiUsageAndCapqResultsKeepingPairs) {
 
 TEST(Traffic, SummaryGivesCountsAndPairedQuantilesPerClass) {
   std::vector<TrafficSample> v;
-  for (int i = 1; i <= 100; ++i) v.push_back({i * 10, i, "a", "cold", "greedy", {}, i});
-  v.push_back({5000, 900, "b", "cold", "greedy", {}, 101});
+  for (int i = 1; i <= 100; ++i) v.push_back({i * 10, i, "a", "cold", "greedy", {}, i, 0, {}});
+  v.push_back({5000, 900, "b", "cold", "greedy", {}, 101, 0, {}});
   const auto sum = SummarizeTraffic(v);
   ASSERT_EQ(sum.size(), 2u);
   EXPECT_EQ(sum[0].count, 100);

@@ -8,6 +8,7 @@
 #include "capq/cli/args.h"
 #include "capq/cli/commands.h"
 #include "capq/file_io.h"
+#include "capq/model/trace_import.h"
 #include "capq/model/traffic.h"
 
 namespace capq::cli {
@@ -15,11 +16,16 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: capq traffic EXPORT... [--class NAME] [--out FILE]\n"
+    "       capq traffic import --format mooncake|azure|burstgpt TRACE... [--class NAME]\n"
+    "                           [--out FILE]\n"
     "  converts completed-request exports (OpenAI-style usage records, capq results.jsonl,\n"
     "  capq/traffic/v1) into capq/traffic/v1 lines of paired samples and prints a summary:\n"
     "  counts and paired ISL/OSL p50/p95/p99 per class.\n"
     "  --class NAME  the class of samples whose line names none (default: the file's stem)\n"
-    "  --out FILE    write the samples there (default: none, summary only)\n";
+    "  --out FILE    write the samples there (default: none, summary only)\n"
+    "  import reads public traces as their publishers document them (rows/traffic/README.md):\n"
+    "  arrival offsets, paired lengths and Mooncake's 512-token prefix blocks, and summarises\n"
+    "  the arrival rate per minute and the prefix blocks a cache could reuse.\n";
 
 Result<std::vector<TrafficSample>> ReadExport(const std::string& path, const std::string& cls) {
   Result<std::string> text = ReadWholeFile(path);
@@ -28,20 +34,55 @@ Result<std::vector<TrafficSample>> ReadExport(const std::string& path, const std
   return ImportTraffic(*text, path, stem);
 }
 
+Result<std::vector<TrafficSample>> ReadTrace(TraceFormat f, const std::string& path,
+                                             const std::string& cls, int* skipped) {
+  Result<std::string> text = ReadWholeFile(path);
+  if (!text.ok()) return text.status();
+  const std::string stem = cls.empty() ? std::filesystem::path(path).stem().string() : cls;
+  Result<ImportedTrace> t = ImportTrace(f, *text, path, stem);
+  if (!t.ok()) return t.status();
+  *skipped += t->skipped;
+  return std::move(t->samples);
+}
+
+// Every file, as exports or as traces of `format`; false (said on stderr) at the first bad one.
+bool ReadAll(const ArgParser& p, const std::vector<std::string>& files,
+             std::optional<TraceFormat> format, std::vector<TrafficSample>* all, int* skipped) {
+  for (const std::string& path : files) {
+    const std::string cls = p.GetOr("class", "");
+    Result<std::vector<TrafficSample>> s =
+        format ? ReadTrace(*format, path, cls, skipped) : ReadExport(path, cls);
+    if (!s.ok()) {
+      std::fprintf(stderr, "capq traffic: %s\n", s.status().message().c_str());
+      return false;
+    }
+    all->insert(all->end(), s->begin(), s->end());
+  }
+  return true;
+}
+
 }  // namespace
 
 int RunTraffic(const Args& args) {
-  ArgParser p({"class", "out"}, {"help"});
+  ArgParser p({"class", "out", "format"}, {"help"});
   if (std::optional<int> rc = ParseCommand(p, args, "traffic", kUsage, 2)) return *rc;
-  std::vector<TrafficSample> all;
-  for (const std::string& path : p.positionals()) {
-    Result<std::vector<TrafficSample>> s = ReadExport(path, p.GetOr("class", ""));
-    if (!s.ok()) {
-      std::fprintf(stderr, "capq traffic: %s\n", s.status().message().c_str());
+  std::vector<std::string> files = p.positionals();
+  const bool import = !files.empty() && files.front() == "import";
+  if (import) files.erase(files.begin());
+  std::optional<TraceFormat> format;
+  if (import || p.Get("format")) {
+    format = ParseTraceFormat(p.GetOr("format", ""));
+    if (!import || !format || files.empty()) {
+      std::fprintf(stderr,
+                   "capq traffic: import needs --format mooncake|azure|burstgpt and a "
+                   "trace file\n%s",
+                   kUsage);
       return 2;
     }
-    all.insert(all.end(), s->begin(), s->end());
   }
+  std::vector<TrafficSample> all;
+  int skipped = 0;
+  if (!ReadAll(p, files, format, &all, &skipped)) return 2;
   if (std::optional<std::string> out = p.Get("out")) {
     std::ofstream f(*out, std::ios::binary | std::ios::trunc);
     for (const TrafficSample& s : all) f << TrafficSampleToJsonLine(s) << "\n";
@@ -51,6 +92,12 @@ int RunTraffic(const Args& args) {
     }
   }
   std::fputs(TrafficSummaryText(SummarizeTraffic(all)).c_str(), stdout);
+  if (format) {
+    std::fputs(TraceSummaryText(SummarizeTrace(all)).c_str(), stdout);
+    if (skipped > 0) {
+      std::printf("  %d requests without input or output (failed) left out\n", skipped);
+    }
+  }
   return 0;
 }
 

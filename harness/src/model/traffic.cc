@@ -49,6 +49,18 @@ Result<TrafficSample> SampleFromJson(const nlohmann::json& j, const std::string&
     }
     s.arrival_offset_s = j["arrival_offset_s"].get<double>();
   }
+  if (j.contains("prefix_blocks")) {
+    const nlohmann::json& b = j["prefix_blocks"];
+    const auto size = PositiveInt(b, "block_tokens");
+    if (!size || !b.contains("ids") || !b["ids"].is_array()) {
+      return LineError(file, line, "prefix_blocks: expected block_tokens > 0 and an ids array");
+    }
+    s.block_tokens = *size;
+    for (const nlohmann::json& id : b["ids"]) {
+      if (!id.is_number_integer()) return LineError(file, line, "prefix_blocks.ids: integers");
+      s.block_ids.push_back(id.get<int64_t>());
+    }
+  }
   return s;
 }
 
@@ -154,6 +166,9 @@ std::string TrafficSampleToJsonLine(const TrafficSample& s) {
                               {"output_tokens", s.output_tokens}, {"class", s.traffic_class},
                               {"prefix_hit", s.prefix_hit},       {"sampling", s.sampling}};
   if (s.arrival_offset_s) j["arrival_offset_s"] = *s.arrival_offset_s;
+  if (!s.block_ids.empty()) {
+    j["prefix_blocks"] = {{"block_tokens", s.block_tokens}, {"ids", s.block_ids}};
+  }
   return j.dump();
 }
 

@@ -26,6 +26,11 @@ struct TrafficSample {
   std::string sampling;       // "greedy" unless the export says otherwise
   std::optional<double> arrival_offset_s;
   int line = 0;  // 1-based line in its file
+  // A trace's prefix structure (Mooncake's hash_ids): the ids of the prompt's blocks of
+  // `block_tokens` tokens, in order, chained (equal leading ids are a shared prefix); empty when
+  // the source has none.
+  int64_t block_tokens = 0;
+  std::vector<int64_t> block_ids;
 };
 
 // Parses capq/traffic/v1 lines; blank lines are skipped, anything else must be a sample.
