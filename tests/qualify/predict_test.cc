@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "capq/model/row_loader.h"
 #include "capq/qualify/qualify.h"
 
@@ -73,6 +75,35 @@ TEST(PredictTest, AMixedRowIsNotPredictedAsOneShape) {
   Result<BoundaryPrediction> p = PredictFromProfile(row, 64);
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.status().message().find("mixes request classes"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace capq
+
+namespace capq {
+namespace {
+
+// A probe decided early measured only what finished before the decision: none of its
+// percentiles is a load point for the refit, which keeps the probe's level alone.
+TEST(PredictTest, AProbeDecidedEarlyGivesTheRefitNoFigure) {
+  Row row = Load(std::string(CAPQ_SOURCE_DIR) + "/rows/b70/b70_qwen38_27b_8k1k.yaml");
+  TrialSummary probe;
+  probe.level = 8;
+  probe.has_metrics = true;
+  probe.ttft_ms.n = 20;
+  probe.ttft_ms.p50 = 4000;
+  probe.ttft_ms.p95 = 11000;
+  probe.itl_ms.n = 20;
+  probe.itl_ms.p50 = 12;
+  const MeasuredLoad measured = LoadFromTrial(probe, row);
+  EXPECT_DOUBLE_EQ(measured.ttft_gate_ms, 11000);
+  EXPECT_DOUBLE_EQ(measured.itl_p50_ms, 12);
+  probe.decided = EarlyDecision{};
+  const MeasuredLoad decided = LoadFromTrial(probe, row);
+  EXPECT_EQ(decided.concurrency, 8);
+  EXPECT_TRUE(std::isnan(decided.ttft_gate_ms));
+  EXPECT_TRUE(std::isnan(decided.ttft_p50_ms));
+  EXPECT_TRUE(std::isnan(decided.itl_p50_ms));
 }
 
 }  // namespace

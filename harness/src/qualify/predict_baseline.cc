@@ -56,7 +56,9 @@ MeasuredLoad LoadFromTrial(const TrialSummary& probe, const Row& row) {
   MeasuredLoad l;
   l.source = "the probe at C=" + std::to_string(probe.level);
   l.concurrency = probe.level;
-  if (!probe.has_metrics) return l;
+  // A probe decided early measured only the requests that finished before the decision: its
+  // percentiles are no figures of the load, and the fit takes none of them.
+  if (!probe.has_metrics || probe.decided) return l;
   auto figure = [](const Distribution& d, double v) { return d.n > 0 && v > 0 ? v : NAN; };
   l.itl_p50_ms = figure(probe.itl_ms, probe.itl_ms.p50);
   l.ttft_p50_ms = figure(probe.ttft_ms, probe.ttft_ms.p50);
