@@ -113,7 +113,12 @@ TEST(TrialFailFast, StallEndsASixHourTimeoutTrialInSeconds) {
 }
 
 TEST(TrialFailFast, ErrorFrameStopsTheTrialBeforeEveryRequestIsSent) {
-  Row row = MakeSimRow({});
+  // At x1 a request takes ~0.14 s of wall time, so a checker thread slowed by a loaded machine
+  // still stops the trial within a few requests; at x100 (under 1 ms each) a dozen could slip by.
+  SimRowSpec spec;
+  spec.time_scale = 1;
+  spec.output_tokens = 32;
+  Row row = MakeSimRow(spec);
   std::string dir = ScratchDir("ff-error-frame");
   // Arrival 4 is m2 at C=1.
   std::string faults = WriteText(
