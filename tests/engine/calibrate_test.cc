@@ -206,6 +206,50 @@ TEST(CalibrateTest, AFitOverEveryLoadPointMeasuresTheDecodeRowCost) {
   EXPECT_FALSE(FitLoad(*one, base, {}).ok());
 }
 
+// A probe decided early gives its gating percentile as a lower bound: a bound above the
+// baseline-only model raises the decode row's cost until the model reaches it; a bound the model
+// already exceeds leaves the fit free (any b3 whose model is at or above it misfits nothing).
+TEST(CalibrateTest, ALowerBoundRaisesTheDecodeRowCostOnlyWhenTheModelIsBelowIt) {
+  EngineProfile truth = Truth();
+  truth.b0_s = 0.0004;
+  truth.b1_s_per_prefill_token = 2.5e-5;
+  truth.b3_s_per_decode_row = 3.5e-4;
+  truth.max_running_requests = 8;
+  const BaselinePoint base = Measure(truth, 523, 128);
+  Result<Calibration> one = Calibrate(ShapeOf(truth), {base});
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  LoadPoint lp;
+  lp.load.prompt_tokens = 523;
+  lp.load.output_tokens = 128;
+  lp.load.concurrency = 14;
+  lp.load.measured_requests = 56;
+  lp.load.shared_prefix_tokens = 0;
+  auto p95_ms = [&lp](const EngineProfile& p) {
+    Result<PredictedTrial> t = PredictTrial(p, lp.load);
+    EXPECT_TRUE(t.ok());
+    return t.ok() ? TtftPercentileNs(t->measured, 95) / 1e6 : NAN;
+  };
+  const double truth_ms = p95_ms(truth);
+  const double baseline_only_ms = p95_ms(one->profile);
+  ASSERT_LT(baseline_only_ms, 0.9 * truth_ms) << "the baseline alone must under-predict here";
+  lp.ttft_gate_ms = 0.9 * truth_ms;
+  lp.gate_at_least = true;
+  Result<Calibration> raised = FitLoad(*one, base, {lp});
+  ASSERT_TRUE(raised.ok()) << raised.status().ToString();
+  EXPECT_GT(raised->profile.b3_s_per_decode_row, 4 * one->profile.b3_s_per_decode_row);
+  EXPECT_GE(p95_ms(raised->profile), 0.98 * lp.ttft_gate_ms);
+  // A bound below the model constrains nothing: the fit keeps the model at or above it, where
+  // the same figure as a measurement would pull the model down to it.
+  lp.ttft_gate_ms = 0.5 * baseline_only_ms;
+  Result<Calibration> free = FitLoad(*one, base, {lp});
+  ASSERT_TRUE(free.ok()) << free.status().ToString();
+  EXPECT_GE(p95_ms(free->profile), lp.ttft_gate_ms);
+  lp.gate_at_least = false;
+  Result<Calibration> matched = FitLoad(*one, base, {lp});
+  ASSERT_TRUE(matched.ok()) << matched.status().ToString();
+  EXPECT_LT(p95_ms(matched->profile), p95_ms(free->profile));
+}
+
 TEST(CalibrateTest, ABaselineThatCannotBeFittedIsRefusedWithItsFigures) {
   const ServerShape shape = ShapeOf(Truth());
   // A prefill faster than one decode step leaves no per-token cost.

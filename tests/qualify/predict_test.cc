@@ -85,7 +85,7 @@ namespace {
 
 // A probe decided early measured only what finished before the decision: none of its
 // percentiles is a load point for the refit, which keeps the probe's level alone.
-TEST(PredictTest, AProbeDecidedEarlyGivesTheRefitNoFigure) {
+TEST(PredictTest, AProbeDecidedEarlyGivesTheRefitItsBoundAndItsItl) {
   Row row = Load(std::string(CAPQ_SOURCE_DIR) + "/rows/b70/b70_qwen38_27b_8k1k.yaml");
   TrialSummary probe;
   probe.level = 8;
@@ -98,12 +98,29 @@ TEST(PredictTest, AProbeDecidedEarlyGivesTheRefitNoFigure) {
   const MeasuredLoad measured = LoadFromTrial(probe, row);
   EXPECT_DOUBLE_EQ(measured.ttft_gate_ms, 11000);
   EXPECT_DOUBLE_EQ(measured.itl_p50_ms, 12);
-  probe.decided = EarlyDecision{};
+  EXPECT_DOUBLE_EQ(measured.ttft_p50_ms, 4000);
+  EXPECT_FALSE(measured.gate_at_least);
+  // Decided by the row's TTFT gate: its bound is a lower bound, the finished requests' TTFT p50
+  // (the quicker ones) is no figure, their ITL is.
+  EarlyDecision by_ttft;
+  by_ttft.gate = row.slo.front();
+  ASSERT_EQ(by_ttft.gate.metric, SloMetric::kTtft);
+  by_ttft.lowest_reachable_ms = 9500;
+  probe.decided = by_ttft;
   const MeasuredLoad decided = LoadFromTrial(probe, row);
   EXPECT_EQ(decided.concurrency, 8);
-  EXPECT_TRUE(std::isnan(decided.ttft_gate_ms));
+  EXPECT_DOUBLE_EQ(decided.ttft_gate_ms, 9500);
+  EXPECT_TRUE(decided.gate_at_least);
   EXPECT_TRUE(std::isnan(decided.ttft_p50_ms));
-  EXPECT_TRUE(std::isnan(decided.itl_p50_ms));
+  EXPECT_DOUBLE_EQ(decided.itl_p50_ms, 12);
+  // Decided by another gate: no TTFT figure at all.
+  EarlyDecision by_e2e = by_ttft;
+  by_e2e.gate.metric = SloMetric::kE2e;
+  probe.decided = by_e2e;
+  const MeasuredLoad other = LoadFromTrial(probe, row);
+  EXPECT_TRUE(std::isnan(other.ttft_gate_ms));
+  EXPECT_FALSE(other.gate_at_least);
+  EXPECT_TRUE(std::isnan(other.ttft_p50_ms));
 }
 
 }  // namespace

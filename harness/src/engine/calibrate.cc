@@ -186,7 +186,8 @@ double LoadMisfit(const EngineProfile& p, const BaselinePoint& base, double tps,
     std::nth_element(itl.begin(), itl.begin() + static_cast<long>(itl.size() / 2), itl.end());
     add(itl[itl.size() / 2], lp.itl_p50_ms, 1);
     add(TtftPercentileNs(t->measured, 50) / 1e6, lp.ttft_p50_ms, 1);
-    add(TtftPercentileNs(t->measured, lp.gate_percentile) / 1e6, lp.ttft_gate_ms, 2);
+    const double gate_ms = TtftPercentileNs(t->measured, lp.gate_percentile) / 1e6;
+    if (!lp.gate_at_least || gate_ms < lp.ttft_gate_ms) add(gate_ms, lp.ttft_gate_ms, 2);
   }
   return sum;
 }

@@ -56,14 +56,24 @@ MeasuredLoad LoadFromTrial(const TrialSummary& probe, const Row& row) {
   MeasuredLoad l;
   l.source = "the probe at C=" + std::to_string(probe.level);
   l.concurrency = probe.level;
-  // A probe decided early measured only the requests that finished before the decision: its
-  // percentiles are no figures of the load, and the fit takes none of them.
-  if (!probe.has_metrics || probe.decided) return l;
+  if (!probe.has_metrics) return l;
   auto figure = [](const Distribution& d, double v) { return d.n > 0 && v > 0 ? v : NAN; };
   l.itl_p50_ms = figure(probe.itl_ms, probe.itl_ms.p50);
-  l.ttft_p50_ms = figure(probe.ttft_ms, probe.ttft_ms.p50);
+  if (!probe.decided) l.ttft_p50_ms = figure(probe.ttft_ms, probe.ttft_ms.p50);
   for (const SloGate& g : row.slo) {
     if (g.metric != SloMetric::kTtft) continue;
+    l.gate_percentile = g.percentile;
+    // Decided early: the requests that finished are the quicker ones, so their TTFT percentiles
+    // say nothing of the load; the deciding TTFT gate's bound says how slow it was at least.
+    if (probe.decided) {
+      const EarlyDecision& d = *probe.decided;
+      const bool this_gate = d.gate.metric == SloMetric::kTtft && d.gate.percentile == g.percentile;
+      if (this_gate && d.lowest_reachable_ms > 0) {
+        l.ttft_gate_ms = d.lowest_reachable_ms;
+        l.gate_at_least = true;
+      }
+      break;
+    }
     const Distribution& d = probe.ttft_ms;
     const double v = g.percentile == 50   ? d.p50
                      : g.percentile == 90 ? d.p90
@@ -71,7 +81,6 @@ MeasuredLoad LoadFromTrial(const TrialSummary& probe, const Row& row) {
                      : g.percentile == 99 ? d.p99
                                           : NAN;
     l.ttft_gate_ms = figure(d, v);
-    l.gate_percentile = g.percentile;
     break;
   }
   return l;
@@ -105,7 +114,7 @@ Result<BoundaryPrediction> PredictFromBaselines(const Row& row,
     std::string names;
     for (const MeasuredLoad& l : loads) {
       points.push_back({RowTrialOptions(row, prompt, l.concurrency), l.itl_p50_ms, l.ttft_p50_ms,
-                        l.ttft_gate_ms, l.gate_percentile});
+                        l.ttft_gate_ms, l.gate_percentile, l.gate_at_least});
       names += (names.empty() ? "" : ", ") + l.source;
     }
     cal = engine::FitLoad(*cal, first.point, points);

@@ -81,6 +81,9 @@ struct LoadPoint {
   double ttft_p50_ms = NAN;
   double ttft_gate_ms = NAN;  // the row's gating TTFT percentile, measured
   double gate_percentile = 95;
+  // The load was decided early on that gate: ttft_gate_ms is the least the percentile could end
+  // at, and only a model below it misfits.
+  bool gate_at_least = false;
 };
 
 // Like RefineWithLoad, but on every load point together: b3 is chosen (keeping the C = 1 decode

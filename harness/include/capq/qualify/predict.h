@@ -68,8 +68,11 @@ struct MeasuredLoad {
   double ttft_p50_ms = NAN;
   double ttft_gate_ms = NAN;  // the row's TTFT gate percentile
   double gate_percentile = 95;
+  bool gate_at_least = false;  // decided early on that gate: ttft_gate_ms is a lower bound
 };
 // A probe of `row` as a load point: its ITL p50, TTFT p50 and the TTFT percentile the row gates.
+// A probe decided early gives the ITL p50 of the streams it finished and, when its TTFT gate
+// decided it, that gate's bound as a lower bound; its TTFT p50 (of the quicker requests) none.
 MeasuredLoad LoadFromTrial(const TrialSummary& probe, const Row& row);
 
 // Calibrates on `baselines` (one, or two prompt lengths of one identity) and predicts `row`'s
