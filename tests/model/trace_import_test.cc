@@ -82,7 +82,8 @@ TEST(TraceImport, BadLinesNameTheFileTheLineAndTheField) {
             "t.txt:2: TIMESTAMP: expected YYYY-MM-DD HH:MM:SS.fffffff, got '16/11/2023 18:15'");
   EXPECT_EQ(error(TraceFormat::kAzure, "time,in,out\n"),
             "t.txt:1: expected the header 'TIMESTAMP,ContextTokens,GeneratedTokens'");
-  EXPECT_FALSE(ParseTraceFormat("weka"));
+  EXPECT_FALSE(ParseTraceFormat("sharegpt"));
+  EXPECT_EQ(ParseTraceFormat("weka"), TraceFormat::kWeka);
   EXPECT_EQ(ParseTraceFormat("burstgpt"), TraceFormat::kBurstGpt);
 }
 

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <numeric>
 #include <sstream>
 
@@ -12,33 +10,6 @@
 
 namespace capq {
 namespace {
-
-Status LineError(const std::string& file, int line, const std::string& what) {
-  return Status::InvalidArgument(file + ":" + std::to_string(line) + ": " + what);
-}
-
-bool PositiveInt(const nlohmann::json& j, const char* key, int64_t* out) {
-  if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<int64_t>() < 1) return false;
-  *out = j[key].get<int64_t>();
-  return true;
-}
-
-Result<TurnShape> TurnFromJson(const nlohmann::json& j, const std::string& file, int line) {
-  TurnShape t;
-  t.line = line;
-  if (!PositiveInt(j, "input_tokens", &t.input_tokens) ||
-      !PositiveInt(j, "output_tokens", &t.output_tokens)) {
-    return LineError(file, line, "expected input_tokens and output_tokens, integers > 0");
-  }
-  if (j.contains("tool_delay_s")) {
-    const auto& d = j["tool_delay_s"];
-    if (!d.is_number() || !(d.get<double>() >= 0) || !std::isfinite(d.get<double>())) {
-      return LineError(file, line, "tool_delay_s: expected a number of seconds >= 0");
-    }
-    t.think_s = d.get<double>();
-  }
-  return t;
-}
 
 // A uniform draw in (0, 1] from a seeded hash of (seed, session, turn).
 double Uniform01(uint64_t seed, int session, int turn) {
@@ -67,38 +38,20 @@ std::vector<TurnShape> SyntheticSession(const Row& row, int session, uint64_t se
 
 Result<std::vector<std::vector<TurnShape>>> ParseTrajectory(const std::string& text,
                                                             const std::string& file) {
+  Result<std::vector<TrajectorySession>> sessions = ParseTrajectorySessions(text, file);
+  if (!sessions.ok()) return sessions.status();
   std::vector<std::vector<TurnShape>> out;
-  std::string current;
-  std::istringstream in(text);
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_object() || j.value("schema", "") != kTrajectorySchema) {
-      return LineError(file, n, std::string("expected a ") + kTrajectorySchema + " turn");
+  for (const TrajectorySession& s : *sessions) {
+    out.emplace_back();
+    for (const TrajectoryTurn& t : s.turns) {
+      TurnShape& shape = out.back().emplace_back();
+      shape.input_tokens = t.input_tokens;
+      shape.output_tokens = t.output_tokens;
+      shape.think_s = t.delay_s;
+      shape.line = t.line;
     }
-    if (!j.contains("session") || !j["session"].is_string() || !j.contains("turn") ||
-        !j["turn"].is_number_integer()) {
-      return LineError(file, n, "expected a string session and an integer turn");
-    }
-    const std::string session = j["session"].get<std::string>();
-    const int64_t turn = j["turn"].get<int64_t>();
-    if (out.empty() || session != current) {
-      current = session;
-      out.emplace_back();
-    }
-    if (turn != static_cast<int64_t>(out.back().size()) + 1) {
-      return LineError(file, n,
-                       "session " + session + ": expected turn " +
-                           std::to_string(out.back().size() + 1) + ", got " + std::to_string(turn) +
-                           " (a session's turns come in order, from 1)");
-    }
-    Result<TurnShape> t = TurnFromJson(j, file, n);
-    if (!t.ok()) return t.status();
-    out.back().push_back(*t);
+    out.back().back().think_s = 0;  // nothing follows a session's last answer
   }
-  if (out.empty()) return Status::InvalidArgument(file + ": no turns");
-  for (auto& s : out) s.back().think_s = 0;  // nothing follows a session's last answer
   return out;
 }
 

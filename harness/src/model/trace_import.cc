@@ -217,11 +217,20 @@ std::optional<TraceFormat> ParseTraceFormat(const std::string& name) {
   if (name == "mooncake") return TraceFormat::kMooncake;
   if (name == "azure") return TraceFormat::kAzure;
   if (name == "burstgpt") return TraceFormat::kBurstGpt;
+  if (name == "weka") return TraceFormat::kWeka;
+  if (name == "tracelab") return TraceFormat::kTraceLab;
   return std::nullopt;
+}
+
+bool IsSessionFormat(TraceFormat format) {
+  return format == TraceFormat::kWeka || format == TraceFormat::kTraceLab;
 }
 
 Result<ImportedTrace> ImportTrace(TraceFormat format, const std::string& text,
                                   const std::string& file, const std::string& default_class) {
+  if (IsSessionFormat(format)) {
+    return Status::InvalidArgument(file + ": a session trace; read it with ImportSessionTrace");
+  }
   Result<ImportedTrace> t = format == TraceFormat::kMooncake
                                 ? ImportMooncake(text, file, default_class)
                             : format == TraceFormat::kAzure ? ImportAzure(text, file, default_class)

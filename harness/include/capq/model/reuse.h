@@ -1,11 +1,10 @@
-// Cache-reuse workloads as pure functions: trajectory files, the sessions a trial runs, the think
-// times between turns, and which measured prompts of a prefix row share which prefix.
+// Cache-reuse workloads as pure functions: the sessions a trial runs from trajectory files, the
+// think times between turns, and which measured prompts of a prefix row share which prefix.
 //
-// Trajectory files (rows/traffic/README.md) are JSON lines of schema capq/trajectory/v1, one turn a
-// line: {"schema", "session", "turn", "input_tokens", "output_tokens", "tool_delay_s"}. A
-// session's turns come on consecutive lines numbered 1, 2, ...; input_tokens is the new user
-// message of the turn (the history is resent on top of it), tool_delay_s the time after the turn's
-// answer before the next turn is sent. Errors name the file and the line.
+// Trajectory files (capq/model/trajectory.h, rows/traffic/README.md) are JSON lines of schema
+// capq/trajectory/v1, one turn a line. A session row takes from each turn its new tokens
+// (input_tokens: the history is resent on top of it), its output and tool_delay_s, the time
+// after the turn's answer before the next turn is sent. Errors name the file and the line.
 #pragma once
 
 #include <cstdint>
@@ -13,11 +12,10 @@
 #include <vector>
 
 #include "capq/model/row.h"
+#include "capq/model/trajectory.h"
 #include "capq/status.h"
 
 namespace capq {
-
-inline constexpr const char* kTrajectorySchema = "capq/trajectory/v1";
 
 Result<std::vector<std::vector<TurnShape>>> ParseTrajectory(const std::string& text,
                                                             const std::string& file);

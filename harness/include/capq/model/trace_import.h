@@ -9,6 +9,7 @@
 //             "2023-11-16 18:15:46.6805900", seven fractional digits, no time zone.
 //   burstgpt  CSV Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type; the
 //             timestamp in seconds from the trace's start; the model names the class.
+// The session formats, weka and tracelab, are read into trajectories (capq/model/session_import.h).
 #pragma once
 
 #include <optional>
@@ -20,13 +21,16 @@
 
 namespace capq {
 
-enum class TraceFormat { kMooncake, kAzure, kBurstGpt };
-// "mooncake", "azure", "burstgpt"; nullopt for anything else.
+enum class TraceFormat { kMooncake, kAzure, kBurstGpt, kWeka, kTraceLab };
+// "mooncake", "azure", "burstgpt", "weka", "tracelab"; nullopt for anything else.
 std::optional<TraceFormat> ParseTraceFormat(const std::string& name);
+// Whether the format records agent sessions (weka, tracelab) rather than single requests.
+bool IsSessionFormat(TraceFormat format);
 
 // The trace's requests in file order, arrival offsets counted from its first request. A request
 // the trace records without output (a failed one) is left out and counted in `skipped`.
-// `default_class` names the samples of a format that carries no class (the file's stem).
+// `default_class` names the samples of a format that carries no class (the file's stem). A
+// session format is refused here.
 struct ImportedTrace {
   std::vector<TrafficSample> samples;
   int skipped = 0;
