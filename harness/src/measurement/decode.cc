@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <string>
 
+#include "chunk_scan.h"
+
 namespace capq {
 namespace {
 
@@ -170,30 +172,8 @@ void StreamDecoder::Feed(const SseEvent& ev) {
                             " bytes");
     return;
   }
-  nlohmann::json j = nlohmann::json::parse(ev.data, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    event_errors_.push_back(where() + ": " +
-                            (j.is_discarded() ? "malformed JSON" : "not a JSON object") + " (" +
-                            std::to_string(ev.data.size()) + " bytes): " + Excerpt(ev.data));
-    return;
-  }
-  if (const nlohmann::json* err = Field(j, "error")) {
-    std::string msg;
-    if (const nlohmann::json* m = Field(*err, "message"); m != nullptr && m->is_string()) {
-      msg = m->get<std::string>();
-    } else {
-      msg = err->dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
-    }
-    event_errors_.push_back(where() + ": error frame: " + Excerpt(msg, 300));
-    return;
-  }
-  const nlohmann::json* model = Field(j, "model");
-  const std::string named = model && model->is_string() ? model->get<std::string>() : "";
-  if (std::find(out_.models.begin(), out_.models.end(), named) == out_.models.end()) {
-    out_.models.push_back(named);
-  }
-  const int64_t text_bytes = FeedChoices(j, t);
-  FeedUsage(j);
+  int64_t text_bytes = 0;
+  if (!FeedScanned(ev.data, &text_bytes) && !FeedParsed(ev, t, &text_bytes)) return;
   ++out_.chunks;
   if (text_bytes > 0) {
     ++out_.nonempty_chunks;
@@ -205,6 +185,72 @@ void StreamDecoder::Feed(const SseEvent& ev) {
       out_.text_gaps_ms.push_back(static_cast<float>(NsToMs(t - last_text_ns_)));
     }
     last_text_ns_ = t;
+  }
+}
+
+bool StreamDecoder::FeedScanned(std::string_view data, int64_t* text_bytes) {
+  // Reused from chunk to chunk: the decoders of one thread (the recorder's, the read-back's) run
+  // one at a time.
+  thread_local internal::ChunkScratch scratch;
+  internal::ChunkFacts f;
+  if (!internal::ScanChunk(data, &scratch, &f)) return false;
+  NoteModel(f.model);
+  for (size_t i = 0; i < 3; ++i) {
+    if (f.texts[i].empty()) continue;
+    *text_bytes += static_cast<int64_t>(f.texts[i].size());
+    AppendText(f.texts[i], /*content=*/i == 2);
+  }
+  if (f.finish_reason) out_.finish_reason.assign(*f.finish_reason);
+  if (f.usage) {
+    usage_seen_ = true;
+    if (f.prompt_tokens) out_.prompt_tokens = f.prompt_tokens;
+    if (f.completion_tokens) out_.completion_tokens = f.completion_tokens;
+    if (f.cached_tokens) out_.cached_tokens = f.cached_tokens;
+  }
+  if (f.cache_n && !out_.cached_tokens) out_.cached_tokens = f.cache_n;
+  return true;
+}
+
+bool StreamDecoder::FeedParsed(const SseEvent& ev, MonoNs t, int64_t* text_bytes) {
+  const auto where = [&] { return Where(t); };
+  nlohmann::json j = nlohmann::json::parse(ev.data, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    event_errors_.push_back(where() + ": " +
+                            (j.is_discarded() ? "malformed JSON" : "not a JSON object") + " (" +
+                            std::to_string(ev.data.size()) + " bytes): " + Excerpt(ev.data));
+    return false;
+  }
+  if (const nlohmann::json* err = Field(j, "error")) {
+    std::string msg;
+    if (const nlohmann::json* m = Field(*err, "message"); m != nullptr && m->is_string()) {
+      msg = m->get<std::string>();
+    } else {
+      msg = err->dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+    }
+    event_errors_.push_back(where() + ": error frame: " + Excerpt(msg, 300));
+    return false;
+  }
+  const nlohmann::json* model = Field(j, "model");
+  NoteModel(model && model->is_string() ? std::string_view(model->get_ref<const std::string&>())
+                                        : std::string_view());
+  *text_bytes = FeedChoices(j, t);
+  FeedUsage(j);
+  return true;
+}
+
+void StreamDecoder::NoteModel(std::string_view named) {
+  if (std::find(out_.models.begin(), out_.models.end(), named) == out_.models.end()) {
+    out_.models.emplace_back(named);
+  }
+}
+
+void StreamDecoder::AppendText(std::string_view s, bool content) {
+  (content ? out_.content_bytes : out_.reasoning_bytes) += static_cast<int64_t>(s.size());
+  digest_.Append(s);
+  if (content) content_digest_.Append(s);
+  if (keep_ == Keep::kAll) {
+    text_ += s;
+    if (content) content_ += s;
   }
 }
 
@@ -244,14 +290,7 @@ int64_t StreamDecoder::FeedChoices(const nlohmann::json& j, MonoNs arrival_ns) {
         const std::string& s = v->get_ref<const std::string&>();
         if (s.empty()) continue;
         text_bytes += static_cast<int64_t>(s.size());
-        (key[0] == 'c' ? out_.content_bytes : out_.reasoning_bytes) +=
-            static_cast<int64_t>(s.size());
-        digest_.Append(s);
-        if (key[0] == 'c') content_digest_.Append(s);
-        if (keep_ == Keep::kAll) {
-          text_ += s;
-          if (key[0] == 'c') content_ += s;
-        }
+        AppendText(s, /*content=*/key[0] == 'c');
       }
     }
     if (const nlohmann::json* fr = Field(choice, "finish_reason")) {

@@ -16,6 +16,10 @@ class EvidencePass {
 
   Status Line(const std::string& line, int64_t lineno) {
     if (line.empty()) return Status::Ok();
+    // Nearly every line is an event, read in place when it is laid out as capq writes it.
+    if (lineno > 1 && !v1_ && ParseRawEventLine(line, &event_id_, &event_)) {
+      return Event(event_id_, event_, lineno);
+    }
     nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) return Bad(lineno, "not a JSON object");
     if (lineno == 1) {
@@ -66,13 +70,22 @@ class EvidencePass {
   Status Event(const nlohmann::json& j, const nlohmann::json& idv, int64_t lineno) {
     Result<std::string> id = Id(idv);
     if (!id.ok()) return Bad(lineno, id.status().message());
-    auto it = open_.find(*id);
-    if (it == open_.end()) return Bad(lineno, "an event of " + *id + ", which was not sent");
+    if (open_.find(*id) == open_.end()) return NotSent(*id, lineno);
     Result<SseEvent> ev = RawEventFromJson(j);
     if (!ev.ok()) return Bad(lineno, ev.status().message());
-    it->second.Feed(*ev);
-    if (keep_events_) events_[*id].push_back(std::move(*ev));
+    return Event(*id, *ev, lineno);
+  }
+
+  Status Event(const std::string& id, SseEvent& ev, int64_t lineno) {
+    auto it = open_.find(id);
+    if (it == open_.end()) return NotSent(id, lineno);
+    it->second.Feed(ev);
+    if (keep_events_) events_[id].push_back(std::move(ev));
     return Status::Ok();
+  }
+
+  Status NotSent(const std::string& id, int64_t lineno) const {
+    return Bad(lineno, "an event of " + id + ", which was not sent");
   }
 
   Status Record(const nlohmann::json& j, int64_t lineno) {
@@ -110,6 +123,8 @@ class EvidencePass {
   std::unordered_map<std::string, std::vector<SseEvent>> events_;  // keep_events only
   bool v1_ = false;
   std::unordered_map<std::string, StreamDecoder> open_;
+  std::string event_id_;  // the event line read in place, its buffers reused
+  SseEvent event_;
   RawEvidenceSummary sum_;
 };
 

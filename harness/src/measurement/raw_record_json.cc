@@ -8,6 +8,7 @@
 #include "capq/measurement/decode.h"
 #include "capq/measurement/loadgen.h"
 #include "capq/measurement/raw_evidence.h"
+#include "json_scan.h"
 
 namespace capq {
 namespace {
@@ -309,6 +310,19 @@ Result<SseEvent> RawEventFromJson(const nlohmann::json& j) {
   e.truncated =
       j.contains("truncated") && j["truncated"].is_boolean() && j["truncated"].get<bool>();
   return e;
+}
+
+bool ParseRawEventLine(std::string_view line, std::string* id, SseEvent* ev) {
+  internal::JsonScan scan(line);
+  if (!scan.EatLiteral("{\"ev\":") || !scan.StringInto(id) || !scan.EatLiteral(",\"t\":") ||
+      !scan.Int(&ev->arrival_ns) || !scan.EatLiteral(",\"w\":") || !scan.Int(&ev->wake_ns)) {
+    return false;
+  }
+  ev->kernel_ns = 0;
+  if (scan.EatLiteral(",\"k\":") && !scan.Int(&ev->kernel_ns)) return false;
+  if (!scan.EatLiteral(",\"data\":") || !scan.StringInto(&ev->data)) return false;
+  ev->truncated = scan.EatLiteral(",\"truncated\":true");
+  return scan.Eat('}') && scan.AtEnd();
 }
 
 }  // namespace capq

@@ -96,8 +96,14 @@ class StreamDecoder {
 
  private:
   std::string Where(MonoNs arrival_ns) const;  // "event #3 at +41.000 ms"
+  // A plain chunk read in place (chunk_scan.h): false, and nothing taken, when it is not one.
+  bool FeedScanned(std::string_view data, int64_t* text_bytes);
+  // Any event, parsed generically: false when it is no chunk (malformed, an error frame).
+  bool FeedParsed(const SseEvent& ev, MonoNs t, int64_t* text_bytes);
   int64_t FeedChoices(const nlohmann::json& j, MonoNs arrival_ns);
   void FeedUsage(const nlohmann::json& j);
+  void NoteModel(std::string_view named);
+  void AppendText(std::string_view s, bool content);
 
   RequestResult out_;
   MonoNs start_ns_;

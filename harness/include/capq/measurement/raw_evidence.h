@@ -22,6 +22,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "capq/measurement/decode.h"
 #include "capq/measurement/loadgen.h"
@@ -36,6 +37,12 @@ std::string RawEventLine(const std::string& id, const SseEvent& ev);
 std::string RawRecordLine(const RawRecord& r);  // r.events are not written
 // An "ev" line's event; InvalidArgument naming the missing or mistyped key.
 Result<SseEvent> RawEventFromJson(const nlohmann::json& j);
+// An "ev" line read in place, without a generic parse, when it is laid out exactly as
+// RawEventLine writes it (its keys in its order, no whitespace, data a string): true with the
+// request's id and the event, which are then what parsing the line and RawEventFromJson give.
+// False for any other line, well-formed or not: the generic parse reads those and names what is
+// wrong. `id` and `ev` are overwritten (their buffers reused from line to line).
+bool ParseRawEventLine(std::string_view line, std::string* id, SseEvent* ev);
 
 struct RawEvidenceSummary {
   nlohmann::json header;   // the first line
