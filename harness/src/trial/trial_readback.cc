@@ -1,6 +1,10 @@
 // After the load: the streams sorted by phase, and the raw evidence read back in one pass, each
 // measured stream's text re-counted with the server's tokenizer as it comes back.
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "capq/clock.h"
@@ -11,6 +15,75 @@
 
 namespace capq::internal {
 namespace {
+
+// The records read back wait here for ReadBackRecord, on a thread of its own: reading the
+// evidence keeps a core busy while counting a text waits on the server's tokenizer, and the two
+// overlap. The target is that thread's alone until Close(), and the records are handled in file
+// order, so the first problem named is the one the file shows first. Memory: kMaxQueued records.
+class RecordQueue {
+ public:
+  RecordQueue(Target& target, ReadBackOutcome* out) : target_(target), out_(out) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~RecordQueue() { Close(); }
+  RecordQueue(const RecordQueue&) = delete;
+  RecordQueue& operator=(const RecordQueue&) = delete;
+
+  // `back` read back for the stream `live` decoded during the load; nullptr: no stream of the
+  // load. Waits while the queue is full.
+  void Push(RequestResult&& back, RequestResult* live) {
+    std::unique_lock<std::mutex> lock(mu_);
+    room_.wait(lock, [this] { return queue_.size() < kMaxQueued; });
+    queue_.push_back({std::move(back), live});
+    ready_.notify_one();
+  }
+
+  // Waits until every record pushed was handled; *out is the caller's again.
+  void Close() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;
+    }
+    ready_.notify_one();
+    thread_.join();
+  }
+
+ private:
+  static constexpr size_t kMaxQueued = 64;
+  struct Item {
+    RequestResult back;
+    RequestResult* live = nullptr;
+  };
+
+  void Run() {
+    while (true) {
+      Item item;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        ready_.wait(lock, [this] { return closed_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        item = std::move(queue_.front());
+        queue_.pop_front();
+        room_.notify_one();
+      }
+      if (item.live == nullptr) {
+        if (out_->problem.empty())
+          out_->problem = item.back.id + " is not one of the load's requests";
+        continue;
+      }
+      ReadBackRecord(std::move(item.back), item.live, target_, out_);
+    }
+  }
+
+  Target& target_;
+  ReadBackOutcome* out_;
+  std::mutex mu_;
+  std::condition_variable ready_, room_;
+  std::deque<Item> queue_;
+  bool closed_ = false;
+  std::thread thread_;
+};
 
 // The raw evidence read back in one pass, after the load: what its recorder kept of a stream was
 // its facts (LoadResult::results), so each stream's chunk gaps come back from the file here, and
@@ -26,16 +99,14 @@ internal::ReadBackOutcome ReadBackEvidence(TrialState& s, Target& target) {
     return out;
   }
   size_t seen = 0;
+  RecordQueue queue(target, &out);
   Result<RawEvidenceSummary> read =
       ReadRawEvidence(s.evidence->path(), [&](RawRecord&&, RequestResult&& back) {
         auto it = live.find(back.id);
-        if (it == live.end()) {
-          if (out.problem.empty()) out.problem = back.id + " is not one of the load's requests";
-          return;
-        }
-        ++seen;
-        internal::ReadBackRecord(std::move(back), it->second, target, &out);
+        if (it != live.end()) ++seen;
+        queue.Push(std::move(back), it == live.end() ? nullptr : it->second);
       });
+  queue.Close();
   if (!read.ok()) {
     out.problem = read.status().message();
   } else if (out.problem.empty() && seen != live.size()) {
