@@ -447,11 +447,51 @@ TEST_F(ReuseValidatorTest, FewerHitsThanDeclaredFailByRequest) {
   EXPECT_THAT(g.evidence, HasSubstr("within 2.0% points: no"));
 }
 
+// A per-slot engine (llama.cpp) whose adapter explains misses: two requests sharing a prefix that
+// ran together took different slots, so one of them missed. The served ratio still holds, so the
+// trial passes and says which requests missed and why; a cache that serves far fewer hits than
+// declared still fails on the ratio.
+TEST_F(ReuseValidatorTest, MissesTheEnginesCacheModelExplainsAreReportedNotFailed) {
+  for (int i = 0; i < 40; ++i) {  // 40 more requests that share the prefix, served as declared
+    RequestResult r = in_.measured[0];
+    r.id = "s" + std::to_string(i);
+    in_.measured.push_back(r);
+    in_.declared_cached_tokens[r.id] = 40;
+  }
+  in_.measured[1].cached_tokens = 4;  // m1 missed its prefix: another slot held it
+  in_.miss_hint = "a per-slot cache";
+  const GateResult& g = Gate("cache_reuse");
+  EXPECT_TRUE(g.passed) << g.evidence;
+  EXPECT_TRUE(g.offending_ids.empty());
+  EXPECT_THAT(g.evidence, HasSubstr("1 of 44 requests missed their declared reuse: m1 (4 cached, "
+                                    "declared 40) (reported, not failed: a per-slot cache)"));
+  EXPECT_THAT(g.evidence, HasSubstr("points: yes"));
+  // Without the explanation the same miss fails, unless the row allows that share.
+  in_.miss_hint.clear();
+  const GateResult& strict = Gate("cache_reuse");
+  EXPECT_FALSE(strict.passed);
+  EXPECT_THAT(strict.offending_ids, ElementsAre("m1"));
+  EXPECT_THAT(strict.evidence, HasSubstr("(not allowed: 2.3% of measured requests, the row "
+                                         "allows 0.0%)"));
+  in_.reuse_tolerance.misses_pct = 5;
+  const GateResult& allowed = Gate("cache_reuse");
+  EXPECT_TRUE(allowed.passed) << allowed.evidence;
+  EXPECT_THAT(allowed.evidence, HasSubstr("within the row's allowance"));
+  // Far fewer hits: the explanation does not save a ratio off by more than its tolerance.
+  in_.miss_hint = "a per-slot cache";
+  for (int i = 0; i < 20; ++i) in_.measured[4 + i].cached_tokens = 4;
+  const GateResult& fewer = Gate("cache_reuse");
+  EXPECT_FALSE(fewer.passed);
+  EXPECT_THAT(fewer.evidence, HasSubstr("points: no"));
+}
+
 TEST_F(ReuseValidatorTest, MoreHitsThanDeclaredFailToo) {
   in_.measured[2].cached_tokens = 30;  // a unique prompt served from the cache: not this row
+  in_.miss_hint = "a per-slot cache";  // explains misses, never a warm cache
   const GateResult& g = Gate("cache_reuse");
   EXPECT_FALSE(g.passed);
   EXPECT_THAT(g.offending_ids, ElementsAre("m2"));
+  EXPECT_THAT(g.evidence, HasSubstr("served more than [declared - 4"));
   // The cold check covers the unique measured prompts of a reuse row as well as the warm-ups.
   EXPECT_FALSE(Gate("verify_cold").passed);
   EXPECT_THAT(Gate("verify_cold").offending_ids, ElementsAre("m2"));

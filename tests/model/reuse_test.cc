@@ -53,6 +53,24 @@ TEST(ReuseRows, RoundTripThroughYaml) {
   }
 }
 
+// A row may allow a share of measured requests to miss their declared reuse; it is kept through a
+// round trip, and outside (0, 100) it is refused by name.
+TEST(ReuseRows, AMissAllowanceIsReadWrittenAndBounded) {
+  const std::string prefix = ReadAll(kPrefixRow);
+  const std::string with = Replace(prefix, "ratio_pct: 2}", "ratio_pct: 2, misses_pct: 5}");
+  Result<Row> r = LoadAs(with, kPrefixRow);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_DOUBLE_EQ(r->prefix->tolerance.misses_pct, 5);
+  Result<Row> again = LoadAs(RowToYaml(*r), kPrefixRow);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_DOUBLE_EQ(again->prefix->tolerance.misses_pct, 5);
+  EXPECT_EQ(LoadRow(kPrefixRow)->prefix->tolerance.misses_pct, 0);
+  Result<Row> bad =
+      LoadAs(Replace(prefix, "ratio_pct: 2}", "ratio_pct: 2, misses_pct: 120}"), kPrefixRow);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("misses_pct"), std::string::npos) << bad.status().message();
+}
+
 TEST(ReuseRows, RefusalsNameTheKey) {
   const std::string prefix = ReadAll(kPrefixRow);
   const std::string sessions = ReadAll(kSessionRow);

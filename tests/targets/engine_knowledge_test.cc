@@ -41,10 +41,14 @@ TEST(CacheSettings, EachEngineNamesItsOwnCacheFlags) {
   EXPECT_EQ(s->PrefixCacheOff(vllm), "");
 }
 
-TEST(CacheSettings, LlamacppNamesTheEndpointsItsPropsSwitchOnAndTheSimulatorAsksItsDialect) {
+TEST(CacheSettings,
+     LlamacppNamesItsPropsEndpointsAndItsUnreportedHostCacheAndTheSimulatorAsksItsDialect) {
   ServerFacts facts;
   facts.documents["/props"] = {{"endpoint_slots", true}, {"endpoint_metrics", false}};
-  const std::vector<std::string> want = {"endpoint_slots=true (/props)",
+  const std::string host =
+      "host prompt cache: not reported by the server (on unless launched with --cache-ram 0; "
+      "8192 MiB by default, common/arg.cpp:1648-1652)";
+  const std::vector<std::string> want = {host, "endpoint_slots=true (/props)",
                                          "endpoint_metrics=false (/props)"};
   EXPECT_EQ(For(Engine::kLlamacpp)->CacheSettings(facts), want);
   EXPECT_EQ(For(Engine::kSim, Engine::kLlamacpp)->CacheSettings(facts), want);

@@ -18,14 +18,19 @@ bool RowParser::ParseReuseTolerance(const MapView& m, const std::string& path, R
   if (!e) return true;
   MapView r;
   const std::string at = path + ".reuse_tolerance";
-  if (!OpenMap(*e, at, "{tokens, ratio_pct}", &r)) return false;
-  if (!CheckKeys(r, {"tokens", "ratio_pct"})) return false;
+  if (!OpenMap(*e, at, "{tokens, ratio_pct, misses_pct}", &r)) return false;
+  if (!CheckKeys(r, {"tokens", "ratio_pct", "misses_pct"})) return false;
   if ((e = r.Find("tokens")) && !GetInt(*e, at + ".tokens", 0, kMaxTokens, &t->tokens)) {
     return false;
   }
-  return !(e = r.Find("ratio_pct")) ||
-         GetNumber(*e, at + ".ratio_pct", "a number of percentage points in (0, 100)", OpenPercent,
-                   &t->ratio_pct);
+  if ((e = r.Find("ratio_pct")) &&
+      !GetNumber(*e, at + ".ratio_pct", "a number of percentage points in (0, 100)", OpenPercent,
+                 &t->ratio_pct)) {
+    return false;
+  }
+  return !(e = r.Find("misses_pct")) ||
+         GetNumber(*e, at + ".misses_pct", "a percentage of measured requests in (0, 100)",
+                   OpenPercent, &t->misses_pct);
 }
 
 bool RowParser::ParsePrefixGroup(const Entry& entry, const std::string& path, int64_t input_tokens,

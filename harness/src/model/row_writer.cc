@@ -55,7 +55,8 @@ std::string GateYaml(const Gate& g, const std::string& on_value) {
 
 std::string ReuseToleranceYaml(const ReuseTolerance& t) {
   return "  reuse_tolerance: {tokens: " + std::to_string(t.tokens) +
-         ", ratio_pct: " + Num(t.ratio_pct) + "}\n";
+         ", ratio_pct: " + Num(t.ratio_pct) +
+         (t.misses_pct > 0 ? ", misses_pct: " + Num(t.misses_pct) : std::string()) + "}\n";
 }
 
 std::string ReuseYaml(const Row& r) {

@@ -32,6 +32,10 @@ nlohmann::json ApplyTemplateRequest(const std::string& message) {
   return {{"messages", UserTurn(message)}};
 }
 
+constexpr const char* kHostCacheUnreported =
+    "host prompt cache: not reported by the server (on unless launched with --cache-ram 0; "
+    "8192 MiB by default, common/arg.cpp:1648-1652)";
+
 class LlamacppTarget : public Target {
  public:
   explicit LlamacppTarget(TargetOptions o) : Target(std::move(o)) {}
@@ -122,8 +126,17 @@ class LlamacppTarget : public Target {
 
   std::string ColdHint() const override {
     return "llama.cpp's slot erase keeps the host-memory prompt cache (--cache-ram, 8192 MiB by "
-           "default), which restores earlier prompts into the slots: start llama-server with "
-           "--cache-ram 0 so that erasing every slot leaves it cold";
+           "default), which restores earlier prompts into the slots: a qualification sends each "
+           "prompt once, so a warm trial here resent prompts already served (the same seed "
+           "again); start llama-server with --cache-ram 0 only where a trial must be repeated "
+           "cold";
+  }
+
+  std::string MissHint() const override {
+    return "llama.cpp keeps a prompt cache per slot: a task takes the idle slot most similar to "
+           "its prompt, else the least recently used one (ts/server-context.cpp:1600-1676), so "
+           "requests that share a prefix and run together take different slots, and only one of "
+           "them finds the prefix unless the host prompt cache holds a copy";
   }
 
   Result<int64_t> CountTokens(const std::string& text) override {
@@ -152,9 +165,11 @@ class LlamacppTarget : public Target {
   }
 
   // /props says which optional endpoints are on (recording 04 in tests/data/conformance/llamacpp/):
-  // endpoint_slots (the slot actions its flush uses) and endpoint_metrics (--metrics).
+  // endpoint_slots (the slot actions its flush uses) and endpoint_metrics (--metrics). No endpoint
+  // reports the host prompt cache (no key of /props in b9749 or b10587, recordings 04 and 03).
   std::vector<std::string> CacheSettings(const ServerFacts& facts) const override {
     std::vector<std::string> out = Target::CacheSettings(facts);
+    out.push_back(std::string(kHostCacheUnreported));
     if (!facts.documents.contains("/props")) return out;
     const nlohmann::json& props = facts.documents["/props"];
     for (const char* key : {"endpoint_slots", "endpoint_metrics"}) {

@@ -150,6 +150,7 @@ ValidationInput MakeValidationInput(const Row& row, const TrialPlan& plan,
   in.server_cached_tokens_total = ev.server_cached_tokens_total;
   in.server_cached_window_requests = ev.server_cached_window_requests;
   in.cold_hint = ev.cold_hint;
+  in.miss_hint = ev.miss_hint;
   in.counter_hint = ev.cache_counter.launch_hint;
   in.cold_by_unique_prompts = ev.cache_counter.cold_by_unique_prompts;
   if (in.cold_by_unique_prompts) in.counter_note = ev.cache_counter.source;
@@ -193,6 +194,9 @@ Evidence EvidenceFromJson(const nlohmann::json& identity, const nlohmann::json& 
   }
   if (identity.contains("flush") && identity["flush"].is_object()) {
     e.cold_hint = identity["flush"].value("cold_hint", "");
+  }
+  if (identity.contains("cache_misses") && identity["cache_misses"].is_object()) {
+    e.miss_hint = identity["cache_misses"].value("explained_by", "");
   }
   if (identity.contains("cache_counter"))
     e.cache_counter = CacheCounterRuleFromJson(identity["cache_counter"]);

@@ -61,6 +61,7 @@ struct Evidence {
   std::optional<int64_t> server_cached_tokens_total;
   int64_t server_cached_window_requests = 0;  // requests that counter covers (0: the measured)
   std::string cold_hint;
+  std::string miss_hint;           // Target::MissHint, for a reuse row
   CacheCounterRule cache_counter;  // what a stream without a cached-token count means
   size_t counted_as_zero = 0;      // streams ApplyCacheCounterRule read as 0 cached tokens
   std::string served_model_name;   // as sent in every request

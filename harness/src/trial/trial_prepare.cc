@@ -153,6 +153,10 @@ PhaseEnd FlushAndProbe(Trial& t) {
     t.s.identity["flush"] = {{"method", "none"},
                              {"note", "the row sets flush_before_trial: false"}};
   }
+  if (row.reuse()) {
+    t.ev.miss_hint = target.MissHint();
+    if (!t.ev.miss_hint.empty()) t.s.identity["cache_misses"] = {{"explained_by", t.ev.miss_hint}};
+  }
   Result<std::string> ready = target.Probe(t.setup_deadline, opt.cancel);
   if (!ready.ok()) {
     return CouldNotRun(t.s, "server not ready after the flush: " + ready.status().message(),

@@ -73,6 +73,9 @@ struct ValidationInput {
   // The engine adapter's advice when a flushed server still shows cached prompts (the server flag
   // that makes its flush complete); appended to a verify_cold failure. Empty: none.
   std::string cold_hint;
+  // The engine adapter's explanation of requests served fewer cached tokens than declared
+  // (Target::MissHint); with one, cache_reuse reports such misses and the hit ratio decides.
+  std::string miss_hint;
   // How streams without a cached-token count were read, and the source (shown with verify_cold's
   // evidence); the launch setting that makes the engine report a count (shown when none did).
   std::string counter_note;

@@ -142,6 +142,9 @@ struct ReuseTolerance {
   // Per trial: the served hit ratio (cached / prompt tokens) within this many percentage points of
   // the declared one.
   double ratio_pct = 2;
+  // Per trial: the share of measured requests, in percent, that may be served fewer cached
+  // tokens than declared (a miss) on an engine whose cache model does not explain them.
+  double misses_pct = 0;
 };
 
 // A prefix row (`prefix:`): a share of the measured prompts begins with one of a group's shared

@@ -132,6 +132,11 @@ class Target {
   // One sentence for a verify_cold failure after this engine's flush: which server setting
   // leaves cached prompts behind and how to start the server so that its flush empties the cache.
   virtual std::string ColdHint() const { return ""; }
+  // One sentence when this engine's own cache model serves a request fewer cached tokens than a
+  // reuse row declares while the server is healthy (a per-slot cache: requests that share a
+  // prefix and run together take different slots); such misses are then reported, not failed,
+  // and the served hit ratio judges the trial. Empty: a miss is the server's fault.
+  virtual std::string MissHint() const { return ""; }
   // What a stream without a cached-token count means on this engine, configured as `facts` say.
   virtual CacheCounterRule CacheCounter(const ServerFacts& facts) const {
     (void)facts;
