@@ -158,6 +158,27 @@ TEST(QualifyTest, ConfirmTrialsUseTheRowSeedsAndNoOtherTrialsShareASeed) {
   }
 }
 
+// A qualification run again with a corpus salt shares no seed, hence no prompt, with the run
+// without one: not even the row's confirm seeds. The same salt gives the same seeds again.
+TEST(QualifyTest, ACorpusSaltMovesEverySeedTheConfirmSeedsToo) {
+  Row row = FakeRow();
+  FakeServer plain{[](int c, int) { return 200.0 * c; }};
+  ASSERT_EQ(Qualify(row, Runner(plain), QualifyOptions{}).status, QualifyStatus::kProven);
+  std::set<uint64_t> unsalted;
+  for (const auto& r : plain.calls) unsalted.insert(r.seed);
+  QualifyOptions opt;
+  opt.corpus_salt = 42;
+  FakeServer salted{[](int c, int) { return 200.0 * c; }};
+  RowQualification q = Qualify(row, Runner(salted), opt);
+  ASSERT_EQ(q.status, QualifyStatus::kProven);
+  ASSERT_EQ(salted.calls.size(), plain.calls.size());
+  for (const auto& r : salted.calls) {
+    EXPECT_EQ(unsalted.count(r.seed), 0u) << "seed of a run without the salt: " << r.seed;
+    EXPECT_EQ(r.seed, TrialSeed(row, r.phase, r.level, r.trial, 42));
+    EXPECT_NE(r.seed, TrialSeed(row, r.phase, r.level, r.trial, 43));
+  }
+}
+
 TEST(QualifyTest, PassAtCmaxPlusOneExtendsTrialsThenReportsTheLowerPoint) {
   Row row = FakeRow();
   // C=5 passes on its second trial: the boundary is noisy.

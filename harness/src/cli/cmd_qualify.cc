@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <random>
 
 #include "capq/cli/args.h"
 #include "capq/cli/commands.h"
@@ -47,6 +48,7 @@ constexpr const char* kUsage =
     "usage: capq qualify ROW... [--url URL] [--out DIR] [--update] [--max-concurrency N]\n"
     "                           [--trials N] [--max-trials N] [--sim-faults FILE] [--insecure]\n"
     "                           [--from-closed-loop CAPACITY_DATA] [--full-trials]\n"
+    "                           [--corpus-salt N|random]\n"
     "\n"
     "  Baseline at C=1, locate the boundary (exponential steps + bisection), confirm Cmax and\n"
     "  Cmax+1 with independent trials, each in its own process. A rate row does the same over\n"
@@ -70,6 +72,10 @@ constexpr const char* kUsage =
     "                       (Cmax / mean E2E at Cmax); refused when F is another identity\n"
     "  --full-trials        run every trial to its last request; by default a trial stops once\n"
     "                       a TTFT or E2E gate can no longer pass (its figure is then a bound)\n"
+    "  --corpus-salt N      move every trial's seed (the row's confirm seeds too), so no prompt\n"
+    "                       repeats one of a run without it: for qualifying again a server whose\n"
+    "                       cache survives the flush (llama.cpp's host prompt cache); `random`\n"
+    "                       draws one and prints it\n"
     "exit: 0 boundary proven for every row and tier, 1 no boundary proven, 2 correctness\n"
     "      failure, 3 could not run (setup, identity, baseline), 130 interrupted\n";
 
@@ -160,9 +166,33 @@ struct QualifyCommand {
   bool insecure = false;
   bool update = false;
   bool full_trials = false;
+  uint64_t corpus_salt = 0;  // --corpus-salt
   std::string exe;
   std::string out_dir;
 };
+
+// --corpus-salt N (N >= 1) or `random` (drawn now and printed, so the run can be repeated).
+std::optional<int> ReadSalt(const ArgParser& p, QualifyCommand* c) {
+  const std::string s = p.GetOr("corpus-salt", "");
+  if (s.empty()) return std::nullopt;
+  if (s == "random") {
+    std::random_device rd;
+    c->corpus_salt = (static_cast<uint64_t>(rd()) << 32 | rd()) % 1000000000ULL + 1;
+  } else {
+    Result<long long> v = p.GetInt("corpus-salt", 0);
+    if (!v.ok() || *v < 1) {
+      std::fprintf(stderr,
+                   "capq qualify: --corpus-salt must be an integer >= 1 or random, not '%s'\n",
+                   s.c_str());
+      return 3;
+    }
+    c->corpus_salt = static_cast<uint64_t>(*v);
+  }
+  std::fprintf(stderr,
+               "capq qualify: corpus salt %llu: every trial sends prompts of its own seed\n",
+               static_cast<unsigned long long>(c->corpus_salt));
+  return std::nullopt;
+}
 
 // --predict and the numbers. An exit code when they are refused.
 std::optional<int> ReadNumbers(const ArgParser& p, QualifyCommand* c) {
@@ -186,6 +216,7 @@ std::optional<int> ReadNumbers(const ArgParser& p, QualifyCommand* c) {
     std::fprintf(stderr, "capq qualify: --max-concurrency must be >= 1, --trials >= 0\n");
     return 3;
   }
+  if (std::optional<int> rc = ReadSalt(p, c)) return rc;
   c->max_level = static_cast<int>(*max_c);
   c->trials = static_cast<int>(*trials);
   c->max_trials = static_cast<int>(*max_trials);
@@ -270,7 +301,7 @@ std::optional<int> MakeOutDir(const ArgParser& p, QualifyCommand* c) {
 // The whole command line, each check in the order a user meets them. An exit code when refused.
 std::optional<int> ParseQualify(const Args& args, QualifyCommand* c) {
   ArgParser p({"url", "out", "max-concurrency", "trials", "max-trials", "sim-faults",
-               "from-closed-loop", "predict"},
+               "from-closed-loop", "predict", "corpus-salt"},
               {"update", "insecure", "no-predict", "full-trials", "help"});
   if (std::optional<int> rc = ParseCommand(p, args, "qualify", kUsage, 3)) return rc;
   if (std::optional<int> rc = ReadNumbers(p, c)) return rc;
@@ -335,6 +366,7 @@ QualifyOptions RowOptions(const Row& row, const QualifyCommand& c, const std::st
   qo.trials = c.trials;
   qo.max_trials_per_side = c.max_trials;
   qo.url = embedded ? row_url + " (embedded simulator)" : row_url;
+  qo.corpus_salt = c.corpus_salt;
   if (c.closed_loop) {
     // Little's law on the closed loop's Cmax: navigation only, like the engine model's guess.
     Result<int> level =

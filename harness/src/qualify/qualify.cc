@@ -100,7 +100,7 @@ void Run::EndPhase() {
 }
 
 const TrialSummary& Run::RunOne(QualifyPhase phase, int c, int k, const std::string& move) {
-  TrialRequest req{phase, c, k, TrialSeed(row_, phase, c, k)};
+  TrialRequest req{phase, c, k, TrialSeed(row_, phase, c, k, opt_.corpus_salt)};
   MonoNs start = NowNs();
   TrialSummary t = runner_(row_, req);
   t.phase = phase;
@@ -360,7 +360,9 @@ bool Run::CheckBaseline(const TrialSummary& base) {
 
 }  // namespace qualify_internal
 
-uint64_t TrialSeed(const Row& row, QualifyPhase phase, LoadLevel level, int trial) {
+namespace {
+
+uint64_t UnsaltedSeed(const Row& row, QualifyPhase phase, LoadLevel level, int trial) {
   if (phase == QualifyPhase::kConfirm && trial >= 1 &&
       static_cast<size_t>(trial) <= row.trials.seeds.size()) {
     return row.trials.seeds[trial - 1];
@@ -371,6 +373,14 @@ uint64_t TrialSeed(const Row& row, QualifyPhase phase, LoadLevel level, int tria
   x = SplitMix64(x ^ static_cast<uint64_t>(trial));
   // Small positive numbers read well in file names and commands.
   return x % 1000000000ULL + 1;
+}
+
+}  // namespace
+
+uint64_t TrialSeed(const Row& row, QualifyPhase phase, LoadLevel level, int trial, uint64_t salt) {
+  const uint64_t seed = UnsaltedSeed(row, phase, level, trial);
+  if (salt == 0) return seed;
+  return SplitMix64(seed ^ SplitMix64(salt)) % 1000000000ULL + 1;
 }
 
 RowQualification Qualify(const Row& row, const TrialRunner& runner, const QualifyOptions& options) {

@@ -127,7 +127,7 @@ class TierRun {
   // Runs the trial with the row's own seed and fills what the primary search fills for its trials.
   TrialSummary RunNew(const TrialRequest& r) {
     TrialRequest real = r;
-    real.seed = TrialSeed(row_, r.phase, r.level, r.trial);
+    real.seed = TrialSeed(row_, r.phase, r.level, r.trial, options_.corpus_salt);
     const MonoNs start = NowNs();
     TrialSummary t = runner_(row_, real);
     t.phase = r.phase;

@@ -65,6 +65,9 @@ struct QualifyOptions {
   // with the baseline before the search. Navigation only; confirmations still run at both sides.
   std::vector<ProbePoint> known_points;
   std::string url;  // recorded
+  // --corpus-salt: mixed into every trial's seed (TrialSeed), so that every prompt differs from
+  // those of a run without it or with another salt. 0: the row's own seeds.
+  uint64_t corpus_salt = 0;
   const std::atomic<bool>* cancel = nullptr;
   std::function<void(const std::string&)> progress;  // one line per event, no newline
 };
@@ -81,8 +84,11 @@ Result<int> PredictLevelFromClosedLoop(const Row& row, const CapacityData& close
 
 // The seed of a trial: confirm trial k uses row.trials.seeds[k-1] (the seeds the ctest suites use)
 // and a derived seed beyond them; baseline and probes get seeds derived from the row, phase and C,
-// so no two trials of a qualification share a prompt set by accident.
-uint64_t TrialSeed(const Row& row, QualifyPhase phase, LoadLevel level, int trial);
+// so no two trials of a qualification share a prompt set by accident. A non-zero `salt` moves every
+// seed, the row's confirm seeds too: a qualification run again against a server process whose
+// cache survives the flush (llama.cpp's host prompt cache) then resends none of its prompts.
+uint64_t TrialSeed(const Row& row, QualifyPhase phase, LoadLevel level, int trial,
+                   uint64_t salt = 0);
 
 RowQualification Qualify(const Row& row, const TrialRunner& runner, const QualifyOptions& options);
 
