@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "capq/measurement/decode.h"
+#include "damage.h"
 
 namespace capq {
 namespace {
@@ -177,24 +178,7 @@ TEST(ScanChunk, AgreesWithTheGenericParseOnMutatedChunks) {
   for (int n = 0; n < 40000; ++n) {
     std::string s = Chunks()[rng() % Chunks().size()];
     const int edits = 1 + static_cast<int>(rng() % 3);
-    for (int e = 0; e < edits && !s.empty(); ++e) {
-      const size_t at = rng() % s.size();
-      const char c = alphabet[rng() % alphabet.size()];
-      switch (rng() % 4) {
-        case 0:
-          s[at] = c;
-          break;
-        case 1:
-          s.erase(at, 1);
-          break;
-        case 2:
-          s.insert(s.begin() + static_cast<std::ptrdiff_t>(at), c);
-          break;
-        default:
-          s.insert(at, s.substr(at, rng() % 12));
-          break;
-      }
-    }
+    for (int e = 0; e < edits && !s.empty(); ++e) testing::DamageOnce(&s, rng, alphabet, true);
     if (Scans(s)) ++accepted;
     ExpectAgreement(s);
     if (HasFailure()) return;

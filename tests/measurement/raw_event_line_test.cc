@@ -16,6 +16,7 @@
 #include "capq/measurement/decode.h"
 #include "capq/measurement/evidence_log.h"
 #include "capq/measurement/raw_evidence.h"
+#include "damage.h"
 
 namespace capq {
 namespace {
@@ -125,19 +126,7 @@ TEST(ParseRawEventLine, AgreesWithTheGenericParseOnDamagedLines) {
   int accepted = 0;
   for (int n = 0; n < 30000; ++n) {
     std::string s = lines[rng() % lines.size()];
-    const size_t at = rng() % s.size();
-    const char c = alphabet[rng() % alphabet.size()];
-    switch (rng() % 3) {
-      case 0:
-        s[at] = c;
-        break;
-      case 1:
-        s.erase(at, 1);
-        break;
-      default:
-        s.insert(s.begin() + static_cast<std::ptrdiff_t>(at), c);
-        break;
-    }
+    testing::DamageOnce(&s, rng, alphabet, false);
     std::string id, want_id;
     SseEvent got, want;
     if (!ParseRawEventLine(s, &id, &got)) continue;

@@ -252,36 +252,46 @@ Row LlamacppPrefixRow(const std::string& dir, bool prefix_cache) {
   return LoadTestRow(yaml, dir + "/llamacpp_prefix.yaml");
 }
 
+// Issue 29's row once at C=4 against its own simulator; the trial's cache_reuse gate, its verdict
+// and its identity.json.
+struct PrefixTrial {
+  GateResult reuse;
+  TrialOutcome outcome = TrialOutcome::kCouldNotRun;
+  nlohmann::json identity;
+};
+
+PrefixTrial RunPrefixTrial(const std::string& name, bool prefix_cache) {
+  const std::string dir = ScratchDir(name);
+  const Row row = LlamacppPrefixRow(dir, prefix_cache);
+  auto sim = StartSim(row);
+  EXPECT_TRUE(sim);
+  if (!sim) return {};
+  const TrialReport report = RunTrial(row, Options(sim->url(), dir + "/trial", 4));
+  PrefixTrial t;
+  t.outcome = report.verdict.outcome;
+  if (const GateResult* g = Gate(report.verdict, "cache_reuse")) t.reuse = *g;
+  std::ifstream id_in(dir + "/trial/identity.json");
+  t.identity = nlohmann::json::parse(id_in, nullptr, false);
+  return t;
+}
+
 // Prompts that share a prefix arrive together and take different slots, so some of the opening
 // burst miss it, as on the real server: the misses are named and explained by the engine's cache
 // model, and the trial passes on the served ratio. A server that reuses nothing still fails.
 TEST(TrialLlamacppDialect, PrefixCollisionsAreReportedAndTheServedRatioDecides) {
-  std::string dir = ScratchDir("llama-prefix");
-  Row row = LlamacppPrefixRow(dir, /*prefix_cache=*/true);
-  auto sim = StartSim(row);
-  ASSERT_TRUE(sim);
-  TrialReport report = RunTrial(row, Options(sim->url(), dir + "/trial", 4));
-  const GateResult* g = Gate(report.verdict, "cache_reuse");
-  ASSERT_NE(g, nullptr);
-  EXPECT_TRUE(g->passed) << g->evidence;
-  EXPECT_EQ(report.verdict.outcome, TrialOutcome::kPass)
-      << (report.verdict.reasons.empty() ? "" : report.verdict.reasons[0]);
-  EXPECT_NE(g->evidence.find("missed their declared reuse"), std::string::npos) << g->evidence;
-  EXPECT_NE(g->evidence.find("reported, not failed"), std::string::npos) << g->evidence;
-  std::ifstream id_in(dir + "/trial/identity.json");
-  nlohmann::json id = nlohmann::json::parse(id_in);
-  EXPECT_NE(id["cache_misses"]["explained_by"].get<std::string>().find("per slot"),
-            std::string::npos);
+  const PrefixTrial t = RunPrefixTrial("llama-prefix", /*prefix_cache=*/true);
+  const std::string& ev = t.reuse.evidence;
+  EXPECT_TRUE(t.reuse.passed) << ev;
+  EXPECT_EQ(t.outcome, TrialOutcome::kPass) << ev;
+  EXPECT_NE(ev.find("missed their declared reuse"), std::string::npos) << ev;
+  EXPECT_NE(ev.find("reported, not failed"), std::string::npos) << ev;
+  EXPECT_NE(t.identity["cache_misses"].value("explained_by", "").find("per slot"),
+            std::string::npos)
+      << t.identity.dump();
 
-  std::string cold_dir = ScratchDir("llama-no-prefix-cache");
-  Row cold_row = LlamacppPrefixRow(cold_dir, /*prefix_cache=*/false);
-  auto cold_sim = StartSim(cold_row);
-  ASSERT_TRUE(cold_sim);
-  TrialReport cold = RunTrial(cold_row, Options(cold_sim->url(), cold_dir + "/trial", 4));
-  const GateResult* c = Gate(cold.verdict, "cache_reuse");
-  ASSERT_NE(c, nullptr);
-  EXPECT_FALSE(c->passed) << c->evidence;
-  EXPECT_NE(c->evidence.find("points: no"), std::string::npos) << c->evidence;
+  const PrefixTrial off = RunPrefixTrial("llama-no-prefix-cache", /*prefix_cache=*/false);
+  EXPECT_FALSE(off.reuse.passed) << off.reuse.evidence;
+  EXPECT_NE(off.reuse.evidence.find("points: no"), std::string::npos) << off.reuse.evidence;
 }
 
 }  // namespace
