@@ -3,7 +3,8 @@
 //   - 1,024 concurrent streams from one process: peak RSS (VmHWM) must stay <= 128 MB;
 //   - fidelity at C = 256: harness arrival time of each chunk minus the server's own write time
 //     (truth log, same CLOCK_MONOTONIC), for the TTFT chunk and for every chunk; scheduling lag.
-// Prints figures; it is not a test. Usage: capq_loadgen_bench [max_tokens=64] [time_scale=100]
+// Prints figures only when every stream ended whole (else only why); it is not a test. Usage:
+// capq_loadgen_bench [max_tokens=64] [time_scale=100]
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -187,6 +188,11 @@ void Report(const char* name, int c, const capq::LoadResult& lr, double wall_s,
     if (r.errors.empty()) continue;
     std::printf("   first failure %s: %s\n", r.id.c_str(), r.errors.front().c_str());
     break;
+  }
+  if (failed > 0 || errors > 0) {  // a run that did not do what it claims gives no figure
+    std::printf("== %s: C=%d: no figure: %lld of %zu streams failed, %lld with errors\n", name, c,
+                static_cast<long long>(failed), lr.records.size(), static_cast<long long>(errors));
+    return;
   }
   const capq::TrialMetrics m = capq::ComputeMetrics(results, c, 1.0, PercentileMethod::kLinear);
   auto pct = [](const std::vector<double>& v, double p) {
