@@ -234,9 +234,10 @@ namespace capq::testing {
 namespace {
 
 // Issue 29's prefix row: 512-token prompts, three quarters of them opening with one of two
-// 384-token prefixes, at C=4 on the llama.cpp dialect launched with --cache-ram 0.
-Row LlamacppPrefixRow(const std::string& dir, bool prefix_cache) {
-  WriteLlamacppProfile(dir, /*host_cache=*/false, prefix_cache);
+// 384-token prefixes, at C=4 on the llama.cpp dialect launched with --cache-ram 0 unless
+// `host_cache`.
+Row LlamacppPrefixRow(const std::string& dir, bool prefix_cache, bool host_cache = false) {
+  WriteLlamacppProfile(dir, host_cache, prefix_cache);
   const std::string yaml =
       "schema: capq/row/v1\nid: llamacpp_prefix\nidentity:\n  engine: sim\n"
       "  sim_profile: profiles/llamacpp_tiny.yaml\n  time_scale: 10\n  sim_dialect: llamacpp\n"
@@ -260,9 +261,9 @@ struct PrefixTrial {
   nlohmann::json identity;
 };
 
-PrefixTrial RunPrefixTrial(const std::string& name, bool prefix_cache) {
+PrefixTrial RunPrefixTrial(const std::string& name, bool prefix_cache, bool host_cache = false) {
   const std::string dir = ScratchDir(name);
-  const Row row = LlamacppPrefixRow(dir, prefix_cache);
+  const Row row = LlamacppPrefixRow(dir, prefix_cache, host_cache);
   auto sim = StartSim(row);
   EXPECT_TRUE(sim);
   if (!sim) return {};
@@ -288,6 +289,11 @@ TEST(TrialLlamacppDialect, PrefixCollisionsAreReportedAndTheServedRatioDecides) 
   EXPECT_NE(t.identity["cache_misses"].value("explained_by", "").find("per slot"),
             std::string::npos)
       << t.identity.dump();
+
+  // With the default host cache a colliding request may restore its prefix from host memory.
+  const PrefixTrial host = RunPrefixTrial("llama-prefix-host", true, /*host_cache=*/true);
+  EXPECT_TRUE(host.reuse.passed) << host.reuse.evidence;
+  EXPECT_EQ(host.outcome, TrialOutcome::kPass) << host.reuse.evidence;
 
   const PrefixTrial off = RunPrefixTrial("llama-no-prefix-cache", /*prefix_cache=*/false);
   EXPECT_FALSE(off.reuse.passed) << off.reuse.evidence;
