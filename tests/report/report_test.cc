@@ -94,6 +94,36 @@ TEST_F(ReportFixtureTest, SurfaceHasOnePointPerRowInShapeOrder) {
   EXPECT_LT(ref, heavy);
 }
 
+// A fleet's merge (capq report DIR... --out FILE): the same rows qualified on a second server
+// stand beside the first server's, one bar per server, each server named in the legend.
+TEST_F(ReportFixtureTest, MergedServersStandSideBySideOnTheSurface) {
+  CapacityData fleet = data_;
+  for (size_t i = 0; i + 1 < data_.rows.size(); ++i) {
+    RowQualification other = data_.rows[i];
+    other.url = "http://127.0.0.1:30001";
+    other.row.image = "rahulunair/sglang-xpu@sha256:0123456789abcdef0123";
+    other.cmax = *other.cmax - 1;
+    other.operating_point = other.cmax;
+    fleet.rows.push_back(other);
+  }
+  std::string fig = Figure(RenderReportHtml(fleet), "fig-surface");
+  ASSERT_FALSE(fig.empty());
+  EXPECT_EQ(Count(fig, "<rect class=\"bar row srv0\""), 3u);
+  EXPECT_EQ(Count(fig, "<rect class=\"bar row srv1\""), 2u);
+  EXPECT_EQ(Count(fig, "<rect class=\"bar row\""), 0u) << "a merged surface colours by server";
+  EXPECT_NE(fig.find("and 2 servers"), std::string::npos);
+  EXPECT_NE(fig.find("sglang-xpu@sha256:0123456789ab… · 4 x Intel Arc Pro B70 at "
+                     "http://127.0.0.1:30001"),
+            std::string::npos);
+  EXPECT_NE(fig.find("at http://127.0.0.1:30000"), std::string::npos);
+  // Each server's bar of a row stands at that server's level: the second is one below.
+  const RowQualification& first = data_.rows[0];
+  EXPECT_NE(fig.find(first.row.id + ": " + std::to_string(*first.cmax) + " on "),
+            std::string::npos);
+  EXPECT_NE(fig.find(first.row.id + ": " + std::to_string(*first.cmax - 1) + " on "),
+            std::string::npos);
+}
+
 TEST_F(ReportFixtureTest, ArrivalFigureShowsEveryMeasuredRequestAndTheBurst) {
   for (const auto& q : data_.rows) {
     int b = *q.cmax;

@@ -96,6 +96,12 @@ svg .bar.confirm.pass { fill: var(--pass); }
 svg .bar.confirm.fail, svg .bar.probe.fail { fill: var(--fail); }
 svg .bar.confirm { fill: var(--pass); }
 svg .bar.row { fill: #3b6fb6; }
+svg .bar.row.srv0, .sw.srv0 { fill: #3b6fb6; background: #3b6fb6; }
+svg .bar.row.srv1, .sw.srv1 { fill: #e07b00; background: #e07b00; }
+svg .bar.row.srv2, .sw.srv2 { fill: #7b4fa0; background: #7b4fa0; }
+svg .bar.row.srv3, .sw.srv3 { fill: #2a9d8f; background: #2a9d8f; }
+svg .bar.row.srv4, .sw.srv4 { fill: #b5563a; background: #b5563a; }
+svg .bar.row.srv5, .sw.srv5 { fill: #6b7280; background: #6b7280; }
 svg .bar-text { fill: #fff; font-size: 11px; font-weight: 600; }
 svg .bar-label { fill: var(--ink); font-size: 12px; font-weight: 600; }
 svg .panel-title { fill: var(--ink); font-size: 12px; font-weight: 600; }

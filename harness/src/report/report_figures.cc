@@ -1,6 +1,6 @@
 // The report's figures against load and across rows: TTFT percentiles and output throughput
-// against C (or a rate row's R), the protocol timeline (Figure 4), the boundary of every row
-// (Figure 2) and the capacity surface across request shapes (Figure 3).
+// against C (or a rate row's R), the protocol timeline (Figure 4) and the boundary of every row
+// (Figure 2). The capacity surface (Figure 3) is report_surface.cc.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -468,52 +468,6 @@ std::string FigBoundary(const CapacityData& d) {
          "is its gate's value as a share of that gate's bound (a stability gate's last third "
          "against its bound). A trial decided early sits at the least its percentile could have "
          "ended at, a bound and not a measurement.</figcaption>\n</figure>\n";
-}
-
-// Figure 3: the capacity surface across rows.
-std::string FigSurface(const CapacityData& d) {
-  // Concurrency across shapes: a rate row's boundary is another quantity and stays out of it.
-  std::vector<const RowQualification*> rows;
-  for (const auto& q : d.rows) {
-    if (!q.row.open_loop()) rows.push_back(&q);
-  }
-  if (rows.size() < 2) return "";
-  std::stable_sort(rows.begin(), rows.end(), [](const auto* a, const auto* b) {
-    return a->row.input_tokens + a->row.output_tokens < b->row.input_tokens + b->row.output_tokens;
-  });
-  int max_c = 1;
-  for (const auto* q : rows) {
-    if (auto b = Boundary(*q)) max_c = std::max(max_c, *b);
-  }
-  Axis x;
-  x.min = -0.6;
-  x.max = rows.size() - 0.4;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    x.ticks.push_back(static_cast<double>(i));
-    x.tick_labels.push_back(Shape(rows[i]->row));
-  }
-  x.label = "request shape (input / output tokens)";
-  Axis y = NiceAxis(0, max_c * 1.15 + 1, 6, "max passing concurrency", true);
-  Plot p(std::max(420, 210 * static_cast<int>(rows.size()) + 120), 320, x, y);
-  int points = 0;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    auto b = Boundary(*rows[i]);
-    if (!b) {
-      p.Text(static_cast<double>(i), y.max * 0.1, "no boundary", "tick");
-      continue;
-    }
-    p.Rect(i - 0.3, 0, i + 0.3, *b, "bar row",
-           rows[i]->row.id + ": " + std::to_string(*b) +
-               (rows[i]->status == QualifyStatus::kLowered ? " (noisy, lowered)" : ""));
-    p.Circle(static_cast<double>(i), *b, 4, "pt pass confirm", rows[i]->row.id);
-    p.Text(static_cast<double>(i), *b + y.max * 0.04, std::to_string(*b) + " — " + rows[i]->row.id,
-           "bar-label");
-    ++points;
-  }
-  return "<figure id=\"fig-surface\">\n" + p.Render("capacity surface across rows") +
-         "<figcaption><b>Figure 3 — capacity across request shapes</b> (" + std::to_string(points) +
-         " rows with an operating point). The maxima are alternatives, not quantities to add: "
-         "a mixed queue needs its own experiment.</figcaption>\n</figure>\n";
 }
 
 }  // namespace capq::report

@@ -61,7 +61,12 @@ std::string FigTtft(const RowQualification& q);
 std::string FigThroughput(const RowQualification& q);
 std::string FigTimeline(const RowQualification& q);
 std::string FigBoundary(const CapacityData& d);
+// Figure 3 (report_surface.cc): the capacity surface across rows, and across servers when the
+// data merges qualifications of more than one.
 std::string FigSurface(const CapacityData& d);
+// The server a row was qualified on, as a merged report tells servers apart: the engine with its
+// image (or the simulator's profile and time scale), the hardware, and the URL.
+std::string ServerName(const RowQualification& q);
 
 // The confirmation trials over their measured interval (report_arrival.cc): TTFT by arrival order
 // with its table, and on a rate row the queue over time. Empty for a row without a boundary.
