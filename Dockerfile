@@ -6,7 +6,7 @@
 # tests/ci/container_static.sh keeps the build stage's package list equal to ci/setup.sh's and
 # checks that every path COPY names exists.
 
-# Build stage: the packages of ci/setup.sh, then capq alone with the default (RelWithDebInfo) preset.
+# Build stage: the packages of ci/setup.sh, then capq alone with the main (Release -O2) preset.
 FROM debian:12 AS build
 # Same list as ci/setup.sh, in its own layer so a source edit does not reinstall it.
 RUN apt-get update -qq \
@@ -23,11 +23,11 @@ COPY fixtures/ fixtures/
 COPY suites/ suites/
 COPY tests/ tests/
 COPY rows/ rows/
-# ci/setup.sh finds every package installed, configures the default preset and builds `capq` only,
-# as the README's main job does.
-RUN bash ci/setup.sh capq \
+# ci/setup.sh finds every package installed, configures the `main` preset (no debug info) and
+# builds `capq` only, as the README's main job does.
+RUN bash ci/setup.sh --preset main capq \
  && mkdir -p /out \
- && strip --strip-debug -o /out/capq build/harness/capq
+ && strip --strip-debug -o /out/capq build-main/harness/capq
 # The runtime packages are those owning the shared libraries the binary loads, so this list cannot
 # drift from the link line.
 RUN ldd /out/capq | awk '$2 == "=>" && $3 ~ /^\// {print $3}' \

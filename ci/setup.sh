@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs capq's build dependencies from Debian 12 packages (as root) and builds the default preset:
-# everything, or only the CMake targets given as arguments (ci/capq builds just `capq`, so the main
-# job does not wait for the tests and benchmarks). Quiet when everything is already there; safe to
-# run again.
+# Installs capq's build dependencies from Debian 12 packages (as root) and builds a CMake preset
+# (`default` unless `--preset NAME` comes first): everything, or only the CMake targets given as
+# arguments. ci/capq builds just `capq` with the `main` preset (no debug info, build-main/), so the
+# main job waits neither for the tests and benchmarks nor for the debug info the tests' build keeps.
+# Quiet when everything is already there; safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,8 +22,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+preset=default
+if [ "${1:-}" = --preset ]; then
+  preset="${2:?usage: setup.sh [--preset NAME] [TARGET...]}"
+  shift 2
+fi
 jobs=$(nproc 2>/dev/null || echo 2)
-cmake --preset default >/dev/null
+cmake --preset "$preset" >/dev/null
 targets=()
 for t in "$@"; do targets+=(--target "$t"); done
-cmake --build --preset default -j "$jobs" "${targets[@]}"
+cmake --build --preset "$preset" -j "$jobs" "${targets[@]}"
