@@ -58,6 +58,7 @@ bool RowParser::Parse(const std::string& text, Row* row) {
   YAML::Node doc;
   if (!LoadDocument(text, &doc)) return false;
   try {
+    if (!RefuseTodo(doc, "")) return false;
     MapView top;
     if (!OpenMap(doc, doc.Mark(), "", "a capq/row/v1 row", &top)) return false;
     if (!CheckKeys(top, {"schema",      "id",        "title",
@@ -110,6 +111,25 @@ bool RowParser::LoadDocument(const std::string& text, YAML::Node* doc) {
   }
   if (!doc->IsDefined() || doc->IsNull()) {
     return Fail(YAML::Mark::null_mark(), "", "empty file: expected a capq/row/v1 row (a mapping)");
+  }
+  return true;
+}
+
+bool RowParser::RefuseTodo(const YAML::Node& node, const std::string& path) {
+  if (node.IsScalar()) {
+    if (node.Scalar().rfind("TODO", 0) != 0) return true;
+    return Fail(node.Mark(), path,
+                "not filled in: \"" + node.Scalar() + "\" (capq rows new could not read it)");
+  }
+  if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i) {
+      if (!RefuseTodo(node[i], path + "[" + std::to_string(i) + "]")) return false;
+    }
+  } else if (node.IsMap()) {
+    for (const auto& kv : node) {
+      const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
+      if (!RefuseTodo(kv.second, path.empty() ? key : path + "." + key)) return false;
+    }
   }
   return true;
 }
