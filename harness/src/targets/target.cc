@@ -390,28 +390,34 @@ IdentityInputs ResolveRunningImage() {
         "container's name for docker inspect";
     return in;
   }
+  Result<std::string> digest = ContainerImageDigest(container);
+  if (!digest.ok()) {
+    in.image_error = digest.status().message();
+    return in;
+  }
+  in.running_image = *digest;
+  in.image_source = "docker inspect " + std::string(container);
+  return in;
+}
+
+Result<std::string> ContainerImageDigest(const std::string& container) {
   // The container's image id, then that image's repo digests (a container only knows its id).
   Result<std::string> image_id =
       RunCapture({"docker", "inspect", "--format", "{{.Image}}", container}, 20);
   if (!image_id.ok()) {
-    in.image_error =
-        "docker inspect " + std::string(container) + ": " + image_id.status().message();
-    return in;
+    return Status::NotFound("docker inspect " + container + ": " + image_id.status().message());
   }
   std::string image = *image_id;
   while (!image.empty() && std::isspace(static_cast<unsigned char>(image.back()))) image.pop_back();
   Result<std::string> digests = RunCapture(
       {"docker", "image", "inspect", "--format", "{{join .RepoDigests \" \"}}", image}, 20);
   if (!digests.ok() || digests->find("sha256:") == std::string::npos) {
-    in.image_error = "docker image inspect " + image + ": no repo digest" +
-                     (digests.ok() ? std::string() : " (" + digests.status().message() + ")");
-    return in;
+    return Status::NotFound(
+        "docker image inspect " + image + ": no repo digest" +
+        (digests.ok() ? std::string() : " (" + digests.status().message() + ")"));
   }
   std::string first = *digests;
-  first = first.substr(0, first.find_first_of(" \n"));
-  in.running_image = first;
-  in.image_source = "docker inspect " + std::string(container);
-  return in;
+  return first.substr(0, first.find_first_of(" \n"));
 }
 
 Result<std::string> RunCapture(const std::vector<std::string>& argv, double timeout_s) {

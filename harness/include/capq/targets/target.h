@@ -241,6 +241,9 @@ IdentityCheck CheckIdentity(const Row& row, const ServerFacts& facts, const Iden
 // of CAPQ_CONTAINER (run without a shell). Fills running_image/image_source or image_error, and
 // model_revision from CAPQ_MODEL_REVISION.
 IdentityInputs ResolveRunningImage();
+// The repo digest ("repo@sha256:<hex>") of the image container `container` runs, from docker
+// inspect; NotFound naming the command that failed (no docker, no such container, no digest).
+Result<std::string> ContainerImageDigest(const std::string& container);
 
 // Runs argv[0] (looked up in PATH) with no shell; returns its stdout. Error on spawn failure,
 // non-zero exit or `timeout_s`.
