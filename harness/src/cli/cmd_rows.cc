@@ -1,4 +1,4 @@
-// capq rows check [PATHS] | capq rows show ID [--rows DIR]
+// capq rows check [PATHS] | capq rows show ID [--rows DIR] | capq rows new ... (cmd_rows_new.cc)
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -17,7 +17,9 @@ constexpr const char* kRowsUsage =
     "usage: capq rows check [PATHS...]      validate rows (default: rows/), list them, exit 1 on "
     "any "
     "error\n"
-    "       capq rows show ID [--rows DIR]  print one resolved row as YAML (default DIR: rows/)\n";
+    "       capq rows show ID [--rows DIR]  print one resolved row as YAML (default DIR: rows/)\n"
+    "       capq rows new --url URL --engine E --isl N --osl N --slo TEXT [--out FILE] ...\n"
+    "                                      write a row from the running server (--help)\n";
 
 std::string FormatNumber(double v) {
   char buf[32];
@@ -105,6 +107,7 @@ int RunRows(const Args& args) {
     return args.empty() ? 2 : 0;
   }
   const std::string sub = args[0];
+  if (sub == "new") return RunRowsNew(Args(args.begin() + 1, args.end()));
   ArgParser parser(sub == "show" ? std::set<std::string>{"rows"} : std::set<std::string>{}, {});
   if (Status s = parser.Parse(Args(args.begin() + 1, args.end())); !s.ok()) {
     std::fprintf(stderr, "capq rows %s: %s\n%s", sub.c_str(), s.message().c_str(), kRowsUsage);

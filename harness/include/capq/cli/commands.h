@@ -8,7 +8,8 @@ namespace capq::cli {
 
 using Args = std::vector<std::string>;  // the words after the subcommand name
 
-int RunRows(const Args& args);      // capq rows check [PATHS] | capq rows show ID
+int RunRows(const Args& args);      // capq rows check [PATHS] | capq rows show ID | rows new
+int RunRowsNew(const Args& args);   // capq rows new --url URL --engine E --isl N --osl N ...
 int RunSim(const Args& args);       // capq sim --profile FILE ...
 int RunTrial(const Args& args);     // capq trial --row FILE --concurrency C --trial K ...
 int RunValidate(const Args& args);  // capq validate DIR
