@@ -1,0 +1,220 @@
+// capq rows new as a user runs it, against the embedded simulator started here: in each dialect
+// the row it writes passes `capq rows check` and a C=1 `capq trial`; what the server cannot tell
+// is a TODO that `rows check` refuses at its line until it is filled in; --container asks docker;
+// --baseline records the C=1 medians; bad arguments and an unreachable server are named.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../capq_process.h"
+#include "capq/sim/server.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using capq::sim::Dialect;
+using capq::sim::SimServer;
+
+const std::string kSource = CAPQ_SOURCE_DIR;
+const std::string kSlo = "ttft p95 < 10s";
+
+int Capq(const std::vector<std::string>& args, std::string* out) {
+  return capq::testing::RunCapqCapturing(args, out);
+}
+
+fs::path FreshDir(const std::string& name) {
+  const fs::path p =
+      fs::temp_directory_path() / ("capq_rows_new_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+std::string Read(const fs::path& p) {
+  std::ifstream in(p);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string Profile(const std::string& name) { return kSource + "/rows/sim/profiles/" + name; }
+
+std::unique_ptr<SimServer> StartSim(const std::string& profile, Dialect dialect) {
+  capq::sim::ServerOptions o;
+  o.profile_path = profile;
+  o.dialect = dialect;
+  o.time_scale = 10;
+  auto s = SimServer::Start(o);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+std::vector<std::string> NewArgs(const SimServer& sim, const std::string& engine,
+                                 const fs::path& out) {
+  return {"rows", "new",   "--url", sim.url(), "--engine", engine,  "--isl",
+          "128",  "--osl", "16",    "--slo",   kSlo,       "--out", out.string()};
+}
+
+// Replaces every `key: "TODO: ..."` line's value by `value`.
+std::string Filled(std::string yaml, const std::string& key, const std::string& value) {
+  const size_t at = yaml.find(key + ": \"TODO:");
+  EXPECT_NE(at, std::string::npos) << key << "\n" << yaml;
+  if (at == std::string::npos) return yaml;
+  const size_t end = yaml.find('\n', at);
+  yaml.replace(at, end - at, key + ": " + value);
+  return yaml;
+}
+
+TEST(RowsNewCommand, EachDialectWritesARowThatChecksAndPassesACEqualsOneTrial) {
+  const struct {
+    const char* engine;
+    const char* profile;
+    Dialect dialect;
+  } cases[] = {{"sim", "small.yaml", Dialect::kSglang},
+               {"sim:vllm", "small.yaml", Dialect::kVllm},
+               {"sim:llamacpp", "llamacpp_tiny.yaml", Dialect::kLlamacpp}};
+  for (const auto& c : cases) {
+    const fs::path dir = FreshDir(std::string("dialect_") + c.profile + "_" +
+                                  std::to_string(static_cast<int>(c.dialect)));
+    auto sim = StartSim(Profile(c.profile), c.dialect);
+    ASSERT_TRUE(sim);
+    const fs::path row = dir / "mine.yaml";
+    std::vector<std::string> args = NewArgs(*sim, c.engine, row);
+    args.insert(args.end(), {"--profile", Profile(c.profile)});
+    std::string out;
+    ASSERT_EQ(Capq(args, &out), 0) << c.engine << "\n" << out;
+    EXPECT_EQ(sim->requests_received(), 0) << "rows new generated\n" << out;
+    const std::string yaml = Read(row);
+    EXPECT_EQ(yaml.find("\"TODO:"), std::string::npos) << c.engine << "\n" << yaml;
+    EXPECT_NE(yaml.find("id: mine\n"), std::string::npos) << yaml;
+    EXPECT_NE(yaml.find("server_expect:"), std::string::npos) << yaml;
+    EXPECT_NE(yaml.find("- {metric: ttft, percentile: 95, below_ms: 10000}"), std::string::npos);
+    EXPECT_NE(yaml.find("# The chat template: "), std::string::npos) << yaml;
+    EXPECT_EQ(Capq({"rows", "check", row.string()}, &out), 0) << c.engine << "\n" << out;
+    EXPECT_EQ(Capq({"trial", "--row", row.string(), "--concurrency", "1", "--trial", "1", "--url",
+                    sim->url(), "--out", (dir / "trial").string()},
+                   &out),
+              0)
+        << c.engine << "\n"
+        << out;
+    EXPECT_NE(out.find("verdict: pass"), std::string::npos) << out;
+  }
+}
+
+// A real engine's adapter against the simulator speaking its dialect: the image, revision,
+// hardware and driver are nowhere on the server, so they are TODOs until a person fills them in.
+TEST(RowsNewCommand, WhatTheServerCannotTellIsATodoThatRowsCheckRefusesUntilFilled) {
+  const fs::path dir = FreshDir("todo");
+  auto sim = StartSim(Profile("llamacpp_tiny.yaml"), Dialect::kLlamacpp);
+  ASSERT_TRUE(sim);
+  const fs::path row = dir / "tiny.yaml";
+  std::string out;
+  ASSERT_EQ(Capq(NewArgs(*sim, "llamacpp", row), &out), 0) << out;
+  for (const char* key :
+       {"identity.image", "identity.model_revision", "identity.hardware", "identity.driver"}) {
+    EXPECT_NE(out.find(std::string("TODO  ") + key + ": "), std::string::npos) << key << out;
+  }
+  std::string yaml = Read(row);
+  EXPECT_NE(yaml.find("total_slots: "), std::string::npos) << yaml;
+  EXPECT_EQ(Capq({"rows", "check", row.string()}, &out), 1) << out;
+  EXPECT_NE(out.find("tiny.yaml:"), std::string::npos) << out;
+  EXPECT_NE(out.find(": identity.image: not filled in: \"TODO: no --container named"),
+            std::string::npos)
+      << out;
+  yaml = Filled(yaml, "image", "local/llama-server@sha256:" + std::string(64, 'a'));
+  yaml = Filled(yaml, "model_revision", std::string(40, 'b'));
+  yaml = Filled(yaml, "hardware", "2-core x86-64 VM");
+  // One TODO left is still refused, at its own key.
+  std::ofstream(row) << yaml;
+  EXPECT_EQ(Capq({"rows", "check", row.string()}, &out), 1) << out;
+  EXPECT_NE(out.find(": identity.driver: not filled in"), std::string::npos) << out;
+  std::ofstream(row) << Filled(yaml, "driver", "\"none\"");
+  EXPECT_EQ(Capq({"rows", "check", row.string()}, &out), 0) << out;
+}
+
+// PATH holds only a stand-in `docker` (or nothing): the image digest comes from `docker inspect`
+// of the named container, or its TODO says why not.
+TEST(RowsNewCommand, ContainerImageDigestComesFromDockerOrItsTodoSaysWhy) {
+  const fs::path dir = FreshDir("docker");
+  auto sim = StartSim(Profile("small.yaml"), Dialect::kVllm);
+  ASSERT_TRUE(sim);
+  const std::string digest = "vllm/vllm-openai@sha256:" + std::string(64, 'c');
+  const fs::path bin = dir / "bin";
+  fs::create_directories(bin);
+  std::ofstream(bin / "docker") << "#!/bin/sh\n"
+                                   "if [ \"$1\" = inspect ]; then echo sha256:1234; exit 0; fi\n"
+                                   "echo '"
+                                << digest << " other@sha256:00'\n";
+  fs::permissions(bin / "docker", fs::perms::owner_all);
+  const std::string path = getenv("PATH") ? getenv("PATH") : "";
+  std::string out;
+  setenv("PATH", bin.c_str(), 1);
+  std::vector<std::string> args = NewArgs(*sim, "vllm", dir / "with.yaml");
+  args.insert(args.end(), {"--container", "vllm-a"});
+  const int with = Capq(args, &out);
+  fs::remove(bin / "docker");
+  args = NewArgs(*sim, "vllm", dir / "without.yaml");
+  args.insert(args.end(), {"--container", "vllm-a"});
+  std::string out_without;
+  const int without = Capq(args, &out_without);
+  setenv("PATH", path.c_str(), 1);
+  EXPECT_EQ(with, 0) << out;
+  EXPECT_NE(Read(dir / "with.yaml").find("image: \"" + digest + "\"\n"), std::string::npos)
+      << Read(dir / "with.yaml");
+  EXPECT_EQ(out.find("TODO  identity.image"), std::string::npos) << out;
+  EXPECT_EQ(without, 0) << out_without;
+  EXPECT_NE(out_without.find("TODO  identity.image: docker inspect vllm-a: "), std::string::npos)
+      << out_without;
+}
+
+TEST(RowsNewCommand, BaselineRecordsTheCEqualsOneMediansTheLoaderReadsBack) {
+  const fs::path dir = FreshDir("baseline");
+  auto sim = StartSim(Profile("small.yaml"), Dialect::kSglang);
+  ASSERT_TRUE(sim);
+  const fs::path row = dir / "base.yaml";
+  std::vector<std::string> args = NewArgs(*sim, "sim", row);
+  args.insert(args.end(), {"--profile", Profile("small.yaml"), "--baseline"});
+  std::string out;
+  ASSERT_EQ(Capq(args, &out), 0) << out;
+  EXPECT_GT(sim->requests_received(), 0) << "the baseline trial ran against the server";
+  const std::string yaml = Read(row);
+  EXPECT_NE(yaml.find("expect:\n  baseline: {ttft_p50_ms: "), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("itl_p50_ms: "), std::string::npos) << yaml;
+  EXPECT_EQ(Capq({"rows", "show", "base", "--rows", dir.string()}, &out), 0) << out;
+  EXPECT_NE(out.find("baseline:"), std::string::npos) << out;
+}
+
+TEST(RowsNewCommand, BadArgumentsAndAnUnreachableServerAreNamed) {
+  const fs::path dir = FreshDir("bad");
+  auto sim = StartSim(Profile("small.yaml"), Dialect::kSglang);
+  ASSERT_TRUE(sim);
+  std::string out;
+  std::vector<std::string> args = NewArgs(*sim, "sim", dir / "x.yaml");
+  args[11] = "ttft p95 > 10s";
+  EXPECT_EQ(Capq(args, &out), 2) << out;
+  EXPECT_NE(out.find("--slo \"ttft p95 > 10s\": '>' is not '<'"), std::string::npos) << out;
+  args[11] = "ttfb p95 < 10s";
+  EXPECT_EQ(Capq(args, &out), 2) << out;
+  EXPECT_NE(out.find("metric 'ttfb' is not ttft, itl or e2e"), std::string::npos) << out;
+  args = NewArgs(*sim, "tgi", dir / "x.yaml");
+  EXPECT_EQ(Capq(args, &out), 2) << out;
+  EXPECT_NE(out.find("unknown engine 'tgi'"), std::string::npos) << out;
+  std::ofstream(dir / "taken.yaml") << "kept\n";
+  EXPECT_EQ(Capq(NewArgs(*sim, "sim", dir / "taken.yaml"), &out), 2) << out;
+  EXPECT_NE(out.find("taken.yaml exists: not overwritten"), std::string::npos) << out;
+  EXPECT_EQ(Read(dir / "taken.yaml"), "kept\n");
+  args = NewArgs(*sim, "sim", dir / "x.yaml");
+  args[3] = "http://127.0.0.1:1";
+  args.insert(args.end(), {"--timeout", "0.5"});
+  EXPECT_EQ(Capq(args, &out), 3) << out;
+  EXPECT_FALSE(fs::exists(dir / "x.yaml"));
+}
+
+}  // namespace
