@@ -58,7 +58,7 @@ bool RowParser::Parse(const std::string& text, Row* row) {
   YAML::Node doc;
   if (!LoadDocument(text, &doc)) return false;
   try {
-    if (!RefuseTodo(doc, "")) return false;
+    if (!RefuseTodo(doc, "", 0)) return false;
     MapView top;
     if (!OpenMap(doc, doc.Mark(), "", "a capq/row/v1 row", &top)) return false;
     if (!CheckKeys(top, {"schema",      "id",        "title",
@@ -115,7 +115,10 @@ bool RowParser::LoadDocument(const std::string& text, YAML::Node* doc) {
   return true;
 }
 
-bool RowParser::RefuseTodo(const YAML::Node& node, const std::string& path) {
+bool RowParser::RefuseTodo(const YAML::Node& node, const std::string& path, int depth) {
+  // A row's keys nest a few levels deep; deeper nesting is refused by the key checks, and must
+  // not cost a stack frame per level here.
+  if (depth > 8) return true;
   if (node.IsScalar()) {
     if (node.Scalar().rfind("TODO", 0) != 0) return true;
     return Fail(node.Mark(), path,
@@ -123,12 +126,12 @@ bool RowParser::RefuseTodo(const YAML::Node& node, const std::string& path) {
   }
   if (node.IsSequence()) {
     for (size_t i = 0; i < node.size(); ++i) {
-      if (!RefuseTodo(node[i], path + "[" + std::to_string(i) + "]")) return false;
+      if (!RefuseTodo(node[i], path + "[" + std::to_string(i) + "]", depth + 1)) return false;
     }
   } else if (node.IsMap()) {
     for (const auto& kv : node) {
       const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
-      if (!RefuseTodo(kv.second, path.empty() ? key : path + "." + key)) return false;
+      if (!RefuseTodo(kv.second, path.empty() ? key : path + "." + key, depth + 1)) return false;
     }
   }
   return true;

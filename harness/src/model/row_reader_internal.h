@@ -139,7 +139,7 @@ class RowParser {
 
   bool LoadDocument(const std::string& text, YAML::Node* doc);
   // Refuses a value `capq rows new` could not read from the server ("TODO: ..."), at its line.
-  bool RefuseTodo(const YAML::Node& node, const std::string& path);
+  bool RefuseTodo(const YAML::Node& node, const std::string& path, int depth);
   bool ParseHeader(const MapView& top, Row* row);
   bool ParseServing(const MapView& top, Row* row, YAML::Mark* ignore_eos_at);
   bool ParseSampleAndSlo(const MapView& top, Row* row, SampleAt* sample_at);
