@@ -17,6 +17,8 @@ usage: capq <command> [args]
 commands:
   rows check [PATHS]   validate row files (default: rows/) and list them
   rows show ID         print one resolved row as YAML
+  rows new --url URL --engine E --isl N --osl N --slo TEXT
+                       write a row from the running server (TODOs for what it cannot tell)
   sim --profile FILE   run the embedded simulated engine (OpenAI-compatible server)
   trial --row FILE --concurrency C --trial K
                        run one trial and write its evidence directory
