@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's reliability figures, each measured here by running the real `capq` binary:
+# The reliability figures of docs/reliability.md, each measured here by running the real `capq` binary:
 #   1. faults injected / caught   every fault file under tests/data/reliability/faults/gates names
 #                                 the gate it must trip (`# gate:`) and the gates it may trip
 #                                 besides (`# also:`); one `capq trial` per file against the

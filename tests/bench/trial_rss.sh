@@ -3,7 +3,7 @@
 # re-count, validate, seal) against a `capq sim` in its own process, and the size of the evidence
 # it left. Prints one line per case: the trial's verdict beside its figures when it passed; when
 # it did not, no figure, only its verdict and why (from its verdict.json, else from capq's exit
-# code and last words). Exits 1 when a trial did not pass (targets: README, "Benchmarks").
+# code and last words). Exits 1 when a trial did not pass (targets: docs/performance.md).
 #
 # usage: tests/bench/trial_rss.sh [BUILD_DIR] [CASES...]
 #   CASE = C:OUTPUT_TOKENS (default: 1024:32 4096:1024); every case sends C measured requests at

@@ -1,5 +1,5 @@
 // Fail fast: the first stream that can no longer pass a correctness gate ends the trial, so a
-// broken server costs seconds, not every remaining request's timeout (README, "One trial").
+// broken server costs seconds, not every remaining request's timeout (docs/trial-and-artifacts.md).
 //
 // Which failure of a finished stream breaks which gate lives here, beside the decoder and the
 // validator that judge the same streams after the trial; the load generator only asks (its
