@@ -78,7 +78,7 @@ DoctorCheck IdentityOf(const Target& target, const Row& row, const ServerFacts& 
 DoctorCheck MetricsCheck(const Target& target, const Result<std::string>& text) {
   if (!text.ok()) {
     return Make(DoctorCheckId::kMetrics, DoctorLevel::kWarn,
-                text.status().message() + ": the server's load is unknown");
+                text.status().message() + ": the server's load is unknown", target.MetricsHint());
   }
   const ServerLoad load = target.ParseLoad(*text);
   if (!load.running && !load.waiting) {

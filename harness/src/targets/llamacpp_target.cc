@@ -124,6 +124,9 @@ class LlamacppTarget : public Target {
     return "POST /apply-template, then POST /tokenize {add_special: true}";
   }
 
+  // /metrics is off unless llama-server starts with --metrics (shared/design/server-apis.md §5).
+  std::string MetricsHint() const override { return "start llama-server with --metrics"; }
+
   std::string ColdHint() const override {
     return "llama.cpp's slot erase keeps the host-memory prompt cache (--cache-ram, 8192 MiB by "
            "default), which restores earlier prompts into the slots: a qualification sends each "

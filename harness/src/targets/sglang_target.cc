@@ -122,6 +122,9 @@ class SglangTarget : public Target {
     return "POST /v1/tokenize {messages, add_generation_prompt: true}";
   }
 
+  // /metrics is off unless SGLang starts with --enable-metrics (shared/design/server-apis.md §5).
+  std::string MetricsHint() const override { return "start SGLang with --enable-metrics"; }
+
   std::string ColdHint() const override {
     return "SGLang's /flush_cache empties the radix cache of the server that answered it; behind "
            "a router it reaches one worker only, so point capq at the server itself";

@@ -63,6 +63,7 @@ class SimTarget : public Target {
   }
   std::string RenderMethod() const override { return dialect_->RenderMethod(); }
   std::string ColdHint() const override { return dialect_->ColdHint(); }
+  std::string MetricsHint() const override { return dialect_->MetricsHint(); }
   std::string MissHint() const override { return dialect_->MissHint(); }
   CacheCounterRule CacheCounter(const ServerFacts& facts) const override {
     return dialect_->CacheCounter(facts);

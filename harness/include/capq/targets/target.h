@@ -132,6 +132,9 @@ class Target {
   // One sentence for a verify_cold failure after this engine's flush: which server setting
   // leaves cached prompts behind and how to start the server so that its flush empties the cache.
   virtual std::string ColdHint() const { return ""; }
+  // The launch flag that turns /metrics on (the server's load, read before every flush); empty
+  // when the engine serves it by default.
+  virtual std::string MetricsHint() const { return ""; }
   // One sentence when this engine's own cache model serves a request fewer cached tokens than a
   // reuse row declares while the server is healthy (a per-slot cache: requests that share a
   // prefix and run together take different slots); such misses are then reported, not failed,
