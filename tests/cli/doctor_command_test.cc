@@ -11,36 +11,22 @@
 #include <string>
 #include <vector>
 
-#include "../capq_process.h"
 #include "capq/model/row_loader.h"
 #include "capq/sim/server.h"
+#include "cli_test_util.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using capq::sim::Dialect;
 using capq::sim::SimServer;
+using capq::testing::Capq;
+using capq::testing::Read;
+using capq::testing::StartSim;
+
+fs::path FreshDir(const std::string& name) { return capq::testing::FreshDir("capq_doctor_", name); }
 
 const std::string kSource = CAPQ_SOURCE_DIR;
-
-int Capq(const std::vector<std::string>& args, std::string* out) {
-  return capq::testing::RunCapqCapturing(args, out);
-}
-
-fs::path FreshDir(const std::string& name) {
-  const fs::path p =
-      fs::temp_directory_path() / ("capq_doctor_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
-
-std::string Read(const fs::path& p) {
-  std::ifstream in(p);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // A copy of a shipped profile in `dir`, with `from` replaced by `to` (or `to` appended when
 // `from` is empty): the simulator launched with other settings.
@@ -57,16 +43,6 @@ std::string EditedProfile(const fs::path& dir, const std::string& name, const st
   const fs::path out = dir / name;
   std::ofstream(out) << text;
   return out.string();
-}
-
-std::unique_ptr<SimServer> StartSim(const std::string& profile, Dialect dialect) {
-  capq::sim::ServerOptions o;
-  o.profile_path = profile;
-  o.dialect = dialect;
-  o.time_scale = 10;
-  auto s = SimServer::Start(o);
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
-  return s.ok() ? std::move(*s) : nullptr;
 }
 
 // The line of check `name` ("FAIL  cache counter   ..."), or "" when none was printed.
@@ -118,6 +94,31 @@ TEST(DoctorCommand, ServerWithoutCacheCounterFailsAndNamesTheFlag) {
   EXPECT_NE(fix, std::string::npos) << out;
   EXPECT_GT(fix, out.find(CheckLine(out, "cache counter"))) << "the fix follows its check\n" << out;
   EXPECT_NE(out.find("decided by: cache counter\n"), std::string::npos) << out;
+}
+
+// Launched without /metrics but with a per-request cache counter: a qualification can still pass
+// (the load before a flush goes unread), and the metrics line names the flag in each engine's
+// words.
+TEST(DoctorCommand, ServerWithoutMetricsWarnsAndNamesTheFlag) {
+  const fs::path dir = FreshDir("nometrics");
+  const struct {
+    const char* engine;
+    const char* profile;
+    Dialect dialect;
+    const char* hint;
+  } cases[] = {{"sim", "small.yaml", Dialect::kSglang, "start SGLang with --enable-metrics"},
+               {"sim:llamacpp", "llamacpp_tiny.yaml", Dialect::kLlamacpp,
+                "start llama-server with --metrics"}};
+  for (const auto& c : cases) {
+    auto sim = StartSim(EditedProfile(dir, c.profile, "", "metrics: false\n"), c.dialect);
+    ASSERT_TRUE(sim);
+    std::string out;
+    EXPECT_EQ(Doctor(*sim, {"--engine", c.engine}, &out), 0) << c.engine << "\n" << out;
+    EXPECT_EQ(LevelOf(out, "metrics"), "warn") << c.engine << "\n" << out;
+    const size_t hint = out.find(std::string("hint: ") + c.hint);
+    EXPECT_NE(hint, std::string::npos) << c.engine << "\n" << out;
+    EXPECT_GT(hint, out.find(CheckLine(out, "metrics"))) << c.engine << "\n" << out;
+  }
 }
 
 TEST(DoctorCommand, VllmAndLlamacppDialectsPass) {

@@ -13,48 +13,26 @@
 #include <string>
 #include <vector>
 
-#include "../capq_process.h"
 #include "capq/sim/server.h"
+#include "cli_test_util.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using capq::sim::Dialect;
 using capq::sim::SimServer;
+using capq::testing::Capq;
+using capq::testing::Read;
+using capq::testing::StartSim;
+
+fs::path FreshDir(const std::string& name) {
+  return capq::testing::FreshDir("capq_rows_new_", name);
+}
 
 const std::string kSource = CAPQ_SOURCE_DIR;
 const std::string kSlo = "ttft p95 < 10s";
 
-int Capq(const std::vector<std::string>& args, std::string* out) {
-  return capq::testing::RunCapqCapturing(args, out);
-}
-
-fs::path FreshDir(const std::string& name) {
-  const fs::path p =
-      fs::temp_directory_path() / ("capq_rows_new_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
-
-std::string Read(const fs::path& p) {
-  std::ifstream in(p);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::string Profile(const std::string& name) { return kSource + "/rows/sim/profiles/" + name; }
-
-std::unique_ptr<SimServer> StartSim(const std::string& profile, Dialect dialect) {
-  capq::sim::ServerOptions o;
-  o.profile_path = profile;
-  o.dialect = dialect;
-  o.time_scale = 10;
-  auto s = SimServer::Start(o);
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
-  return s.ok() ? std::move(*s) : nullptr;
-}
 
 std::vector<std::string> NewArgs(const SimServer& sim, const std::string& engine,
                                  const fs::path& out) {
