@@ -3,7 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -51,7 +51,7 @@ std::string Scalar(const std::string& s) {
   const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) {
     return std::isalnum(c) || c == '_' || c == '.' || c == '-' || c == '+';
   });
-  return plain ? s : Quoted(s);
+  return plain && s != "null" && s != "Null" && s != "NULL" ? s : Quoted(s);
 }
 
 std::string Number(double v) {
@@ -227,23 +227,6 @@ void Header(const NewRowOptions& o, const Answers& a, Draft* d) {
   }
 }
 
-}  // namespace
-
-std::string NewRowId(const std::string& out_path, const Identity& identity, int64_t input_tokens,
-                     int64_t output_tokens) {
-  std::string raw = out_path.empty()
-                        ? std::string(EngineName(identity.engine)) + "_" +
-                              std::to_string(input_tokens) + "x" + std::to_string(output_tokens)
-                        : fs::path(out_path).stem().string();
-  std::string id;
-  for (char c : raw) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    id += std::isalnum(u) ? static_cast<char>(std::tolower(u)) : '_';
-  }
-  if (id.empty() || !std::islower(static_cast<unsigned char>(id[0]))) id = "row_" + id;
-  return id.substr(0, 128);
-}
-
 NewRow Compose(const NewRowOptions& o, const Answers& a) {
   Draft d;
   Header(o, a, &d);
@@ -279,6 +262,23 @@ std::map<std::string, std::string> Unpinnable(const capq::Identity& identity,
     out[key] = "not pinned (" + e->message + ")";
   }
   return out;
+}
+
+}  // namespace
+
+std::string NewRowId(const std::string& out_path, const Identity& identity, int64_t input_tokens,
+                     int64_t output_tokens) {
+  std::string raw = out_path.empty()
+                        ? std::string(EngineName(identity.engine)) + "_" +
+                              std::to_string(input_tokens) + "x" + std::to_string(output_tokens)
+                        : fs::path(out_path).stem().string();
+  std::string id;
+  for (char c : raw) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    id += std::isalnum(u) ? static_cast<char>(std::tolower(u)) : '_';
+  }
+  if (id.empty() || !std::islower(static_cast<unsigned char>(id[0]))) id = "row_" + id;
+  return id.substr(0, 128);
 }
 
 Result<NewRow> WriteNewRow(const NewRowOptions& o) {
