@@ -156,7 +156,9 @@ int RunRowsNew(const Args& args) {
   std::string yaml = row->yaml;
   int rc = 0;
   if (p.Has("baseline") && !row->todos.empty()) {
-    std::fprintf(stderr, "capq rows new: no baseline: fill in the TODOs, then rerun\n");
+    std::fprintf(stderr,
+                 "capq rows new: no baseline while TODOs remain: fill them in; capq qualify "
+                 "runs the C=1 baseline first\n");
     rc = 1;
   } else if (p.Has("baseline")) {
     const fs::path as = fs::path(o->row_dir.empty() ? "." : o->row_dir) / (o->id + ".yaml");
