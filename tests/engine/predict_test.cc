@@ -40,9 +40,9 @@ TEST(PredictTest, SingleUserTtftIsThePrefillTime) {
     EXPECT_DOUBLE_EQ(r.itl_ns(), 1'000'000);  // one 1 ms decode step per token
     EXPECT_EQ(r.cached_tokens, 0);
   }
-  // Closed loop at C=1: each request starts when the previous one ends.
+  // Closed loop at C=1: each request reaches the server just after the previous one ends.
   for (size_t i = 1; i < t->measured.size(); ++i) {
-    EXPECT_EQ(t->measured[i].submit_ns, t->measured[i - 1].end_ns);
+    EXPECT_EQ(t->measured[i].submit_ns, t->measured[i - 1].end_ns + 1);
   }
 }
 
@@ -126,6 +126,31 @@ TEST(PredictTest, SmallProfileHasABoundaryAtLowConcurrency) {
   }
   EXPECT_GE(cmax, 3);
   EXPECT_LE(cmax, 10);
+}
+
+// llamacpp_tiny at 512 / 128 (522 server tokens) closed loop: the opening burst prefills three
+// prompts in one 2,048-token batch and the rest a step later; the requests that finish together
+// are replaced together, but a replacement misses the step that starts when its predecessor ends.
+// At C=5 the two later finishers' replacements wait for the first three's prefill: the simulator
+// proves p95 TTFT 268.6 ms at C=4 and about 334 ms at C=5 (rows/sim/sim_llamacpp_512x128.yaml),
+// and prediction must say the same, not 264 ms at C=5 and C=6 (Cmax 6).
+TEST(PredictTest, LlamacppReplacementsMissTheStepTheirPredecessorsEndedIn) {
+  auto p = LoadProfile(std::string(CAPQ_SOURCE_DIR) + "/rows/sim/profiles/llamacpp_tiny.yaml");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  auto p95_ms = [&](int c) {
+    PredictOptions o;
+    o.prompt_tokens = 522;
+    o.output_tokens = 128;
+    o.concurrency = c;
+    o.measured_requests = 64;
+    o.warmup_requests = 8;
+    auto t = PredictTrial(*p, o);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? TtftPercentileNs(t->measured, 95) / 1e6 : 0;
+  };
+  EXPECT_NEAR(p95_ms(4), 268.6, 5);
+  EXPECT_NEAR(p95_ms(5), 334.1, 5);
+  EXPECT_GE(p95_ms(6), 300);
 }
 
 TEST(PredictTest, RejectsShapesTheProfileCannotServe) {

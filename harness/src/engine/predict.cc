@@ -24,6 +24,16 @@ std::vector<uint32_t> MakePrompt(const PredictOptions& o, int shared, uint64_t r
   return t;
 }
 
+// A closed-loop client's next request reaches the server after the step that starts the instant
+// its predecessor finished: no server waits for a client before its next step. llama.cpp's loop
+// (tools/server/server-queue.cpp start_loop) takes new tasks only between update_slots() calls,
+// and a task posted while llama_decode() runs joins the batch after it; so does the simulator,
+// whose replacement arrives over HTTP after the step began. Submitted at the finish instant, the
+// replacements would join that step (Engine::Submit re-plans a step at its start), prefill
+// together and predict a later boundary than the engine holds (llamacpp_tiny at 512 / 128:
+// predicted Cmax 6, proven 4).
+constexpr VirtNs kReplacementLagNs = 1;
+
 // Runs `count` requests at concurrency `conc` starting at `*now`; appends to `out`.
 Status RunPhase(Engine* engine, VirtNs* now, const PredictOptions& o, int shared, int count,
                 int conc, uint64_t id_base, std::vector<PredictedRequest>* out) {
@@ -80,7 +90,7 @@ Status RunPhase(Engine* engine, VirtNs* now, const PredictOptions& o, int shared
       }
     }
     in_flight -= finished;
-    for (int i = 0; i < finished && submitted < count; ++i) submit(*now);
+    for (int i = 0; i < finished && submitted < count; ++i) submit(*now + kReplacementLagNs);
   }
   return Status::Ok();
 }

@@ -15,7 +15,7 @@ namespace capq::engine {
 struct PredictOptions {
   int64_t prompt_tokens = 0;  // server-side prompt length, chat template included
   int64_t output_tokens = 0;  // max_tokens with ignore_eos: every request runs to it
-  int concurrency = 1;        // closed loop: a completion is replaced at once
+  int concurrency = 1;  // closed loop: a completion is replaced at once, after the next step began
   int measured_requests = 64;
   int warmup_requests = 0;  // run first, at warmup_concurrency, excluded from `measured`
   int warmup_concurrency = 1;
