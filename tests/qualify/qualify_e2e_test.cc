@@ -181,6 +181,30 @@ TEST_F(QualifyEndToEndTest, ABaselineCalibratedPredictionProvesTheSameCmaxWithFe
   fs::remove_all(out);
 }
 
+// A decode row that costs many prompt tokens (issue 26): llama.cpp's C = 1 baseline shows one
+// prompt per batch, while under load the requests finishing together are replaced together and
+// the replacements prefill behind one another (rows/sim/sim_llamacpp_512x128.yaml: Cmax 4, where
+// a model that let replacements join the step their predecessors ended in said 6). The model
+// calibrated on the baseline, as on a real server, reaches the adjacent pair in two probes.
+TEST_F(QualifyEndToEndTest, ABaselineCalibratedLocatorReachesALlamacppBoundaryInTwoProbes) {
+  Result<Row> row = LoadRow(std::string(CAPQ_SOURCE_DIR) + "/rows/sim/sim_llamacpp_512x128.yaml");
+  ASSERT_TRUE(row.ok()) << row.status().ToString();
+  ASSERT_EQ(row->expect.cmax, 4);
+  fs::path out = E2eDir("llamacpp_locate");
+  QualifyOptions qo;
+  qo.trials = 1;  // the claim is the locator's; one confirmation per side keeps the test short
+  TrialPredictors predictors = PredictFromBaselineTrial(*row, 32);
+  qo.predict_from_baseline = predictors.predict;
+  qo.refine_prediction = predictors.refine;
+  RowQualification q = QualifyOnItsSimulator(*row, out, qo);
+  ASSERT_EQ(q.status, QualifyStatus::kProven) << q.message;
+  EXPECT_EQ(q.cmax, row->expect.cmax);
+  ASSERT_TRUE(q.predicted_cmax) << q.prediction_note;
+  EXPECT_EQ(*q.predicted_cmax, *row->expect.cmax) << q.prediction_note;
+  EXPECT_LE(q.probes, 2) << CostLine(q);
+  fs::remove_all(out);
+}
+
 TEST_F(QualifyEndToEndTest, BrokenStreamDuringConfirmationFailsWithTheGateNamed) {
   Result<Row> row = LoadRow(kRows + "/qualify_tiny.yaml");
   ASSERT_TRUE(row.ok()) << row.status().ToString();
