@@ -117,39 +117,62 @@ TEST(RowsNewCommand, WhatTheServerCannotTellIsATodoThatRowsCheckRefusesUntilFill
   EXPECT_EQ(Capq({"rows", "check", row.string()}, &out), 0) << out;
 }
 
-// PATH holds only a stand-in `docker` (or nothing): the image digest comes from `docker inspect`
-// of the named container, or its TODO says why not.
-TEST(RowsNewCommand, ContainerImageDigestComesFromDockerOrItsTodoSaysWhy) {
+// PATH holds only a stand-in runtime: the image digest comes from `docker inspect`, else `podman
+// inspect`, of the named container, or its TODO says why not.
+void StandInRuntime(const fs::path& bin, const std::string& runtime, const std::string& digest) {
+  fs::create_directories(bin);
+  std::ofstream(bin / runtime) << "#!/bin/sh\n"
+                                  "if [ \"$1\" = inspect ]; then echo sha256:1234; exit 0; fi\n"
+                                  "echo '"
+                               << digest << " other@sha256:00'\n";
+  fs::permissions(bin / runtime, fs::perms::owner_all);
+}
+
+TEST(RowsNewCommand, ContainerImageDigestComesFromDockerOrPodmanOrItsTodoSaysWhy) {
   const fs::path dir = FreshDir("docker");
   auto sim = StartSim(Profile("small.yaml"), Dialect::kVllm);
   ASSERT_TRUE(sim);
-  const std::string digest = "vllm/vllm-openai@sha256:" + std::string(64, 'c');
   const fs::path bin = dir / "bin";
-  fs::create_directories(bin);
-  std::ofstream(bin / "docker") << "#!/bin/sh\n"
-                                   "if [ \"$1\" = inspect ]; then echo sha256:1234; exit 0; fi\n"
-                                   "echo '"
-                                << digest << " other@sha256:00'\n";
-  fs::permissions(bin / "docker", fs::perms::owner_all);
   const std::string path = getenv("PATH") ? getenv("PATH") : "";
-  std::string out;
   setenv("PATH", bin.c_str(), 1);
-  std::vector<std::string> args = NewArgs(*sim, "vllm", dir / "with.yaml");
-  args.insert(args.end(), {"--container", "vllm-a"});
-  const int with = Capq(args, &out);
+  struct Run {
+    int rc;
+    std::string out, yaml;
+  };
+  auto run = [&](const std::string& name) {
+    std::vector<std::string> args = NewArgs(*sim, "vllm", dir / (name + ".yaml"));
+    args.insert(args.end(), {"--container", "vllm-a"});
+    Run r;
+    r.rc = Capq(args, &r.out);
+    r.yaml = Read(dir / (name + ".yaml"));
+    return r;
+  };
+  const std::string docker_digest = "vllm/vllm-openai@sha256:" + std::string(64, 'c');
+  const std::string podman_digest = "quay.io/vllm/vllm@sha256:" + std::string(64, 'd');
+  StandInRuntime(bin, "docker", docker_digest);
+  const Run docker = run("docker");
   fs::remove(bin / "docker");
-  args = NewArgs(*sim, "vllm", dir / "without.yaml");
-  args.insert(args.end(), {"--container", "vllm-a"});
-  std::string out_without;
-  const int without = Capq(args, &out_without);
+  StandInRuntime(bin, "podman", podman_digest);
+  const Run podman = run("podman");
+  fs::remove(bin / "podman");
+  const Run neither = run("neither");
   setenv("PATH", path.c_str(), 1);
-  EXPECT_EQ(with, 0) << out;
-  EXPECT_NE(Read(dir / "with.yaml").find("image: \"" + digest + "\"\n"), std::string::npos)
-      << Read(dir / "with.yaml");
-  EXPECT_EQ(out.find("TODO  identity.image"), std::string::npos) << out;
-  EXPECT_EQ(without, 0) << out_without;
-  EXPECT_NE(out_without.find("TODO  identity.image: docker inspect vllm-a: "), std::string::npos)
-      << out_without;
+  EXPECT_EQ(docker.rc, 0) << docker.out;
+  EXPECT_NE(docker.yaml.find("image: \"" + docker_digest + "\"\n"), std::string::npos)
+      << docker.yaml;
+  EXPECT_EQ(docker.out.find("TODO  identity.image"), std::string::npos) << docker.out;
+  EXPECT_EQ(podman.rc, 0) << podman.out;
+  EXPECT_NE(podman.yaml.find("image: \"" + podman_digest + "\"\n"), std::string::npos)
+      << podman.yaml;
+  EXPECT_EQ(podman.out.find("TODO  identity.image"), std::string::npos) << podman.out;
+  EXPECT_EQ(neither.rc, 0) << neither.out;
+  EXPECT_NE(neither.out.find("TODO  identity.image: neither docker nor podman can be run: "
+                             "docker inspect vllm-a: "),
+            std::string::npos)
+      << neither.out;
+  EXPECT_NE(neither.yaml.find("image: \"TODO: neither docker nor podman can be run"),
+            std::string::npos)
+      << neither.yaml;
 }
 
 TEST(RowsNewCommand, BaselineRecordsTheCEqualsOneMediansTheLoaderReadsBack) {

@@ -33,7 +33,7 @@ constexpr const char* kUsage =
     "  E: sglang, vllm, llamacpp, openai, or sim, sim:vllm, sim:llamacpp (capq sim)\n"
     "  --slo        e.g. \"ttft p95 < 10s\", \"ttft p95 < 2.5s, itl p95 < 60ms\"\n"
     "  --out        the row file to write (refused if it exists); default: stdout\n"
-    "  --container  docker container running the server: its image digest is pinned\n"
+    "  --container  docker or podman container running the server: its image digest is pinned\n"
     "  --profile    simulator: its profile file (default rows/sim/profiles/<name>.yaml)\n"
     "  --baseline   also run a C=1 trial of the row and record expect.baseline\n"
     "  exit: 0 written, 1 the baseline trial failed, 2 bad arguments, 3 unreachable\n"

@@ -396,28 +396,47 @@ IdentityInputs ResolveRunningImage() {
     return in;
   }
   in.running_image = *digest;
-  in.image_source = "docker inspect " + std::string(container);
+  in.image_source = "docker/podman inspect " + std::string(container);
   return in;
 }
 
-Result<std::string> ContainerImageDigest(const std::string& container) {
-  // The container's image id, then that image's repo digests (a container only knows its id).
+namespace {
+
+// One runtime's answer: the container's image id, then that image's repo digests (a container only
+// knows its id). podman takes docker's inspect templates unchanged.
+Result<std::string> RuntimeImageDigest(const std::string& runtime, const std::string& container) {
   Result<std::string> image_id =
-      RunCapture({"docker", "inspect", "--format", "{{.Image}}", container}, 20);
+      RunCapture({runtime, "inspect", "--format", "{{.Image}}", container}, 20);
   if (!image_id.ok()) {
-    return Status::NotFound("docker inspect " + container + ": " + image_id.status().message());
+    return Status::NotFound(runtime + " inspect " + container + ": " + image_id.status().message());
   }
   std::string image = *image_id;
   while (!image.empty() && std::isspace(static_cast<unsigned char>(image.back()))) image.pop_back();
   Result<std::string> digests = RunCapture(
-      {"docker", "image", "inspect", "--format", "{{join .RepoDigests \" \"}}", image}, 20);
+      {runtime, "image", "inspect", "--format", "{{join .RepoDigests \" \"}}", image}, 20);
   if (!digests.ok() || digests->find("sha256:") == std::string::npos) {
     return Status::NotFound(
-        "docker image inspect " + image + ": no repo digest" +
+        runtime + " image inspect " + image + ": no repo digest" +
         (digests.ok() ? std::string() : " (" + digests.status().message() + ")"));
   }
   std::string first = *digests;
   return first.substr(0, first.find_first_of(" \n"));
+}
+
+}  // namespace
+
+Result<std::string> ContainerImageDigest(const std::string& container) {
+  std::string tried;
+  int not_run = 0;
+  for (const char* runtime : {"docker", "podman"}) {
+    Result<std::string> digest = RuntimeImageDigest(runtime, container);
+    if (digest.ok()) return digest;
+    // RunCapture's spawn failure: the runtime is not on PATH (or not executable).
+    if (digest.status().message().find(": cannot run (") != std::string::npos) ++not_run;
+    tried += (tried.empty() ? "" : "; ") + digest.status().message();
+  }
+  if (not_run == 2) return Status::NotFound("neither docker nor podman can be run: " + tried);
+  return Status::NotFound(tried);
 }
 
 Result<std::string> RunCapture(const std::vector<std::string>& argv, double timeout_s) {

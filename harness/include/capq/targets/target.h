@@ -240,12 +240,13 @@ struct IdentityInputs {
 // numerically ("262144" == "262144.0"); a pinned field the server does not report fails closed.
 IdentityCheck CheckIdentity(const Row& row, const ServerFacts& facts, const IdentityInputs& in);
 
-// The running image digest for a real engine: CAPQ_IMAGE_DIGEST if set, else `docker inspect`
-// of CAPQ_CONTAINER (run without a shell). Fills running_image/image_source or image_error, and
-// model_revision from CAPQ_MODEL_REVISION.
+// The running image digest for a real engine: CAPQ_IMAGE_DIGEST if set, else docker's (or
+// podman's) inspect of CAPQ_CONTAINER (run without a shell). Fills running_image/image_source or
+// image_error, and model_revision from CAPQ_MODEL_REVISION.
 IdentityInputs ResolveRunningImage();
 // The repo digest ("repo@sha256:<hex>") of the image container `container` runs, from docker
-// inspect; NotFound naming the command that failed (no docker, no such container, no digest).
+// inspect, else podman inspect; NotFound naming each command that failed (neither runtime on PATH,
+// no such container, no digest).
 Result<std::string> ContainerImageDigest(const std::string& container);
 
 // Runs argv[0] (looked up in PATH) with no shell; returns its stdout. Error on spawn failure,
