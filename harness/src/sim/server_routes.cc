@@ -4,7 +4,6 @@
 // server_llamacpp.cc.
 #include <event2/http.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -290,25 +289,7 @@ void SimServer::Impl::HandleMetrics(evhttp_request* req) {
   sample(spec->m_generation_tokens_total, "counter",
          static_cast<double>(st.generated_tokens_total));
   if (spec->m_ttft) AppendTtftHistogram(labels, &out);
-  if (spec->dialect == Dialect::kVllm) AppendVllmCacheConfig(&out);
   Reply(req, 200, out, spec->metrics_content_type);
-}
-
-// vLLM reports its KV pool only as the labels of an info gauge, every CacheConfig field a label,
-// sorted by name, Python's booleans as True/False (vllm/v1/metrics/loggers.py log_metrics_info;
-// tests/data/conformance/vllm/10-metrics.resp). The pool is whole blocks of --block-size tokens,
-// which the dialect takes from page_size (server.cc).
-void SimServer::Impl::AppendVllmCacheConfig(std::string* out) const {
-  const int64_t block = std::max(1, profile.page_size);
-  char buf[320];
-  std::snprintf(buf, sizeof(buf),
-                "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
-                "# TYPE vllm:cache_config_info gauge\n"
-                "vllm:cache_config_info{block_size=\"%lld\",cache_dtype=\"auto\","
-                "enable_prefix_caching=\"%s\",engine=\"0\",num_gpu_blocks=\"%lld\"} 1.0\n",
-                static_cast<long long>(block), profile.prefix_cache ? "True" : "False",
-                static_cast<long long>(profile.max_total_tokens / block));
-  *out += buf;
 }
 
 // The time-to-first-token histogram (virtual seconds), under the dialect's name and `labels`.
