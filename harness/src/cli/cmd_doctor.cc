@@ -3,10 +3,10 @@
 // qualification could pass, 1 when it could not, 2 on bad arguments, 3 when the server is
 // unreachable or not ready.
 #include <cstdio>
-#include <cstdlib>
 
 #include "capq/cli/args.h"
 #include "capq/cli/commands.h"
+#include "capq/cli/server_flags.h"
 #include "capq/model/row_loader.h"
 #include "capq/probe/doctor.h"
 #include "capq/targets/row_limits.h"
@@ -50,11 +50,9 @@ Result<Identity> EngineOf(const ArgParser& p, const std::optional<Row>& row) {
 
 Result<DoctorOptions> OptionsFrom(const ArgParser& p) {
   DoctorOptions o;
-  std::optional<std::string> url = p.Get("url");
-  if (!url) {
-    if (const char* e = std::getenv("CAPQ_URL")) url = e;
-  }
-  if (!url) return Status::InvalidArgument("--url is required (or set CAPQ_URL)");
+  Result<TargetOptions> server = RequiredServer(p);
+  if (!server.ok()) return server.status();
+  o.target = *server;
   if (std::optional<std::string> path = p.Get("row")) {
     Result<Row> row = LoadRow(*path, CheckServerExpect);
     if (!row.ok()) return row.status();
@@ -66,9 +64,6 @@ Result<DoctorOptions> OptionsFrom(const ArgParser& p) {
   if (!timeout.ok()) return timeout.status();
   o.identity = *identity;
   o.ready_timeout_s = *timeout;
-  o.target.base_url = *url;
-  o.target.insecure_tls = p.Has("insecure");
-  if (const char* key = std::getenv("CAPQ_API_KEY")) o.target.api_key = key;
   return o;
 }
 

@@ -5,11 +5,11 @@
 // arguments, 3 server unreachable or not ready.
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 
 #include "capq/cli/args.h"
 #include "capq/cli/commands.h"
+#include "capq/cli/server_flags.h"
 #include "capq/clock.h"
 #include "capq/file_io.h"
 #include "capq/model/row_loader.h"
@@ -55,11 +55,9 @@ Result<int64_t> Tokens(const ArgParser& p, const char* flag) {
 
 Result<NewRowOptions> OptionsFrom(const ArgParser& p, const Args& args) {
   NewRowOptions o;
-  std::optional<std::string> url = p.Get("url");
-  if (!url) {
-    if (const char* e = std::getenv("CAPQ_URL")) url = e;
-  }
-  if (!url) return Status::InvalidArgument("--url is required (or set CAPQ_URL)");
+  Result<TargetOptions> server = RequiredServer(p);
+  if (!server.ok()) return server.status();
+  o.target = *server;
   if (!p.Has("engine")) return Status::InvalidArgument("--engine is required");
   if (!p.Has("slo")) return Status::InvalidArgument("--slo is required (e.g. \"ttft p95 < 10s\")");
   Result<Identity> identity = ParseDoctorEngine(*p.Get("engine"));
@@ -75,8 +73,6 @@ Result<NewRowOptions> OptionsFrom(const ArgParser& p, const Args& args) {
   o.output_tokens = *osl;
   o.slo = *slo;
   o.ready_timeout_s = *timeout;
-  o.target.base_url = *url;
-  if (const char* key = std::getenv("CAPQ_API_KEY")) o.target.api_key = key;
   o.container = p.GetOr("container", "");
   o.sim_profile = p.GetOr("profile", "");
   const std::string out = p.GetOr("out", "");
