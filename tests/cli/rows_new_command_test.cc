@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -115,6 +116,108 @@ TEST(RowsNewCommand, WhatTheServerCannotTellIsATodoThatRowsCheckRefusesUntilFill
   EXPECT_NE(out.find(": identity.driver: not filled in"), std::string::npos) << out;
   std::ofstream(row) << Filled(yaml, "driver", "\"none\"");
   EXPECT_EQ(Capq({"rows", "check", row.string()}, &out), 0) << out;
+}
+
+// The TODO lines `capq rows new` listed on stderr, key by key ("identity.image", ...).
+std::vector<std::string> TodoKeys(const std::string& out) {
+  std::vector<std::string> keys;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("TODO  ", 0) == 0) keys.push_back(line.substr(6, line.find(':') - 6));
+  }
+  return keys;
+}
+
+// Each real engine's adapter against the simulator speaking its dialect, as a user points capq at
+// a server: every limit the row must pin is read from the server, so only what no server reports
+// is left to a person; once that is filled in the row checks and a C=1 trial passes, the running
+// image given as the header's run line says.
+TEST(RowsNewCommand, EachEngineAdapterWritesARowThatChecksOnceFilledAndPassesACEqualsOneTrial) {
+  const struct {
+    const char* engine;
+    const char* profile;
+    Dialect dialect;
+  } cases[] = {{"sglang", "small.yaml", Dialect::kSglang},
+               {"vllm", "small.yaml", Dialect::kVllm},
+               {"llamacpp", "llamacpp_tiny.yaml", Dialect::kLlamacpp}};
+  const std::string image = "local/server@sha256:" + std::string(64, 'e');
+  for (const auto& c : cases) {
+    const fs::path dir = FreshDir(std::string("adapter_") + c.engine);
+    auto sim = StartSim(Profile(c.profile), c.dialect);
+    ASSERT_TRUE(sim);
+    const fs::path row = dir / "real.yaml";
+    std::string out;
+    ASSERT_EQ(Capq(NewArgs(*sim, c.engine, row), &out), 0) << c.engine << "\n" << out;
+    EXPECT_EQ(sim->requests_received(), 0) << "rows new generated\n" << out;
+    EXPECT_EQ(TodoKeys(out), (std::vector<std::string>{"identity.image", "identity.model_revision",
+                                                       "identity.hardware", "identity.driver"}))
+        << c.engine << "\n"
+        << out;
+    std::string yaml = Read(row);
+    EXPECT_NE(yaml.find("# Run: CAPQ_IMAGE_DIGEST=<identity.image> capq qualify THIS_FILE --url " +
+                        sim->url()),
+              std::string::npos)
+        << yaml;
+    yaml = Filled(yaml, "image", "\"" + image + "\"");
+    yaml = Filled(yaml, "model_revision", std::string(40, 'f'));
+    yaml = Filled(yaml, "hardware", "\"2-core x86-64 VM\"");
+    yaml = Filled(yaml, "driver", "\"none\"");
+    // A real server's default quiet period (15 s between trials) is more than a simulator needs.
+    const std::string quiet_real = "quiet_period_s: 15}";
+    const size_t quiet = yaml.find(quiet_real);
+    ASSERT_NE(quiet, std::string::npos) << yaml;
+    std::ofstream(row) << yaml.replace(quiet, quiet_real.size(), "quiet_period_s: 0}");
+    EXPECT_EQ(Capq({"rows", "check", row.string()}, &out), 0) << c.engine << "\n" << out;
+    setenv("CAPQ_IMAGE_DIGEST", image.c_str(), 1);
+    const int trial = Capq({"trial", "--row", row.string(), "--concurrency", "1", "--trial", "1",
+                            "--url", sim->url(), "--out", (dir / "trial").string()},
+                           &out);
+    unsetenv("CAPQ_IMAGE_DIGEST");
+    EXPECT_EQ(trial, 0) << c.engine << "\n" << out;
+    EXPECT_NE(out.find("verdict: pass"), std::string::npos) << c.engine << "\n" << out;
+  }
+}
+
+// A vLLM launched without metrics reports no KV pool: the limits its row must pin are TODOs that
+// say where vLLM reports them, and rows check stops at the first one by name.
+TEST(RowsNewCommand, ALimitTheRowMustPinThatTheServerLeavesOutIsATodoNamingWhereItIsReported) {
+  const fs::path dir = FreshDir("unreported");
+  std::ofstream(dir / "no_metrics.yaml") << Read(Profile("small.yaml")) << "\nmetrics: false\n";
+  auto sim = StartSim((dir / "no_metrics.yaml").string(), Dialect::kVllm);
+  ASSERT_TRUE(sim);
+  const fs::path row = dir / "blind.yaml";
+  std::vector<std::string> args = NewArgs(*sim, "vllm", row);
+  args[11] = "ttft p95 < 10s, itl p99 < 50ms";
+  std::string out;
+  ASSERT_EQ(Capq(args, &out), 0) << out;
+  const std::vector<std::string> keys = TodoKeys(out);
+  for (const char* key :
+       {"identity.server_expect.num_gpu_blocks", "identity.server_expect.block_size"}) {
+    EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key << "\n" << out;
+  }
+  const std::string yaml = Read(row);
+  EXPECT_NE(yaml.find("    max_model_len: 8192\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("    num_gpu_blocks: \"TODO: the server did not report it; vllm reports it "
+                      "at /metrics vllm:cache_config_info{num_gpu_blocks=...}"),
+            std::string::npos)
+      << yaml;
+  EXPECT_NE(yaml.find("  - {metric: ttft, percentile: 95, below_ms: 10000}\n"
+                      "  - {metric: itl, percentile: 99, below_ms: 50}\n"),
+            std::string::npos)
+      << yaml;
+  std::string filled = yaml;
+  for (const char* key : {"image", "model_revision", "hardware", "driver"}) {
+    filled = Filled(filled, key,
+                    key == std::string("image") ? "\"v/v@sha256:" + std::string(64, 'a') + "\""
+                                                : "\"" + std::string(40, 'b') + "\"");
+  }
+  std::ofstream(row) << filled;
+  EXPECT_EQ(Capq({"rows", "check", row.string()}, &out), 1) << out;
+  EXPECT_NE(out.find("blind.yaml:"), std::string::npos) << out;
+  EXPECT_NE(out.find(": identity.server_expect.num_gpu_blocks: not filled in: \"TODO: the server "
+                     "did not report it"),
+            std::string::npos)
+      << out;
 }
 
 // PATH holds only a stand-in runtime: the image digest comes from `docker inspect`, else `podman
