@@ -238,10 +238,13 @@ TEST(TrialSim, SloGateIsStrictAndSaysWhy) {
   std::string dir = ScratchDir("slo");
   auto sim = StartSim(row);
   ASSERT_TRUE(sim);
-  TrialReport rep = RunTrial(row, Options(sim->url(), dir + "/trial"));
+  TrialOptions opt = Options(sim->url(), dir + "/trial");
+  opt.full_trials = true;  // the gate's own words on the whole sample, not an early decision's
+  TrialReport rep = RunTrial(row, opt);
   EXPECT_EQ(rep.verdict.outcome, TrialOutcome::kSloFail);
   EXPECT_EQ(rep.verdict.ExitCode(), 1);
   EXPECT_TRUE(rep.verdict.correctness_pass);
+  EXPECT_FALSE(rep.verdict.decided);
   ASSERT_FALSE(rep.verdict.reasons.empty());
   EXPECT_NE(rep.verdict.reasons[0].find("p95 ttft"), std::string::npos);
   EXPECT_NE(rep.verdict.reasons[0].find("is not below 1.0 ms"), std::string::npos);

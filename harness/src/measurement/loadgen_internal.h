@@ -175,6 +175,7 @@ class Loop {
   void FinishFraming(Transfer* tr, MonoNs t);
   void TakeCheckerAnswer();
   void TickDecision();
+  bool DecisionTicks() const;  // the measured phase of a run that may stop on a decision
   void Stop(const std::string& id, std::string why);
   void CheckStalls();
   void Cut(std::unique_ptr<Transfer>& tr, MonoNs now, const std::string& transport_error,
@@ -187,6 +188,8 @@ class Loop {
   static constexpr int kPeekEvery = 16;            // socket actions between two readiness glances
   static constexpr int kMaxActionsPerWait = 1024;  // then completions, stalls, progress get a turn
   static constexpr long kConnsPerShard = 64;       // connections libcurl walks per request
+  // The early-decision rule's cadence (loadgen.h): a decided trial runs on for up to this long.
+  static constexpr MonoNs kDecisionTickNs = 10'000'000;
   static constexpr long kMaxShards = 256;
   // Descriptors beyond one per connection: the epoll and timer fds, the evidence file, the
   // caller's own.

@@ -88,7 +88,9 @@ PhaseEnd Loop::RunPhase(Phase phase, const std::vector<PlannedRequest>& reqs, Ra
       StopDry();
       continue;
     }
-    Wait(20);
+    // A silent loop still wakes for the decision's tick: the requests all waiting for their
+    // first tokens are the ones whose waits decide.
+    Wait(DecisionTicks() ? kDecisionTickNs / 1'000'000 : 20);
     Drain();
     ReleaseDue();
     CheckStalls();

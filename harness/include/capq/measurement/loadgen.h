@@ -105,7 +105,7 @@ struct LoadSpec {
   // byte is the request's TTFT and is bounded by request_timeout_s alone. Checked on the loop's
   // 20 ms tick, so the cut comes within that of the bound.
   double stall_timeout_s = 0;
-  // Early decision (early_decision.h), when enabled: about every 50 ms of the measured phase the
+  // Early decision (early_decision.h), when enabled: about every 10 ms of the measured phase the
   // recorder asks the rule with what it knows of each measured request at that moment. A decision
   // stops the run as a fail-fast answer does, except that nothing failed: in-flight and unsent
   // requests are marked kDecidedEarlyCut and LoadResult::decided says which gate decided, when.
