@@ -3,7 +3,7 @@
 // drives the live simulated server (capq/sim/server.h) and offline prediction (predict.h), so it
 // sits in a layer of its own below both, over the model and core layers only.
 //
-// Semantics (architecture.md, "The simulated engine"):
+// Semantics (docs/simulator.md, "The simulated engine"):
 //  - Arrivals join an FCFS waiting queue. At each step start the scheduler admits from the head of
 //  the
 //    queue while running < max_running_requests and the paged token pool can reserve

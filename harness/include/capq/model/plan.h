@@ -1,4 +1,5 @@
-// The trial plan: everything one trial will send, decided before any load (architecture.md).
+// The trial plan: everything one trial will send, decided before any load
+// (docs/trial-and-artifacts.md).
 //
 // Row x C x trial -> seed -> warm-up prompts and measured prompts (one generator, disjoint index
 // ranges, so the sets are disjoint and no two prompts share a first token) -> request bodies that
