@@ -25,14 +25,33 @@ printf '#!/bin/sh\nexec "%s" "$@"\n' "$capq" > "$work/bin/capq"
 chmod +x "$work/bin/capq"
 
 # Blocks: blocks/N.sh with blocks/N.where ("README.md:57") and blocks/N.info ("sh norun=setup").
+# A fence may be indented (a block inside a list item); its lines lose that indent. The `$ `
+# lines of any other block (a transcript: command, then output) are a norun block of their own.
 n=0
 for doc in "$src/README.md" "$src"/docs/*.md; do
   awk -v out="$work/blocks" -v doc="${doc#"$src"/}" -v start="$n" '
-    /^```sh/ && !inside { inside = 1; n = start + (++k); info = substr($0, 4)
-                          print doc ":" FNR > (out "/" n ".where"); print info > (out "/" n ".info")
-                          printf "" > (out "/" n ".sh"); next }
-    /^```/ && inside { inside = 0; next }
-    inside { print >> (out "/" n ".sh") }
+    function open_block(info) {
+      n = start + (++k)
+      print doc ":" FNR > (out "/" n ".where"); print info > (out "/" n ".info")
+      printf "" > (out "/" n ".sh")
+    }
+    {
+      line = $0
+      if (inside) { sub("^" indent, "", line) }
+    }
+    line ~ /^[ ]*```/ {
+      if (!inside) {
+        match(line, /^[ ]*/); indent = substr(line, 1, RLENGTH)
+        info = substr(line, RLENGTH + 4)
+        if (info ~ /^sh( |$)/) { inside = 1; open_block(info) } else { inside = 2; shown = 0 }
+      } else { inside = 0 }
+      next
+    }
+    inside == 1 { print line >> (out "/" n ".sh") }
+    inside == 2 && line ~ /^\$ / {
+      if (!shown) { shown = 1; open_block("transcript norun=transcript") }
+      print substr(line, 3) >> (out "/" n ".sh")
+    }
     END { print start + k > (out "/count") }' "$doc"
   n=$(cat "$work/blocks/count")
 done
@@ -61,8 +80,16 @@ check_capq_lines() {
     fi
     usage=$(if [[ "$sub" == rows ]]; then usage_of rows "$verb"; else usage_of "$sub"; fi)
     grep -o -- '--[a-z][a-z-]*' <<< "$rest" | sort -u | while read -r flag; do
-      grep -q -- "$flag" <<< "$usage" || echo "FAIL: $where: capq $sub has no flag $flag"
+      grep -qE -- "$flag([^a-z-]|$)" <<< "$usage" || echo "FAIL: $where: capq $sub has no flag $flag"
     done
+  done
+}
+
+free_port() {  # a port nothing listens on now, outside the kernel's ephemeral range
+  local p
+  while :; do
+    p=$(( 20000 + RANDOM % 12000 ))
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
   done
 }
 
@@ -90,6 +117,13 @@ for i in $(seq 1 "$n"); do
   fi
   sed -e 's#bash ci/capq #capq #g' -e 's#build-main/harness/capq #capq #g' \
     -e 's#build/harness/capq #capq #g' "$block" > "$work/run.sh"
+  # A server the block starts (`capq sim --port N &`) gets a port free here, its URLs with it.
+  while read -r port; do
+    free=$(free_port)
+    sed -i -e "s#127\.0\.0\.1:$port\b#127.0.0.1:$free#g" -e "s#--port $port\b#--port $free#g" \
+      "$work/run.sh"
+  done < <(grep -o -e '127\.0\.0\.1:[0-9][0-9]*' -e '--port [0-9][0-9]*' "$work/run.sh" \
+           | grep -o '[0-9]*$' | sort -u)
   start=$(date +%s)
   # Its own process group, so that a server the block left running is stopped with it.
   (cd "$work/run" && PATH="$work/bin:$PATH" exec setsid timeout 300 bash -euo pipefail \
