@@ -5,9 +5,12 @@
 #   - run: in a scratch folder holding a copy of rows/ and the build (as `build`), with `capq` on
 #     PATH standing for the built binary and `bash ci/capq`, `build/harness/capq` and
 #     `build-main/harness/capq` meaning it too (the set-up commands themselves are norun); the
-#     block must exit 0 within 300 s;
-#   - norun: every capq subcommand it names must exist and every --flag after it must appear in
-#     that subcommand's usage, and every repository path it names must exist.
+#     block must exit 0 within 300 s; a port it names (`capq sim --port N &`, its URLs) is
+#     replaced by one free here;
+#   - norun: every capq subcommand it names must exist and every --flag after it must appear,
+#     whole, in that subcommand's usage, and every repository path it names must exist.
+# Both checks apply to every block; the `$ ` lines of a transcript (a plain ``` block of command
+# and output) are checked as a norun block.
 #   doc_examples.sh SOURCE_DIR BUILD_DIR
 set -uo pipefail
 src="${1:?usage: doc_examples.sh SOURCE_DIR BUILD_DIR}"
