@@ -63,6 +63,15 @@ class ArrivalModel {
   virtual void Finished(size_t index, MonoNs done_ns) = 0;
   // Every request was released.
   virtual bool Exhausted() const = 0;
+  // The model split over `n` event loops (loadgen.h): n models over disjoint shares of the phase's
+  // requests, which together release every request once. A scheduled share keeps each request's
+  // intended time; a closed loop's share is a closed loop over its share of the slots. Each is
+  // deterministic: request i goes to share i % m, where m is n, or the number of slots when a
+  // closed loop has fewer (the shares beyond release nothing). Empty when the model cannot be
+  // split; the run then keeps one loop. Called before Begin().
+  virtual std::vector<std::unique_ptr<ArrivalModel>> Split(int /*n*/) const { return {}; }
+  // Whether request `index` is in this model's share (always, unless it came from Split()).
+  virtual bool Releases(size_t /*index*/) const { return true; }
 };
 
 // Builds a phase's model once the phase's size is known.
