@@ -1,5 +1,5 @@
 // RunLoad() (loadgen.h): the spec checked, the headers every request shares, one record per
-// planned request, the warm-up and measured phases on the event loop (loadgen_loop.cc), and the
+// planned request, the warm-up and measured phases on each event loop (loadgen_loop.cc), and the
 // records the run never sent marked as such.
 #include "capq/measurement/loadgen.h"
 
@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "capq/log.h"
 #include "loadgen_internal.h"
@@ -20,9 +22,12 @@ std::string HarnessCutAfter(const std::string& id) { return "fail_fast after " +
 
 namespace {
 
+using internal::LoopBoard;
 using internal::loadgen::Loop;
+using internal::loadgen::LoopModels;
 using internal::loadgen::PhaseEnd;
 using internal::loadgen::SlistPtr;
+using internal::loadgen::SplitModels;
 using internal::loadgen::StartsWithNoCase;
 
 Status GlobalInit() {
@@ -91,40 +96,94 @@ void LayOutRecords(const LoadSpec& spec, LoadResult* result) {
   }
 }
 
-// The warm-up as a closed loop at its own concurrency, then the measured list as its arrival
-// model releases it, unless the run was cancelled or stopped before.
-PhaseEnd RunPhases(const LoadSpec& spec, Loop& loop, LoadResult* result) {
+// One loop's run: its warm-up share as a closed loop at its share of the warm-up concurrency,
+// then, once every loop's warm-up ended, its measured share from the one measured start, unless
+// the run was cancelled or stopped (by any loop) before.
+PhaseEnd RunPhases(const LoadSpec& spec, Loop& loop, LoopModels& models, LoopBoard& board,
+                   LoadResult* result) {
   PhaseEnd end = loop.Cancelled() ? PhaseEnd::kInterrupted : PhaseEnd::kDone;
   if (end == PhaseEnd::kDone && !spec.warmup.empty()) {
-    auto arrivals = ClosedLoopArrivals(spec.warmup_concurrency);
-    end = loop.RunPhase(Phase::kWarmup, spec.warmup, result->records.data(), *arrivals);
+    end =
+        loop.RunPhase(Phase::kWarmup, spec.warmup, result->records.data(), *models.warmup, NowNs());
   }
+  board.ArriveAndWait();  // sets result->measured_start_ns
   if (end == PhaseEnd::kDone && loop.Cancelled()) end = PhaseEnd::kInterrupted;
   if (end == PhaseEnd::kDone) {
-    result->measured_start_ns = NowNs();
-    if (spec.warmup.empty()) result->start_ns = result->measured_start_ns;
-    auto arrivals =
-        spec.measured_arrivals ? spec.measured_arrivals() : ClosedLoopArrivals(spec.concurrency);
-    end = loop.RunPhase(Phase::kMeasured, spec.measured,
-                        result->records.data() + spec.warmup.size(), *arrivals);
+    loop.FinishChecks();  // another loop's warm-up may have stopped the run
+    if (loop.Stopped()) end = PhaseEnd::kStopped;
+  }
+  if (end == PhaseEnd::kDone) {
+    end =
+        loop.RunPhase(Phase::kMeasured, spec.measured, result->records.data() + spec.warmup.size(),
+                      *models.measured, result->measured_start_ns);
   }
   return end;
 }
 
-// Every record a cancelled or stopped run never sent, marked so and handed to the recorder.
-void MarkUnsent(PhaseEnd end, Loop& loop, LoadResult* result) {
+// The loops' ends as one: interrupted if any loop saw the cancel flag, else stopped if the run
+// was stopped or decided, else done.
+PhaseEnd Merge(const std::vector<PhaseEnd>& ends, LoopBoard& board) {
+  if (std::find(ends.begin(), ends.end(), PhaseEnd::kInterrupted) != ends.end()) {
+    return PhaseEnd::kInterrupted;
+  }
+  const bool stopped = std::find(ends.begin(), ends.end(), PhaseEnd::kStopped) != ends.end();
+  return stopped || board.StopSeen() || board.Taken() ? PhaseEnd::kStopped : PhaseEnd::kDone;
+}
+
+// Every record a cancelled or stopped run never sent, marked so (with `cut`, what the harness
+// cut after the stop is marked with) and handed to a recorder.
+void MarkUnsent(PhaseEnd end, const std::string& cut, Loop& loop, LoadResult* result) {
   for (size_t i = 0; i < result->records.size(); ++i) {
     RawRecord& r = result->records[i];
     // Sent, or ended unsent by its arrival model already (cancelled with no send time).
     if (r.actual_send_ns != 0 || r.cancelled || end == PhaseEnd::kDone) continue;
     r.cancelled = true;
     if (end == PhaseEnd::kStopped) {
-      r.cancelled_by_harness = loop.HarnessCut();
+      r.cancelled_by_harness = cut;
       r.transport_error = "not sent: " + r.cancelled_by_harness;
     } else {
       r.transport_error = "not sent: run interrupted";
     }
     loop.RecordUnsent(i);
+  }
+}
+
+// Runs every loop, the first on the calling thread, the others on threads of their own.
+std::vector<PhaseEnd> RunLoops(const LoadSpec& spec, std::vector<std::unique_ptr<Loop>>& loops,
+                               std::vector<LoopModels>& models, LoopBoard& board,
+                               LoadResult* result) {
+  std::vector<PhaseEnd> ends(loops.size(), PhaseEnd::kDone);
+  std::vector<std::thread> threads;
+  for (size_t k = 1; k < loops.size(); ++k) {
+    threads.emplace_back(
+        [&, k] { ends[k] = RunPhases(spec, *loops[k], models[k], board, result); });
+  }
+  ends[0] = RunPhases(spec, *loops[0], models[0], board, result);
+  for (auto& t : threads) t.join();
+  return ends;
+}
+
+// What the loops leave in the result once they all ended: the stop, the evidence's first
+// error, the recorders' waits and each loop's figures.
+void Gather(PhaseEnd end, std::vector<std::unique_ptr<Loop>>& loops, LoopBoard& board,
+            LoadResult* result) {
+  result->interrupted = end == PhaseEnd::kInterrupted;
+  if (end == PhaseEnd::kStopped) {
+    if (auto stop = board.StopSeen()) {
+      result->stopped_by = stop->first;
+      result->stop_reason = stop->second;
+    } else {
+      result->decided = board.Taken();
+    }
+  }
+  const std::string cut =
+      result->decided ? std::string(kDecidedEarlyCut) : HarnessCutAfter(result->stopped_by);
+  MarkUnsent(end, cut, *loops[0], result);
+  loops[0]->FinishChecks();
+  for (auto& loop : loops) {
+    if (result->evidence_error.empty()) result->evidence_error = loop->evidence_error();
+    result->recorder_wait_ns += loop->recorder_wait_ns();
+    result->loops.push_back(loop->Figures());
   }
 }
 
@@ -138,27 +197,30 @@ Result<LoadResult> RunLoad(const LoadSpec& spec) {
 
   LoadResult result;
   LayOutRecords(spec, &result);
-  Loop loop(spec, headers.get(), &result);
-  CAPQ_RETURN_IF_ERROR(loop.Init());
+  result.results.resize(result.records.size());
+  std::vector<LoopModels> models = SplitModels(spec, LoopsWanted(spec.loops));
+  LoopBoard board(static_cast<int>(models.size()), spec.measured.size(), spec.early_decision,
+                  [&result, &spec] {
+                    result.measured_start_ns = NowNs();
+                    if (spec.warmup.empty()) result.start_ns = result.measured_start_ns;
+                  });
+  std::vector<std::unique_ptr<Loop>> loops;
+  for (size_t k = 0; k < models.size(); ++k) {
+    loops.push_back(
+        std::make_unique<Loop>(spec, headers.get(), &result, &board, static_cast<int>(k)));
+    CAPQ_RETURN_IF_ERROR(loops.back()->Init());
+  }
   result.anchor = RealtimeAnchor::Take();
   result.start_ns = NowNs();
-  spdlog::debug("load: {} warm-up at C={}, {} measured at C={} to {}", spec.warmup.size(),
-                spec.warmup_concurrency, spec.measured.size(), spec.concurrency, spec.url);
-  const PhaseEnd end = RunPhases(spec, loop, &result);
+  spdlog::debug("load: {} warm-up at C={}, {} measured at C={} to {} on {} loop(s)",
+                spec.warmup.size(), spec.warmup_concurrency, spec.measured.size(), spec.concurrency,
+                spec.url, loops.size());
+  const std::vector<PhaseEnd> ends = RunLoops(spec, loops, models, board, &result);
   // An interrupt returns without waiting for the checker; its records must be read by nobody else
   // before they are handed back.
-  loop.FinishChecks();
+  for (auto& loop : loops) loop->FinishChecks();
   result.end_ns = NowNs();
-  result.interrupted = end == PhaseEnd::kInterrupted;
-  if (end == PhaseEnd::kStopped) {
-    result.stopped_by = loop.stopped_by();
-    result.stop_reason = loop.stop_reason();
-    result.decided = loop.decided();
-  }
-  MarkUnsent(end, loop, &result);
-  loop.FinishChecks();
-  result.evidence_error = loop.evidence_error();
-  result.recorder_wait_ns = loop.recorder_wait_ns();
+  Gather(Merge(ends, board), loops, board, &result);
   return result;
 }
 

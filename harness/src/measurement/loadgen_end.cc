@@ -52,15 +52,28 @@ void Loop::FinishFraming(Transfer* tr, MonoNs t) {
   rec->sse_unterminated = tr->framer.unterminated_events();
 }
 
+// The board's stop (any loop's check, stall or dry model), or its early decision.
 void Loop::TakeCheckerAnswer() {
-  if (Stopped()) return;
-  if (auto answer = recorder_->Answer()) return Stop(answer->first, std::move(answer->second));
+  if (Stopped() || !board_->Raised()) return;
+  if (board_->StopSeen()) return Adopt();
   // A decision once every request ended stops nothing: the trial ran whole, and is judged whole.
   const bool left = phase_ == Phase::kMeasured && progress_.completed < progress_.total;
-  if (auto decision = recorder_->Decision(); decision && left) {
+  if (!left) return;
+  if (auto decision = board_->TakeOffer()) {
     decided_ = std::move(decision);
     stopping_ = true;
   }
+}
+
+// The run's stop as the board has it: the first loop's to stop, or the decision a loop took.
+void Loop::Adopt() {
+  if (auto stop = board_->StopSeen()) {
+    stopped_by_ = stop->first;
+    stop_reason_ = std::move(stop->second);
+  } else {
+    decided_ = board_->Taken();
+  }
+  stopping_ = true;
 }
 
 // The measured phase's moments for the early-decision rule (loadgen.h), about every 10 ms: a
@@ -79,10 +92,10 @@ bool Loop::DecisionTicks() const {
   return !Stopped() && phase_ == Phase::kMeasured && spec_.early_decision.enabled;
 }
 
+// This loop's stop goes on the board, which keeps the first of the run and wakes every loop.
 void Loop::Stop(const std::string& id, std::string why) {
-  stopped_by_ = id;
-  stop_reason_ = std::move(why);
-  stopping_ = true;
+  board_->Stop(id, std::move(why));
+  Adopt();
 }
 
 // The stall bound: a live stream silent for longer than spec_.stall_timeout_s since its last

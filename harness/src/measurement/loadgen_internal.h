@@ -1,6 +1,7 @@
 // The load generator's insides (loadgen.h), shared by its files:
-//   loadgen.cc           RunLoad(): the spec checked, the records laid out, the phases run, the
-//                        unsent marked;
+//   loadgen.cc           RunLoad(): the spec checked, the records laid out, the loops started,
+//                        the unsent marked;
+//   loadgen_loops.cc     the arrival models split over the loops, and each loop's figures;
 //   loadgen_loop.cc      the curl multi event loop: epoll, libcurl's sockets and timer, the
 //                        connection pool's shards, completions;
 //   loadgen_transfer.cc  one stream: its easy handle's options and its callbacks, which stamp,
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "capq/measurement/loadgen.h"
+#include "loop_board.h"
 #include "ready_queue.h"
 #include "receive_stamp.h"
 #include "recorder.h"
@@ -107,24 +109,37 @@ void SetTransferOptions(const LoadSpec& spec, curl_slist* headers, const std::st
 // the kernel's receive stamp.
 void HandOver(Transfer* tr, MonoNs kernel_ns);
 
+// ---- The loops' arrival models (loadgen_loops.cc) -----------------------------------------------
+
+struct LoopModels {
+  std::unique_ptr<ArrivalModel> warmup, measured;
+};
+// One entry per loop the run uses: `wanted`, or one when the measured model cannot be split.
+std::vector<LoopModels> SplitModels(const LoadSpec& spec, int wanted);
+
 // ---- The event loop (loadgen_loop.cc) -----------------------------------------------------------
 
 enum class PhaseEnd { kDone, kInterrupted, kStopped };
 
+// One event loop of a run (loadgen.h, "Loops"): loop `index` of `board`'s, on one thread, with
+// its own share of the requests.
 class Loop {
  public:
-  Loop(const LoadSpec& spec, curl_slist* headers, LoadResult* result)
-      : spec_(spec), headers_(headers), result_(result) {}
+  Loop(const LoadSpec& spec, curl_slist* headers, LoadResult* result, LoopBoard* board, int index)
+      : spec_(spec), headers_(headers), result_(result), board_(board), index_(index) {}
   ~Loop();
 
   Status Init();
 
-  // Runs `reqs` (records already allocated at recs[0..]), each released when `arrivals` says.
+  // Runs the requests of `reqs` that `arrivals` releases (records already allocated at
+  // recs[0..]), each when it says; the phase started at `start_ns`.
   PhaseEnd RunPhase(Phase phase, const std::vector<PlannedRequest>& reqs, RawRecord* recs,
-                    ArrivalModel& arrivals);
+                    ArrivalModel& arrivals, MonoNs start_ns);
 
-  // Waits until the recorder handled everything so far, and takes its checks' answer.
+  // Waits until the recorder handled everything so far, and takes the board's stop, if any.
   void FinishChecks();
+  // Its share's sends, events, in-flight peak and send lateness; after FinishChecks().
+  LoadResult::LoopFigures Figures() const;
 
   // Records that ended without the loop (never sent): decoded and written like the rest.
   void RecordUnsent(size_t record_index) { pending_.End(record_index, false); }
@@ -170,6 +185,7 @@ class Loop {
   void StopDry();
 
   // Ends of transfers (loadgen_end.cc).
+  void Adopt();
   void Complete(Transfer* tr, CURLcode rc, MonoNs done_ns);
   void TakeText(Transfer* tr, bool answered);
   void FinishFraming(Transfer* tr, MonoNs t);
@@ -185,6 +201,8 @@ class Loop {
   const LoadSpec& spec_;
   curl_slist* headers_;
   LoadResult* result_;
+  LoopBoard* board_;
+  int index_;
   static constexpr int kPeekEvery = 16;            // socket actions between two readiness glances
   static constexpr int kMaxActionsPerWait = 1024;  // then completions, stalls, progress get a turn
   static constexpr long kConnsPerShard = 64;       // connections libcurl walks per request
@@ -200,6 +218,7 @@ class Loop {
   ReceiveProbe probe_;     // the kernel's stamp of that socket's queued bytes
   RecorderBatch pending_;  // what happened since the last hand-over
   Fd epfd_;
+  Fd wake_;  // the board's stop or decision wakes the loop (LoopBoard::SetWake)
   // Connection pool shards (ShardConnections); empty = the multi handle's own cache. Destroyed
   // after the multi handle and every easy handle (~Loop()).
   std::vector<SharePtr> shares_;
@@ -215,6 +234,8 @@ class Loop {
   Fd release_timer_;                  // fires when arrivals_'s next release is due
   MonoNs release_timer_ns_ = 0;       // what it is armed for; 0 = disarmed
   int active_ = 0;
+  int streams_ = 0, peak_in_flight_ = 0;  // for Figures()
+  std::vector<MonoNs> lateness_;          // each measured send's, actual - intended
   bool stopping_ = false;  // cancelled or stopped: completions no longer start requests
   std::string stopped_by_, stop_reason_;  // fail fast: the request that stopped the run, and why
   std::optional<EarlyDecision> decided_;  // early decision: the verdict was certain

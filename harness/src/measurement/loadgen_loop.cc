@@ -3,6 +3,7 @@
 // and the connection pool kept in shards.
 #include <fcntl.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -31,20 +32,29 @@ Status Loop::Init() {
   if (::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, release_timer_.get(), &tev) != 0) {
     return Status::Internal(std::string("epoll_ctl(timerfd): ") + strerror(errno));
   }
+  // The same for the board's wake-up: each write wakes the loop once.
+  wake_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (wake_.get() < 0 || ::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, wake_.get(), &tev) != 0) {
+    return Status::Internal(std::string("eventfd: ") + strerror(errno));
+  }
+  board_->SetWake(index_, wake_.get());
   multi_.reset(curl_multi_init());
   if (!multi_) return Status::Internal("curl_multi_init failed");
   curl_multi_setopt(multi_.get(), CURLMOPT_SOCKETFUNCTION, &Loop::SocketCb);
   curl_multi_setopt(multi_.get(), CURLMOPT_SOCKETDATA, this);
   curl_multi_setopt(multi_.get(), CURLMOPT_TIMERFUNCTION, &Loop::TimerCb);
   curl_multi_setopt(multi_.get(), CURLMOPT_TIMERDATA, this);
-  const long max_c = std::max(spec_.connections > 0 ? spec_.connections : spec_.concurrency,
+  const long all_c = std::max(spec_.connections > 0 ? spec_.connections : spec_.concurrency,
                               spec_.warmup_concurrency);
+  // This loop's share of the connections; the descriptors are the process's, for all loops.
+  const long loops = board_->loops();
+  const long max_c = (all_c + loops - 1) / loops;
   // Keep one idle connection per slot so the next request of a slot reuses a warm connection.
   // (libcurl applies the bound to each shard's cache, where it never binds.)
   curl_multi_setopt(multi_.get(), CURLMOPT_MAXCONNECTS, max_c + 4);
   ShardConnections(max_c);
-  ReserveDescriptors(max_c + kSpareDescriptors);
-  recorder_ = std::make_unique<Recorder>(spec_, result_);
+  ReserveDescriptors(all_c + loops * kSpareDescriptors);
+  recorder_ = std::make_unique<Recorder>(spec_, result_, board_, index_);
   return Status::Ok();
 }
 
@@ -59,17 +69,17 @@ Loop::~Loop() {
 }
 
 PhaseEnd Loop::RunPhase(Phase phase, const std::vector<PlannedRequest>& reqs, RawRecord* recs,
-                        ArrivalModel& arrivals) {
+                        ArrivalModel& arrivals, MonoNs start_ns) {
   phase_ = phase;
   progress_ = LoadProgress{};
   progress_.phase = phase;
-  progress_.total = static_cast<int>(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) progress_.total += arrivals.Releases(i) ? 1 : 0;
   reqs_ = &reqs;
   recs_ = recs;
   arrivals_ = &arrivals;
   live_.clear();
   live_.resize(reqs.size());
-  arrivals.Begin(NowNs(), reqs.size());
+  arrivals.Begin(start_ns, reqs.size());
   ReleaseDue();
   while (active_ > 0 || !arrivals.Exhausted()) {
     if (Cancelled()) {
@@ -102,6 +112,9 @@ PhaseEnd Loop::RunPhase(Phase phase, const std::vector<PlannedRequest>& reqs, Ra
   // A phase is over once its last streams were checked too: a broken last warm-up must stop the
   // run before the measured burst starts.
   FinishChecks();
+  // Every read of this loop's measured share was handed to the rule: the early decision no
+  // longer waits for its ticks.
+  if (phase == Phase::kMeasured) board_->Done(index_);
   MaybeProgress(true);
   return Stopped() ? PhaseEnd::kStopped : PhaseEnd::kDone;
 }
@@ -265,13 +278,15 @@ void Loop::Drain() {
   }
 }
 
+// Each loop puts its own progress on the board; the first (the caller's thread) reports the sum.
 void Loop::MaybeProgress(bool force) {
   if (!spec_.on_progress) return;
   const MonoNs now = NowNs();
   if (!force && now - last_progress_ns_ < 250000000) return;
   last_progress_ns_ = now;
   progress_.now_ns = now;
-  spec_.on_progress(progress_);
+  board_->Publish(index_, progress_);
+  if (index_ == 0) spec_.on_progress(board_->Sum());
 }
 
 }  // namespace capq::internal::loadgen

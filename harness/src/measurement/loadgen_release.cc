@@ -80,7 +80,10 @@ void Loop::Launch(std::unique_ptr<Transfer> tr) {
     return;
   }
   pending_.Sent(tr->record_index);
+  ++streams_;
+  if (phase_ == Phase::kMeasured) lateness_.push_back(rec->actual_send_ns - rec->intended_send_ns);
   ++active_;
+  peak_in_flight_ = std::max(peak_in_flight_, active_);
   ++progress_.in_flight;
   live_[tr->slot_index] = std::move(tr);
 }
@@ -147,7 +150,10 @@ void Loop::ArmReleaseTimer() {
 // first of them, named, rather than waiting forever or ending the phase as if it were whole.
 void Loop::StopDry() {
   size_t i = 0;
-  while (i + 1 < reqs_->size() && (recs_[i].actual_send_ns != 0 || recs_[i].cancelled)) ++i;
+  while (i + 1 < reqs_->size() &&
+         (!arrivals_->Releases(i) || recs_[i].actual_send_ns != 0 || recs_[i].cancelled)) {
+    ++i;
+  }
   Stop((*reqs_)[i].id, std::string("the ") + arrivals_->name() +
                            " arrival model released nothing more while nothing was in flight");
 }

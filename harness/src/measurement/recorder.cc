@@ -26,18 +26,17 @@ void RecorderBatch::Tick(MonoNs now_ns, MonoNs measured_start_ns) {
   Put(kTick, 0, false, &ev);
 }
 
-Recorder::Recorder(const LoadSpec& spec, LoadResult* result)
+Recorder::Recorder(const LoadSpec& spec, LoadResult* result, LoopBoard* board, int loop)
     : check_(spec.on_complete_check),
       evidence_(spec.evidence),
       records_(&result->records),
       results_(&result->results),
       decoders_(result->records.size()),
-      rules_(spec.early_decision),
+      board_(board),
+      loop_(loop),
       first_measured_(spec.warmup.size()),
-      thread_([this] { Run(); }) {
-  results_->resize(records_->size());
-  if (rules_.enabled) live_.resize(records_->size() - first_measured_);
-}
+      first_token_(board->tracks() ? result->records.size() - first_measured_ : 0),
+      thread_([this] { Run(); }) {}
 
 Recorder::~Recorder() {
   {
@@ -72,16 +71,6 @@ void Recorder::WaitIdle() {
   cv_.wait(l, [this] { return queue_.empty() && !busy_; });
 }
 
-std::optional<std::pair<std::string, std::string>> Recorder::Answer() {
-  std::lock_guard<std::mutex> l(mu_);
-  return answer_;
-}
-
-std::optional<EarlyDecision> Recorder::Decision() {
-  std::lock_guard<std::mutex> l(mu_);
-  return decision_;
-}
-
 void Recorder::Run() {
   RecorderBatch work;
   std::unique_lock<std::mutex> l(mu_);
@@ -114,11 +103,12 @@ void Recorder::Handle(RecorderBatch::Kind kind, size_t index, bool check, const 
   switch (kind) {
     case RecorderBatch::kSent:
       d.emplace(rec.actual_send_ns, StreamDecoder::Keep::kFacts);  // the evidence has the rest
-      if (evidence_) evidence_->Append(RawSentLine(rec.id, rec.actual_send_ns));
+      if (evidence_) Write(RawSentLine(rec.id, rec.actual_send_ns), false);
       break;
     case RecorderBatch::kEvent:
+      ++events_;
       if (d) d->Feed(ev);
-      if (evidence_) evidence_->Append(RawEventLine(rec.id, ev));
+      if (evidence_) Write(RawEventLine(rec.id, ev), false);
       break;
     case RecorderBatch::kEnd:
       End(rec, index, check);
@@ -129,30 +119,46 @@ void Recorder::Handle(RecorderBatch::Kind kind, size_t index, bool check, const 
   Track(kind, index);
 }
 
+// The measured request's entry on the board; only this recorder writes it. The first token is
+// looked for at each event until it came, the lock taken only when it did.
 void Recorder::Track(RecorderBatch::Kind kind, size_t index) {
-  if (live_.empty() || index < first_measured_) return;
+  if (!board_->tracks() || index < first_measured_) return;
   const RawRecord& rec = (*records_)[index];
-  LiveLatency& l = live_[index - first_measured_];
-  if (kind == RecorderBatch::kSent) l.send_ns = rec.actual_send_ns;
-  if (kind == RecorderBatch::kEvent && l.first_token_ns == 0 && decoders_[index]) {
-    if (auto ttft = decoders_[index]->ttft_ns()) l.first_token_ns = rec.actual_send_ns + *ttft;
+  const size_t at = index - first_measured_;
+  if (kind == RecorderBatch::kSent) {
+    board_->Track(at, [&](LiveLatency& l) { l.send_ns = rec.actual_send_ns; });
+  }
+  if (kind == RecorderBatch::kEvent && decoders_[index] && !first_token_[at]) {
+    if (auto ttft = decoders_[index]->ttft_ns()) {
+      first_token_[at] = 1;
+      board_->Track(at, [&](LiveLatency& l) { l.first_token_ns = rec.actual_send_ns + *ttft; });
+    }
   }
   if (kind == RecorderBatch::kEnd) {
-    l.ended = true;
-    if (rec.http_status == 200 && !rec.cancelled) l.done_ns = rec.end_ns;
+    board_->Track(at, [&](LiveLatency& l) {
+      l.ended = true;
+      if (rec.http_status == 200 && !rec.cancelled) l.done_ns = rec.end_ns;
+    });
   }
 }
 
+// The rule is asked at the moment up to which every loop's reads were handed over: one loop's
+// tick says nothing of what another loop read but its recorder has not yet seen.
 void Recorder::AskDecision(MonoNs now_ns, MonoNs measured_start_ns) {
-  if (live_.empty()) return;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (decision_ || answer_) return;
+  if (!board_->tracks()) return;
+  const std::optional<MonoNs> at = board_->Watermark(loop_, now_ns);
+  if (!at) return;
+  if (std::optional<EarlyDecision> d = board_->Decide(*at, measured_start_ns)) {
+    board_->Offer(std::move(*d));
   }
-  std::optional<EarlyDecision> d = DecideEarly(rules_, live_, now_ns, measured_start_ns);
-  if (!d) return;
-  std::lock_guard<std::mutex> l(mu_);
-  decision_ = std::move(d);
+}
+
+void Recorder::Write(const std::string& line, bool flush) {
+  std::lock_guard<std::mutex> l(board_->evidence_mu());
+  evidence_->Append(line);
+  if (!flush) return;
+  Status st = evidence_->Flush();
+  if (!st.ok() && evidence_error_.empty()) evidence_error_ = st.message();
 }
 
 // A finished record: decoded, written and flushed to the kernel, then checked.
@@ -161,16 +167,10 @@ void Recorder::End(const RawRecord& rec, size_t index, bool check) {
   RequestResult& result = (*results_)[index];
   result = d ? d->Finish(rec) : DecodeRecord(rec);
   d.reset();
-  if (evidence_) {
-    evidence_->Append(RawRecordLine(rec));
-    Status st = evidence_->Flush();
-    if (!st.ok() && evidence_error_.empty()) evidence_error_ = st.message();
-  }
+  if (evidence_) Write(RawRecordLine(rec), true);
   if (!check_ || !check) return;
   std::optional<std::string> why = check_(rec, result);
-  if (!why) return;
-  std::lock_guard<std::mutex> l(mu_);
-  if (!answer_) answer_.emplace(rec.id, std::move(*why));
+  if (why) board_->Stop(rec.id, std::move(*why));
 }
 
 }  // namespace capq::internal

@@ -24,6 +24,7 @@
 #include "capq/measurement/early_decision.h"
 #include "capq/measurement/evidence_log.h"
 #include "capq/measurement/loadgen.h"
+#include "loop_board.h"
 
 namespace capq::internal {
 
@@ -86,8 +87,9 @@ class Recorder {
   static constexpr size_t kMaxBacklogBytes = 4u << 20;
   using Check = std::function<std::optional<std::string>(const RawRecord&, const RequestResult&)>;
 
-  // Sizes result->results to result->records, which must not be resized while it runs.
-  Recorder(const LoadSpec& spec, LoadResult* result);
+  // The recorder of loop `loop` of `board`'s run. result->records and result->results (sized
+  // alike) must not be resized while it runs; it touches only the records its loop posts.
+  Recorder(const LoadSpec& spec, LoadResult* result, LoopBoard* board, int loop);
   ~Recorder();  // handles what was posted, then joins
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
@@ -96,13 +98,12 @@ class Recorder {
   void Post(RecorderBatch* batch);
   // Blocks until everything posted was handled (a few milliseconds at a phase's end).
   void WaitIdle();
-  // The first record that failed its check and what the check said; nullopt while none did.
-  std::optional<std::pair<std::string, std::string>> Answer();
-  // The early decision, once the rule (LoadSpec::early_decision) reached one; nullopt before.
-  std::optional<EarlyDecision> Decision();
+  // A record that fails its check stops the run on the board (LoopBoard::Stop); the early
+  // decision, once the rule (LoadSpec::early_decision) reaches one, is offered there.
   // The first error writing the evidence ("" = none). Only after WaitIdle().
   const std::string& evidence_error() const { return evidence_error_; }
   int64_t wait_ns() const { return wait_ns_; }  // loop time spent in Post() waiting
+  int64_t events() const { return events_; }    // events handled; only after WaitIdle()
 
  private:
   void Run();
@@ -111,23 +112,24 @@ class Recorder {
   // What the measured request at `index` of the records is known to be now (early decision).
   void Track(RecorderBatch::Kind kind, size_t index);
   void AskDecision(MonoNs now_ns, MonoNs measured_start_ns);
+  void Write(const std::string& line, bool flush);
 
   Check check_;
   EvidenceWriter* evidence_;
   const std::vector<RawRecord>* records_;
   std::vector<RequestResult>* results_;
   std::vector<std::optional<StreamDecoder>> decoders_;  // the streams in flight
-  EarlyDecisionRules rules_;
+  LoopBoard* board_;
+  int loop_;
   size_t first_measured_ = 0;      // records before it are warm-ups
-  std::vector<LiveLatency> live_;  // the measured requests, when rules_ are enabled
+  std::vector<char> first_token_;  // per measured request: its first token is on the board
   std::string evidence_error_;
   int64_t wait_ns_ = 0;
+  int64_t events_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;
   RecorderBatch queue_;
   bool busy_ = false, quit_ = false;
-  std::optional<std::pair<std::string, std::string>> answer_;
-  std::optional<EarlyDecision> decision_;
   std::thread thread_;  // last: it starts in the constructor, after the members it uses
 };
 

@@ -25,8 +25,22 @@
 //               arrival lies in [wake_ns - the kernel's wake-up, arrival_ns].
 // tests/bench/fidelity_bench.cc measures both against the simulator's hand-over and write(2).
 //
-// Thread safety: RunLoad() may be called from any thread; it blocks that thread until the run ends.
-// `on_progress` is called on that same thread. Per-request failures are data, never a Status.
+// Loops (LoadSpec::loops): with more than one, the requests are spread over that many event
+// loops, each on its own thread with its own curl multi handle, epoll, connection pool and
+// recorder; they share no per-event state (wrk2's "one event loop per thread"). The arrival model
+// is split (ArrivalModel::Split): request i goes to loop i % m, a closed loop's slots are dealt
+// out over the loops, a schedule keeps every request's intended time, and all loops start the
+// measured phase at one moment, after every loop's warm-up share ended. Every record keeps its
+// index in LoadResult::records, so a run's result has the same layout at any number of loops.
+// A fail-fast stop, stall or early decision seen by any loop stops every loop at once (an
+// eventfd wakes each); the recorders write the one evidence file line by line under a lock, and
+// each loop's figures are in LoadResult::loops. A model that cannot be split (sessions) runs on
+// one loop.
+//
+// Thread safety: RunLoad() may be called from any thread; it blocks that thread until the run ends,
+// running the first loop on it. `on_progress` is called on that same thread. With more than one
+// loop, `on_complete_check` is called from each loop's recorder thread, so it must be safe to
+// call from several threads at once. Per-request failures are data, never a Status.
 #pragma once
 
 #include <atomic>
@@ -120,6 +134,9 @@ struct LoadSpec {
   // request whose text its arrival model wants (ArrivalModel::WantsText) keeps them until it
   // ends, when they are decoded for the model and dropped.
   bool keep_events = true;
+  // The event loops the requests are spread over (loadgen.h, "Loops"); 0 = one per core. One by
+  // default: on a 2-core machine a second loop competes with the recorders and a local server.
+  int loops = 1;
   size_t max_event_bytes = SseFramer::kDefaultMaxEventBytes;
   size_t max_body_bytes = 16u << 20;  // non-SSE response bytes kept per request
 };
@@ -144,9 +161,28 @@ struct LoadResult {
   std::optional<EarlyDecision> decided;
   std::string evidence_error;  // LoadSpec::evidence could not be written ("" = it was, or none)
   // Time the loop waited for the recorder to catch up (its backlog is bounded): sockets were read
-  // that much later than they could have been. 0 on a machine with room for both threads.
+  // that much later than they could have been. 0 on a machine with room for both threads. The sum
+  // over the loops.
   int64_t recorder_wait_ns = 0;
+  // What each event loop did, in loop order (one entry for a one-loop run).
+  struct LoopFigures {
+    int streams = 0;         // requests it sent, warm-ups included
+    int64_t events = 0;      // SSE events its recorder handled
+    int peak_in_flight = 0;  // its most streams open at once
+    int measured_sends = 0;  // the measured requests it sent, and their send lateness
+    double send_lateness_p50_ms = 0, send_lateness_p99_ms = 0, send_lateness_max_ms = 0;
+    int64_t recorder_wait_ns = 0;
+  };
+  std::vector<LoopFigures> loops;
 };
+
+// The number of event loops LoadSpec::loops asks for on this machine (0: its cores).
+int LoopsWanted(int loops);
+// Each loop's figures, for the evidence: [{"loop":0,"streams":...,"events":...}, ...].
+nlohmann::json LoopFiguresToJson(const std::vector<LoadResult::LoopFigures>& loops);
+// One line per loop: "loop 1/2: 8192 streams, 524288 events, peak 8192 in flight, send
+// lateness p50 0.012 ms p99 0.210 ms max 1.302 ms over 8192 measured sends".
+std::vector<std::string> LoopFigureLines(const std::vector<LoadResult::LoopFigures>& loops);
 
 // What a record the harness cut or never sent after a stop at request `id` is marked with
 // (RawRecord::cancelled_by_harness): "fail_fast after m12".
