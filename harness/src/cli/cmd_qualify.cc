@@ -72,6 +72,8 @@ constexpr const char* kUsage =
     "                       (Cmax / mean E2E at Cmax); refused when F is another identity\n"
     "  --full-trials        run every trial to its last request; by default a trial stops once\n"
     "                       a TTFT or E2E gate can no longer pass (its figure is then a bound)\n"
+    "  --loops N|auto       each trial's load generator event loops (capq trial --loops);\n"
+    "                       default 1, auto one per core\n"
     "  --corpus-salt N      move every trial's seed (the row's confirm seeds too), so no prompt\n"
     "                       repeats one of a run without it: for qualifying again a server whose\n"
     "                       cache survives the flush (llama.cpp's host prompt cache); `random`\n"
@@ -166,6 +168,7 @@ struct QualifyCommand {
   bool insecure = false;
   bool update = false;
   bool full_trials = false;
+  std::string loops;         // --loops, passed to each trial as is ("" = the trial's default)
   uint64_t corpus_salt = 0;  // --corpus-salt
   std::string exe;
   std::string out_dir;
@@ -301,7 +304,7 @@ std::optional<int> MakeOutDir(const ArgParser& p, QualifyCommand* c) {
 // The whole command line, each check in the order a user meets them. An exit code when refused.
 std::optional<int> ParseQualify(const Args& args, QualifyCommand* c) {
   ArgParser p({"url", "out", "max-concurrency", "trials", "max-trials", "sim-faults",
-               "from-closed-loop", "predict", "corpus-salt"},
+               "from-closed-loop", "predict", "corpus-salt", "loops"},
               {"update", "insecure", "no-predict", "full-trials", "help"});
   if (std::optional<int> rc = ParseCommand(p, args, "qualify", kUsage, 3)) return rc;
   if (std::optional<int> rc = ReadNumbers(p, c)) return rc;
@@ -319,6 +322,7 @@ std::optional<int> ParseQualify(const Args& args, QualifyCommand* c) {
   c->insecure = p.Has("insecure");
   c->update = p.Has("update");
   c->full_trials = p.Has("full-trials");
+  c->loops = p.GetOr("loops", "");
   return std::nullopt;
 }
 
@@ -355,6 +359,7 @@ ProcessTrialRunnerOptions RunnerOptions(const Row& row, const QualifyCommand& c,
   ro.cancel = &g_qualify_cancel;
   if (c.insecure) ro.extra_args.push_back("--insecure");
   if (c.full_trials) ro.extra_args.push_back("--full-trials");
+  if (!c.loops.empty()) ro.extra_args.insert(ro.extra_args.end(), {"--loops", c.loops});
   return ro;
 }
 

@@ -159,6 +159,19 @@ bool ReadTrialOptions(const ArgParser& p, TrialOptions* o) {
   o->skip_quiet_period = p.Has("skip-quiet-period");
   o->ignore_tokenize_endpoint = p.Has("no-tokenize");
   o->full_trials = p.Has("full-trials");
+  if (auto l = p.Get("loops")) {
+    char* end = nullptr;
+    const long v = std::strtol(l->c_str(), &end, 10);
+    if (*l == "auto") {
+      o->loops = 0;
+    } else if (l->empty() || *end || v < 1 || v > 256) {
+      std::fprintf(stderr, "capq trial: --loops: expected auto or 1 to 256, got '%s'\n",
+                   l->c_str());
+      return false;
+    } else {
+      o->loops = static_cast<int>(v);
+    }
+  }
   if (auto e = p.Get("evidence")) {
     if (*e == "zstd") {
       o->evidence_compression = EvidenceCompression::kZstd;
@@ -228,7 +241,7 @@ void PrintProgress(bool tty, TrialOptions* o) {
 
 int RunTrial(const Args& args) {
   ArgParser p({"row", "concurrency", "trial", "url", "out", "seed", "phase", "setup-timeout",
-               "sim-faults", "sim-truth-log", "evidence"},
+               "sim-faults", "sim-truth-log", "evidence", "loops"},
               {"insecure", "skip-quiet-period", "no-progress", "no-tokenize", "full-trials"});
   if (Status st = p.Parse(args); !st.ok()) {
     std::fprintf(stderr, "capq trial: %s\n", st.message().c_str());
@@ -238,7 +251,7 @@ int RunTrial(const Args& args) {
   if (!row_path) {
     std::fprintf(stderr,
                  "usage: capq trial --row FILE --concurrency C --trial K [--url URL] [--out DIR]"
-                 " [--seed S] [--insecure] [--full-trials]\n");
+                 " [--seed S] [--insecure] [--full-trials] [--loops N|auto]\n");
     return 3;
   }
   Result<Row> row = LoadRow(*row_path, CheckServerExpect);

@@ -104,6 +104,7 @@ void Judge(Trial& t) {
   s.metrics_extra["cold_prefix_tokens_allowed"] = cold.allowed_tokens;
   // Wall seconds the load generator waited for its recorder (loadgen.h): reads that much late.
   s.metrics_extra["recorder_wait_s"] = NsToS(s.load->recorder_wait_ns);
+  if (s.load->loops.size() > 1) s.metrics_extra["load_loops"] = LoopFiguresToJson(s.load->loops);
   s.verdict = Decide(row, *s.metrics, correctness, StopOf(s), lat.stability, decided);
   ApplyClassGates(row, JudgeClasses(row, *s.plan, t.s.meas, t.scale), &s.verdict);
   if (!undecided.empty()) UnprovenDecision(undecided, &s.verdict);

@@ -121,6 +121,7 @@ LoadSpec ConnectionSpec(const Trial& t) {
   connection.evidence = t.s.evidence.get();
   connection.keep_events = false;  // they are in the evidence file and the decoded results
   connection.early_decision = t.s.early_decision;
+  connection.loops = opt.loops;
   const FailFastRules& rules = t.s.fail_fast;
   if (rules.enabled) {
     connection.stall_timeout_s = rules.stall_timeout_wall_s;
@@ -255,6 +256,7 @@ LoadResult MergeCalibration(LoadResult calibration, LoadResult load) {
                              std::make_move_iterator(load.results.end()));
   if (calibration.evidence_error.empty()) calibration.evidence_error = load.evidence_error;
   calibration.recorder_wait_ns += load.recorder_wait_ns;
+  calibration.loops = std::move(load.loops);
   calibration.measured_start_ns = load.measured_start_ns;
   calibration.end_ns = load.end_ns;
   calibration.interrupted = load.interrupted;
@@ -330,6 +332,9 @@ PhaseEnd Load(Trial& t) {
   for (auto& l : sampler.TakeLines()) s.server_metrics.push_back(std::move(l));
   if (!load.ok()) return CouldNotRun(s, "load generator: " + load.status().message());
   s.load = std::move(*load);
+  if (s.load->loops.size() > 1) {
+    for (const std::string& line : LoopFigureLines(s.load->loops)) Progress(*s.opt, line);
+  }
   if (!s.load->evidence_error.empty()) {
     return CouldNotRun(s, "the raw evidence could not be written: " + s.load->evidence_error);
   }

@@ -41,17 +41,21 @@ nlohmann::json FailFastHeader(const TrialState& s) {
 }
 
 // The raw evidence's last line: the load's times and what fail fast did.
+// A load over more than one event loop keeps each loop's figures (loadgen.h) there too.
 nlohmann::json RawEnd(const TrialState& s) {
-  return {{"end",
-           {{"anchor_mono_ns", s.load->anchor.mono_ns},
-            {"anchor_unix_ns", s.load->anchor.unix_ns},
-            {"start_ns", s.load->start_ns},
-            {"measured_start_ns", s.load->measured_start_ns},
-            {"end_ns", s.load->end_ns},
-            {"interrupted", s.load->interrupted},
-            {"recorder_wait_ns", s.load->recorder_wait_ns},
-            {"fail_fast", FailFastHeader(s)},
-            {"early_decision", EarlyDecisionHeader(s.early_decision, s.load->decided)}}}};
+  nlohmann::json j = {
+      {"end",
+       {{"anchor_mono_ns", s.load->anchor.mono_ns},
+        {"anchor_unix_ns", s.load->anchor.unix_ns},
+        {"start_ns", s.load->start_ns},
+        {"measured_start_ns", s.load->measured_start_ns},
+        {"end_ns", s.load->end_ns},
+        {"interrupted", s.load->interrupted},
+        {"recorder_wait_ns", s.load->recorder_wait_ns},
+        {"fail_fast", FailFastHeader(s)},
+        {"early_decision", EarlyDecisionHeader(s.early_decision, s.load->decided)}}}};
+  if (s.load->loops.size() > 1) j["end"]["loops"] = LoopFiguresToJson(s.load->loops);
+  return j;
 }
 
 // Ends the raw evidence (its last line, then fsync) and lists it in SHA256SUMS.

@@ -58,6 +58,8 @@ struct TrialOptions {
   // Run every trial to its last request, even once its verdict is certain (early_decision.h):
   // for tables of the figures a failing load level reaches.
   bool full_trials = false;
+  // The load generator's event loops (LoadSpec::loops): 1 by default, 0 = one per core.
+  int loops = 1;
 };
 
 struct TrialReport {
