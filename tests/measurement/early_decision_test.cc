@@ -179,6 +179,26 @@ TEST(EarlyDecision, TheViewAtAMomentKnowsOnlyWhatWasReadByThen) {
   EXPECT_EQ(at400[0].done_ns, 300);
 }
 
+// The live view of several loops holds what each read, and one loop may have read a first token
+// or an end after the moment another loop asks the rule at: the rule sees only what was read by
+// then, as `capq validate` rebuilds it (LiveLatencyAt), or the two would disagree.
+TEST(EarlyDecision, TheRuleAtAMomentIgnoresWhatWasReadAfterIt) {
+  std::vector<LiveLatency> live(20);
+  live[0] = Known(kT0, 2000 * kMs);  // one over a 1,000 ms bound, read long ago
+  live[1] = Known(kT0, 3000 * kMs);  // a second over, read at its stamp: after the moment below
+  live[1].first_token_read_ns = kT0 + 3000 * kMs;
+  live[2] = Known(kT0, 10 * kMs);  // ended after the moment below
+  live[2].ended = true;
+  live[2].done_ns = live[2].end_ns = kT0 + 3000 * kMs;
+  const MonoNs before = kT0 + 500 * kMs;
+  EXPECT_FALSE(DecideEarly(TtftRules(1000), live, before, kT0));
+  EXPECT_FALSE(live[2].SeenBy(before).ended);
+  EXPECT_EQ(live[2].SeenBy(before).done_ns, 0);
+  EXPECT_EQ(live[1].SeenBy(before).first_token_ns, 0);
+  EXPECT_TRUE(DecideEarly(TtftRules(1000), live, kT0 + 3000 * kMs, kT0));
+  EXPECT_EQ(live[1].SeenBy(kT0 - 1).send_ns, 0);  // not sent yet
+}
+
 TEST(EarlyDecision, ItsRecordReadsBackAsWritten) {
   std::vector<LiveLatency> live(20);
   live[0] = Known(kT0, 3000 * kMs);

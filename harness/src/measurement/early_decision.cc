@@ -23,7 +23,8 @@ PartialFigure PartialAt(SloMetric metric, const std::vector<LiveLatency>& measur
                         double scale) {
   PartialFigure f;
   f.total = static_cast<int64_t>(measured.size());
-  for (const LiveLatency& r : measured) {
+  for (const LiveLatency& seen : measured) {
+    const LiveLatency r = seen.SeenBy(now);
     const MonoNs value_end = metric == SloMetric::kTtft ? r.first_token_ns : r.done_ns;
     if (value_end != 0) {
       f.known.push_back(Ms(value_end - r.send_ns, scale));
@@ -72,8 +73,9 @@ std::optional<EarlyDecision> DecideEarly(const EarlyDecisionRules& rules,
                                          const std::vector<LiveLatency>& measured, MonoNs now_ns,
                                          MonoNs measured_start_ns) {
   if (!rules.enabled) return std::nullopt;
-  const int64_t completed = std::count_if(measured.begin(), measured.end(),
-                                          [](const LiveLatency& r) { return r.done_ns != 0; });
+  const int64_t completed =
+      std::count_if(measured.begin(), measured.end(),
+                    [&](const LiveLatency& r) { return r.SeenBy(now_ns).done_ns != 0; });
   if (completed < std::min<int64_t>(rules.min_completed, static_cast<int64_t>(measured.size()))) {
     return std::nullopt;
   }
@@ -85,7 +87,7 @@ std::optional<EarlyDecision> DecideEarly(const EarlyDecisionRules& rules,
     d.lowest_reachable_ms = LowestReachablePercentile(f, g.percentile, rules.method);
     d.measured = static_cast<int64_t>(measured.size());
     d.finished = std::count_if(measured.begin(), measured.end(),
-                               [](const LiveLatency& r) { return r.ended; });
+                               [&](const LiveLatency& r) { return r.SeenBy(now_ns).ended; });
     d.waiting = static_cast<int64_t>(f.waiting_at_least.size());
     d.over = CountOver(f, g.below_ms);
     d.at_ns = now_ns;
@@ -104,12 +106,25 @@ std::vector<LiveLatency> LiveLatencyAt(const std::vector<RequestResult>& measure
     l.send_ns = r.start_ns;
     if (r.ttft_ns && r.first_token_arrival_ns != 0 && r.first_token_arrival_ns <= at_ns) {
       l.first_token_ns = r.start_ns + *r.ttft_ns;
+      l.first_token_read_ns = r.first_token_arrival_ns;
     }
     if (r.end_ns == 0 || r.end_ns > at_ns) continue;
     l.ended = true;
+    l.end_ns = r.end_ns;
     if (r.http_status == 200 && !r.cancelled) l.done_ns = r.end_ns;
   }
   return out;
+}
+
+LiveLatency LiveLatency::SeenBy(MonoNs now) const {
+  if (send_ns == 0 || send_ns > now) return {};
+  LiveLatency l = *this;
+  if (first_token_read_ns > now) l.first_token_ns = l.first_token_read_ns = 0;
+  if (end_ns > now) {
+    l.ended = false;
+    l.done_ns = l.end_ns = 0;
+  }
+  return l;
 }
 
 std::string EarlyDecision::Reason() const {

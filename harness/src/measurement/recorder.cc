@@ -131,12 +131,17 @@ void Recorder::Track(RecorderBatch::Kind kind, size_t index) {
   if (kind == RecorderBatch::kEvent && decoders_[index] && !first_token_[at]) {
     if (auto ttft = decoders_[index]->ttft_ns()) {
       first_token_[at] = 1;
-      board_->Track(at, [&](LiveLatency& l) { l.first_token_ns = rec.actual_send_ns + *ttft; });
+      const MonoNs read_ns = decoders_[index]->first_token_arrival_ns();
+      board_->Track(at, [&](LiveLatency& l) {
+        l.first_token_ns = rec.actual_send_ns + *ttft;
+        l.first_token_read_ns = read_ns;
+      });
     }
   }
   if (kind == RecorderBatch::kEnd) {
     board_->Track(at, [&](LiveLatency& l) {
       l.ended = true;
+      l.end_ns = rec.end_ns;
       if (rec.http_status == 200 && !rec.cancelled) l.done_ns = rec.end_ns;
     });
   }

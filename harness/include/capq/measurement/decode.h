@@ -93,6 +93,7 @@ class StreamDecoder {
   RequestResult Finish(const RawRecord& r);
   // The stream's TTFT so far (relative to the send), once its first text arrived.
   std::optional<int64_t> ttft_ns() const { return out_.ttft_ns; }
+  MonoNs first_token_arrival_ns() const { return out_.first_token_arrival_ns; }
 
  private:
   std::string Where(MonoNs arrival_ns) const;  // "event #3 at +41.000 ms"

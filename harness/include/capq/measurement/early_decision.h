@@ -27,10 +27,16 @@ namespace capq {
 
 // What is known of one measured request at some moment: 0 = not yet.
 struct LiveLatency {
-  MonoNs send_ns = 0;         // its actual send
-  MonoNs first_token_ns = 0;  // the stamp of its first text (what its TTFT counts to)
-  MonoNs done_ns = 0;         // it completed with status 200: what its E2E counts to
-  bool ended = false;         // it ended in any way (a failed one carries no E2E)
+  MonoNs send_ns = 0;              // its actual send
+  MonoNs first_token_ns = 0;       // the stamp of its first text (what its TTFT counts to)
+  MonoNs first_token_read_ns = 0;  // when the load generator read that text
+  MonoNs done_ns = 0;              // it completed with status 200: what its E2E counts to
+  MonoNs end_ns = 0;               // when it ended in any way (a failed one carries no E2E)
+  bool ended = false;
+
+  // What of it the load generator had read by `now`: a view assembled from several loops' reads
+  // may hold a first text or an end one loop read after another's `now`.
+  LiveLatency SeenBy(MonoNs now) const;
 };
 
 struct EarlyDecisionRules {
