@@ -9,6 +9,8 @@
 #   CASE = C:OUTPUT_TOKENS (default: 1024:32 4096:1024); every case sends C measured requests at
 #   concurrency C, so all C streams are open together.
 # env: EVIDENCE=auto|zstd|none  capq trial --evidence (default auto)
+#      LOOPS=N|auto                capq trial --loops (default 1: every stream on one event loop);
+#                                  with more than one, each loop's line follows its case's
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -121,7 +123,7 @@ for c in "${cases[@]}"; do
   rc=0
   /usr/bin/time -f '%M %e' -o "$work/time.txt" "$capq" trial --row "$work/row_$conc.yaml" \
     --concurrency "$conc" --trial 1 --url "$url" --out "$work/t_$conc" --skip-quiet-period \
-    --no-progress --evidence "${EVIDENCE:-auto}" >"$work/trial_$conc.log" 2>&1 || rc=$?
+    --no-progress --evidence "${EVIDENCE:-auto}" --loops "${LOOPS:-1}" >"$work/trial_$conc.log" 2>&1 || rc=$?
   if ((rc != 0)); then
     failed=1
     printf '%-12s %-11s %s\n' "$c" "exit$rc fail" \
@@ -134,6 +136,11 @@ for c in "${cases[@]}"; do
   size="$(du -m "$raw" 2>/dev/null | cut -f1 || echo '?')"
   printf '%-12s %-11s %-10s %-10s %-14s %s\n' "$c" "exit0 pass" "$((kb / 1024))" "$wall" \
     "${size} MB" "$(basename "${raw:-none}")"
+  if [[ -f "$work/t_$conc/metrics.json" ]] && command -v jq >/dev/null; then
+    jq -r '(.load_loops // [])[] | "  loop \(.loop): \(.streams) streams, \(.events) events, "
+      + "peak \(.peak_in_flight) in flight, send lateness p99 \(.send_lateness_p99_ms * 1000 | round / 1000) ms"' \
+      "$work/t_$conc/metrics.json"
+  fi
   rm -rf "$work/t_$conc"
 done
 exit "$failed"
