@@ -283,6 +283,7 @@ void BM_SendLateness(benchmark::State& state) {
   const int n = static_cast<int>(state.range(1));
   const int tokens = static_cast<int>(state.range(2));
   const bool own_core = state.range(3) != 0;
+  const int loops = static_cast<int>(state.range(4));
   if (own_core && std::thread::hardware_concurrency() < 2) {
     state.SkipWithError("own_core needs two CPUs");
     return;
@@ -301,6 +302,7 @@ void BM_SendLateness(benchmark::State& state) {
       break;
     }
     capq::LoadSpec spec = Spec(sim.url, rps, n, tokens);
+    spec.loops = loops;
     cpu_set_t all;
     ::sched_getaffinity(0, sizeof all, &all);
     if (own_core) RunLoopOnItsOwnCore(sim, &spec);
@@ -341,10 +343,13 @@ double Max(const std::vector<double>& v) { return *std::max_element(v.begin(), v
 // in and out of the two processes. own_core:0 lets every thread run on any CPU, as `capq trial`
 // does; own_core:1 gives the loop's thread CPU 1 alone and puts the simulator and the recorder
 // thread on CPU 0: the loop with a core of its own (other work on the machine may still use it).
+// loops:2 spreads the streams over two event loops (LoadSpec::loops), each on a thread of its
+// own; loop_cpu is then the first loop's.
 BENCHMARK(BM_SendLateness)
-    ->Args({1000, 10000, 64, 0})
-    ->Args({1000, 10000, 64, 1})
-    ->ArgNames({"rps", "n", "tokens", "own_core"})
+    ->Args({1000, 10000, 64, 0, 1})
+    ->Args({1000, 10000, 64, 1, 1})
+    ->Args({1000, 10000, 64, 0, 2})
+    ->ArgNames({"rps", "n", "tokens", "own_core", "loops"})
     ->Iterations(1)
     ->ComputeStatistics("min", Min)
     ->ComputeStatistics("max", Max)
