@@ -23,6 +23,7 @@
 #include "capq/measurement/raw_evidence.h"
 #include "capq/sim/server.h"
 #include "loopback_server.h"
+#include "small_sim.h"
 
 namespace capq {
 namespace {
@@ -101,22 +102,6 @@ TEST(ArrivalSplit, SessionsDoNotSplit) {
   EXPECT_TRUE(SessionArrivals(s, nullptr)->Split(2).empty());
 }
 
-std::unique_ptr<sim::SimServer> StartSmallSim() {
-  sim::ServerOptions o;
-  o.profile_path = std::string(CAPQ_SOURCE_DIR) + "/rows/sim/profiles/small.yaml";
-  o.time_scale = 10;
-  auto s = sim::SimServer::Start(o);
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
-  return s.ok() ? std::move(*s) : nullptr;
-}
-
-std::string TempPath(const std::string& name) {
-  const std::filesystem::path dir =
-      std::filesystem::path(::testing::TempDir()) / ("capq_loops_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
-}
-
 std::vector<PlannedRequest> SimPlan(Phase phase, int n, const std::string& model) {
   std::vector<PlannedRequest> out;
   const std::string body = json{
@@ -139,8 +124,9 @@ struct SimRun {
 
 // 4 warm-ups at C=2, 40 measured at C=8, against the simulator, on `loops` loops.
 SimRun RunOnSim(const sim::SimServer& sim, int loops) {
-  auto w = EvidenceWriter::Create(TempPath("loops" + std::to_string(loops) + ".jsonl"),
-                                  EvidenceCompression::kNone);
+  auto w =
+      EvidenceWriter::Create(TempPath("capq_loops", "loops" + std::to_string(loops) + ".jsonl"),
+                             EvidenceCompression::kNone);
   EXPECT_TRUE(w.ok()) << w.status().ToString();
   std::unique_ptr<EvidenceWriter> writer = std::move(*w);
   writer->Append(json{{"schema", kRawSchemaV2}}.dump());

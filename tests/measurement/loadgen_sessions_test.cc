@@ -17,6 +17,7 @@
 #include "capq/measurement/loadgen.h"
 #include "capq/measurement/raw_evidence.h"
 #include "capq/sim/server.h"
+#include "small_sim.h"
 
 namespace capq {
 namespace {
@@ -25,22 +26,6 @@ using nlohmann::json;
 using ::testing::HasSubstr;
 
 constexpr MonoNs kThinkNs = 30'000'000;
-
-std::unique_ptr<sim::SimServer> StartSmallSim() {
-  sim::ServerOptions o;
-  o.profile_path = std::string(CAPQ_SOURCE_DIR) + "/rows/sim/profiles/small.yaml";
-  o.time_scale = 10;
-  auto s = sim::SimServer::Start(o);
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
-  return s.ok() ? std::move(*s) : nullptr;
-}
-
-std::string TempPath(const std::string& name) {
-  const std::filesystem::path dir =
-      std::filesystem::path(::testing::TempDir()) / ("capq_sessions_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
-}
 
 // `sessions` sessions of `turns` turns: session s turn t is request s * turns + t.
 struct Sessions {
@@ -87,7 +72,7 @@ struct Evidence {
 };
 Evidence OpenEvidence(const std::string& name) {
   Evidence e;
-  e.path = TempPath(name);
+  e.path = TempPath("capq_sessions", name);
   auto w = EvidenceWriter::Create(e.path, EvidenceCompression::kNone);
   EXPECT_TRUE(w.ok()) << w.status().ToString();
   if (!w.ok()) return e;

@@ -7,18 +7,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "capq/model/row_loader.h"
 #include "trial_test_util.h"
 
 namespace capq::testing {
 namespace {
-
-Row TinyRow() {
-  Result<Row> row =
-      LoadRow(std::string(CAPQ_SOURCE_DIR) + "/tests/data/capacity/rows/qualify_tiny.yaml");
-  EXPECT_TRUE(row.ok()) << row.status().ToString();
-  return row.ok() ? *row : Row{};
-}
 
 std::vector<nlohmann::json> MeasuredResults(const std::string& dir) {
   std::vector<nlohmann::json> out;
@@ -31,7 +23,7 @@ std::vector<nlohmann::json> MeasuredResults(const std::string& dir) {
 }
 
 TEST(TrialEarlyDecision, AFailingLevelStopsOnceCertainAndValidateAgrees) {
-  const Row row = TinyRow();
+  const Row row = QualifyTinyRow();
   const std::string dir = ScratchDir("early");
   auto sim = StartSim(row);
   ASSERT_TRUE(sim);
@@ -80,7 +72,7 @@ TEST(TrialEarlyDecision, AFailingLevelStopsOnceCertainAndValidateAgrees) {
 // A decision the records do not bear out is no verdict: the recorded moment moved earlier than
 // any gate was certain makes validate say so, and the trial cannot count as a failure.
 TEST(TrialEarlyDecision, ADecisionTheRecordsDoNotBearOutIsAProblem) {
-  const Row row = TinyRow();
+  const Row row = QualifyTinyRow();
   const std::string dir = ScratchDir("early-tamper");
   auto sim = StartSim(row);
   ASSERT_TRUE(sim);

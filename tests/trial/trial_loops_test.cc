@@ -5,18 +5,10 @@
 
 #include <fstream>
 
-#include "capq/model/row_loader.h"
 #include "trial_test_util.h"
 
 namespace capq::testing {
 namespace {
-
-Row TinyRow() {
-  Result<Row> row =
-      LoadRow(std::string(CAPQ_SOURCE_DIR) + "/tests/data/capacity/rows/qualify_tiny.yaml");
-  EXPECT_TRUE(row.ok()) << row.status().ToString();
-  return row.ok() ? *row : Row{};
-}
 
 nlohmann::json MetricsOf(const std::string& dir) {
   std::ifstream in(dir + "/metrics.json");
@@ -32,7 +24,7 @@ void ExpectValidateAgrees(const std::string& dir, const TrialReport& rep) {
 
 // qualify_tiny's boundary is 6: C=6 passes and C=7 fails on one loop and on two.
 TEST(TrialLoops, TwoLoopsKeepTheBoundaryAndEachLoopsFigures) {
-  const Row row = TinyRow();
+  const Row row = QualifyTinyRow();
   const std::string dir = ScratchDir("loops");
   auto sim = StartSim(row);
   ASSERT_TRUE(sim);

@@ -64,6 +64,14 @@ request_timeout_s: )" +
   return row.ok() ? *row : Row{};
 }
 
+// The qualify tests' tiny row (tests/data/capacity/rows/qualify_tiny.yaml): C=6 passes, C=7 fails.
+inline Row QualifyTinyRow() {
+  Result<Row> row =
+      LoadRow(std::string(CAPQ_SOURCE_DIR) + "/tests/data/capacity/rows/qualify_tiny.yaml");
+  EXPECT_TRUE(row.ok()) << row.status().ToString();
+  return row.ok() ? *row : Row{};
+}
+
 inline std::string ScratchDir(const std::string& name) {
   std::string d =
       std::string(CAPQ_BINARY_DIR) + "/test-scratch/h5-" + name + "-" + std::to_string(::getpid());
