@@ -1,6 +1,10 @@
 #include "capq/model/mix.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "capq/hash.h"
+#include "capq/text.h"
 
 namespace capq {
 namespace {
@@ -52,6 +56,35 @@ Status AssignTraffic(const std::vector<TrafficSample>& samples, Mix* mix) {
   for (const MixClass& c : mix->classes) {
     if (c.samples.empty()) {
       return Status::InvalidArgument("class " + c.name + " has no sample in " + mix->traffic);
+    }
+  }
+  return Status::Ok();
+}
+
+Status FitTraffic(Mix* mix) {
+  LengthFit& fit = mix->lengths;
+  fit.scaled = fit.capped = 0;
+  const auto scaled = [&](int64_t v) {
+    return std::max<int64_t>(1, std::llround(static_cast<double>(v) * fit.scale));
+  };
+  for (MixClass& c : mix->classes) {
+    for (TrafficSample& s : c.samples) {
+      const int64_t in = s.input_tokens, out = s.output_tokens;
+      s.input_tokens = scaled(in);
+      s.output_tokens = scaled(out);
+      fit.scaled += s.input_tokens != in || s.output_tokens != out ? 1 : 0;
+      if (fit.cap_input_tokens && s.input_tokens > *fit.cap_input_tokens) {
+        s.input_tokens = *fit.cap_input_tokens;
+        ++fit.capped;
+      }
+      if (fit.context_tokens && s.input_tokens + s.output_tokens > *fit.context_tokens) {
+        return Status::InvalidArgument(
+            mix->traffic + ":" + std::to_string(s.line) + ": " + std::to_string(in) + " + " +
+            std::to_string(out) + " tokens, fitted to " + std::to_string(s.input_tokens) + " + " +
+            std::to_string(s.output_tokens) + " (scale " + FormatFixed(fit.scale, 3) +
+            "), exceed the context of " + std::to_string(*fit.context_tokens) +
+            " tokens; lower mix.lengths.scale or set cap_input_tokens");
+      }
     }
   }
   return Status::Ok();

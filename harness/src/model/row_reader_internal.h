@@ -182,6 +182,7 @@ class RowParser {
   bool ParseBaseline(const Entry& e, Expect* x);
   bool ParseProvenance(const Entry& e, Provenance* p);
   bool ParseMix(const Entry& e, Row* row);
+  bool ParseMixLengths(const Entry& e, LengthFit* fit);
   bool ParseMixClass(const Entry& e, const std::string& path, MixClass* c);
   bool CheckMixSample(const Row& row, const MapView& m);
   bool CheckMixPeak(const Row& row, const Mix& mix, const Entry& traffic_at);

@@ -48,6 +48,28 @@ bool RowParser::ParseMixClass(const Entry& entry, const std::string& path, MixCl
   return true;
 }
 
+// mix.lengths: how the trace's lengths are fitted to the server (mix.h, LengthFit).
+bool RowParser::ParseMixLengths(const Entry& entry, LengthFit* fit) {
+  MapView m;
+  if (!OpenMap(entry, "mix.lengths", "{scale, cap_input_tokens, context_tokens}", &m)) return false;
+  if (!CheckKeys(m, {"scale", "cap_input_tokens", "context_tokens"})) return false;
+  const Entry* e = nullptr;
+  if ((e = m.Find("scale")) &&
+      !GetNumber(*e, "mix.lengths.scale", "a number in (0, 1]", UnitInterval, &fit->scale)) {
+    return false;
+  }
+  int64_t v = 0;
+  if ((e = m.Find("cap_input_tokens"))) {
+    if (!GetInt(*e, "mix.lengths.cap_input_tokens", 1, kMaxTokens, &v)) return false;
+    fit->cap_input_tokens = v;
+  }
+  if ((e = m.Find("context_tokens"))) {
+    if (!GetInt(*e, "mix.lengths.context_tokens", 2, kMaxTokens, &v)) return false;
+    fit->context_tokens = v;
+  }
+  return true;
+}
+
 // A class too small for a gated percentile would pass on no tail at all: refused at its share.
 bool RowParser::CheckMixSample(const Row& row, const MapView& m) {
   const Mix& mix = *row.mix;
@@ -94,7 +116,7 @@ bool RowParser::CheckMixPeak(const Row& row, const Mix& mix, const Entry& traffi
 bool RowParser::ParseMix(const Entry& entry, Row* row) {
   MapView m;
   if (!OpenMap(entry, "mix", "a mixed-class replay {traffic, classes}", &m)) return false;
-  if (!CheckKeys(m, {"traffic", "classes"})) return false;
+  if (!CheckKeys(m, {"traffic", "lengths", "classes"})) return false;
   if (row->open_loop()) {
     return Fail(entry.key_mark, "mix",
                 "a mixed replay is closed loop only (its load level is the total concurrency); "
@@ -131,6 +153,11 @@ bool RowParser::ParseMix(const Entry& entry, Row* row) {
   }
   if (Status s = AssignTraffic(*samples, &mix); !s.ok()) {
     return Fail(ValueMark(*traffic_at), "mix.traffic", s.message());
+  }
+  if ((e = m.Find("lengths"))) {
+    if (!ParseMixLengths(*e, &mix.lengths)) return false;
+    if (Status s = FitTraffic(&mix); !s.ok())
+      return Fail(ValueMark(*e), "mix.lengths", s.message());
   }
   if (!CheckMixPeak(*row, mix, *traffic_at)) return false;
   row->mix = std::move(mix);

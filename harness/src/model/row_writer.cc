@@ -250,7 +250,15 @@ void ProvenanceYaml(const Provenance& p, std::ostream& o) {
 
 std::string MixYaml(const Mix& mix) {
   std::ostringstream o;
-  o << "mix:\n  traffic: " << Quoted(mix.traffic) << "\n  classes:\n";
+  o << "mix:\n  traffic: " << Quoted(mix.traffic) << "\n";
+  const LengthFit& fit = mix.lengths;
+  if (fit.Declared()) {
+    o << "  lengths: {scale: " << Num(fit.scale);
+    if (fit.cap_input_tokens) o << ", cap_input_tokens: " << *fit.cap_input_tokens;
+    if (fit.context_tokens) o << ", context_tokens: " << *fit.context_tokens;
+    o << "}   # " << fit.scaled << " samples scaled, " << fit.capped << " capped\n";
+  }
+  o << "  classes:\n";
   for (const MixClass& c : mix.classes) {
     o << "    - {name: " << c.name << ", share: " << c.share;
     if (c.max_input_tokens) o << ", max_input_tokens: " << *c.max_input_tokens;

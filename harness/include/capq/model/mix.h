@@ -27,14 +27,32 @@ struct MixClass {
   std::vector<TrafficSample> samples;  // filled by AssignTraffic
 };
 
+// How a row fits a trace's lengths to its server (mix.lengths): each sample's input and output
+// multiplied by `scale` (rounded to the nearest token, at least 1), then an input above
+// `cap_input_tokens` cut to it. A class's bins hold the trace's own lengths; what is sent is the
+// fitted pair. `scaled` and `capped` count the samples each step changed.
+struct LengthFit {
+  double scale = 1;
+  std::optional<int64_t> cap_input_tokens;
+  // The server's context window: a fitted sample whose input + output exceeds it is refused.
+  std::optional<int64_t> context_tokens;
+  int scaled = 0, capped = 0;
+  bool Declared() const { return scale != 1 || cap_input_tokens || context_tokens; }
+};
+
 struct Mix {
   std::string traffic;  // absolute path of the traffic file
   std::vector<MixClass> classes;
+  LengthFit lengths;
   int Period() const;  // W
 };
 
 // Puts each sample in its class; an error names the first class left without samples.
 Status AssignTraffic(const std::vector<TrafficSample>& samples, Mix* mix);
+
+// Fits every class's samples (after AssignTraffic) and counts what changed; an error names the
+// traffic file's line of the first sample that does not fit the context, with its numbers.
+Status FitTraffic(Mix* mix);
 
 // The class index of each of `n` slots of a trial with `seed`.
 std::vector<int> MixSequence(const Mix& mix, uint64_t seed, int n);
