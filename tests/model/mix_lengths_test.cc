@@ -5,9 +5,16 @@
 #include <string>
 
 #include "capq/model/mix.h"
+#include "capq/model/row_loader.h"
+#include "row_text.h"
 
 namespace capq {
 namespace {
+
+const std::string kAzureRow = std::string(CAPQ_SOURCE_DIR) + "/rows/sim/sim_small_azure.yaml";
+
+using testing::ReadAll;
+using testing::Replace;
 
 TrafficSample Pair(int line, int64_t in, int64_t out) {
   TrafficSample s;
@@ -56,6 +63,42 @@ TEST(FitTraffic, APairOverTheContextIsRefusedWithItsLineAndNumbers) {
   EXPECT_NE(s.message().find("context of 4096"), std::string::npos) << s.message();
   m.lengths.context_tokens = 4465;  // exactly fits
   EXPECT_TRUE(FitTraffic(&m).ok());
+}
+
+TEST(MixLengths, TheAzureRowIsHalvedAndWrittenBackAsDeclared) {
+  Result<Row> row = LoadRow(kAzureRow);
+  ASSERT_TRUE(row.ok()) << row.status().ToString();
+  ASSERT_TRUE(row->mix);
+  EXPECT_DOUBLE_EQ(row->mix->lengths.scale, 0.5);
+  EXPECT_EQ(row->mix->lengths.scaled, 2000);
+  EXPECT_EQ(row->mix->lengths.capped, 0);
+  // row.yaml in a trial directory is RowToYaml: the fit must load back and fit the same.
+  Result<Row> again = LoadRowFromString(RowToYaml(*row), kAzureRow);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->mix->lengths.scaled, 2000);
+  EXPECT_EQ(again->mix->lengths.context_tokens, 8192);
+  EXPECT_EQ(again->mix->classes[1].samples.front().input_tokens,
+            row->mix->classes[1].samples.front().input_tokens);
+}
+
+TEST(MixLengths, ATraceThatDoesNotFitIsRefusedAtLoad) {
+  const std::string base = ReadAll(kAzureRow);
+  Row row;
+  RowError err;
+  // The trace's largest pair, line 1502's 7,930 + 49, is 3,965 + 25 halved: over 3,900.
+  const std::string small = Replace(base, "context_tokens: 8192", "context_tokens: 3900");
+  ASSERT_FALSE(ParseRow(small, kAzureRow, &row, &err));
+  EXPECT_EQ(err.key_path, "mix.lengths");
+  EXPECT_GT(err.line, 0);
+  EXPECT_NE(err.message.find("azure_conv_2023.jsonl:1502: 7930 + 49 tokens, fitted to 3965 + 25"),
+            std::string::npos)
+      << err.message;
+  const std::string zero = Replace(base, "scale: 0.5", "scale: 0");
+  ASSERT_FALSE(ParseRow(zero, kAzureRow, &row, &err));
+  EXPECT_EQ(err.key_path, "mix.lengths.scale");
+  const std::string unknown = Replace(base, "scale: 0.5", "scale: 0.5, cap: 9");
+  ASSERT_FALSE(ParseRow(unknown, kAzureRow, &row, &err));
+  EXPECT_NE(err.message.find("cap"), std::string::npos) << err.message;
 }
 
 }  // namespace
