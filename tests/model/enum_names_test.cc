@@ -26,11 +26,11 @@ TEST(EnumNamesTest, AnyOtherPhaseNameIsRefused) {
 
 TEST(EnumNamesTest, EveryArrivalKindReadsBackFromItsName) {
   for (ArrivalKind k : {ArrivalKind::kClosedLoop, ArrivalKind::kConstant, ArrivalKind::kPoisson,
-                        ArrivalKind::kGamma, ArrivalKind::kSessions}) {
+                        ArrivalKind::kGamma, ArrivalKind::kSessions, ArrivalKind::kReplay}) {
     ASSERT_TRUE(ParseArrivalKind(ArrivalKindName(k)).has_value()) << ArrivalKindName(k);
     EXPECT_EQ(*ParseArrivalKind(ArrivalKindName(k)), k);
   }
-  for (const char* bad : {"", "open_loop", "Poisson", "replay"}) {
+  for (const char* bad : {"", "open_loop", "Poisson", "trace"}) {
     EXPECT_FALSE(ParseArrivalKind(bad).has_value()) << "'" << bad << "'";
   }
 }

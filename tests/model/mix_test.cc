@@ -163,7 +163,7 @@ TEST(MixedRow, OpenLoopAndUnknownClassesAreRefused) {
   open = Replace(open, "  cmax: 6", "  rmax_rps: 1");
   ASSERT_FALSE(ParseRow(open, kMixedRow, &row, &err));
   EXPECT_EQ(err.key_path, "mix");
-  EXPECT_NE(err.message.find("closed loop only"), std::string::npos) << err.message;
+  EXPECT_NE(err.message.find("closed_loop or replay"), std::string::npos) << err.message;
   const std::string unknown = Replace(base, "{name: heavy, share: 1}", "{name: giant, share: 1}");
   ASSERT_FALSE(ParseRow(unknown, kMixedRow, &row, &err));
   EXPECT_EQ(err.key_path, "mix.traffic");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "capq/hash.h"
 #include "capq/text.h"
@@ -88,6 +89,98 @@ Status FitTraffic(Mix* mix) {
     }
   }
   return Status::Ok();
+}
+
+Status OrderReplay(Mix* mix, size_t samples) {
+  std::vector<std::tuple<int, int, int>> lines;  // (line, class, index)
+  for (size_t k = 0; k < mix->classes.size(); ++k) {
+    const auto& s = mix->classes[k].samples;
+    for (size_t i = 0; i < s.size(); ++i) {
+      lines.emplace_back(s[i].line, static_cast<int>(k), static_cast<int>(i));
+    }
+  }
+  std::sort(lines.begin(), lines.end());
+  if (lines.size() != samples) {
+    return Status::InvalidArgument(std::to_string(samples - lines.size()) + " of the " +
+                                   std::to_string(samples) + " samples of " + mix->traffic +
+                                   " are in no class; a replay sends every one");
+  }
+  mix->order.clear();
+  double last = 0;
+  for (const auto& [line, k, i] : lines) {
+    const auto& at =
+        mix->classes[static_cast<size_t>(k)].samples[static_cast<size_t>(i)].arrival_offset_s;
+    const std::string where = mix->traffic + ":" + std::to_string(line) + ": ";
+    if (!at) return Status::InvalidArgument(where + "no arrival_offset_s to replay");
+    if (*at < last) return Status::InvalidArgument(where + "arrival_offset_s goes back in time");
+    last = *at;
+    mix->order.emplace_back(k, i);
+  }
+  if (!(last > 0)) {
+    return Status::InvalidArgument(mix->traffic +
+                                   ": every request arrives at once; a replay "
+                                   "needs a trace that spans some time");
+  }
+  return Status::Ok();
+}
+
+const TrafficSample& ReplaySample(const Mix& mix, int64_t k, int* cls) {
+  const auto& [c, i] = mix.order[static_cast<size_t>(k % static_cast<int64_t>(mix.order.size()))];
+  *cls = c;
+  return mix.classes[static_cast<size_t>(c)].samples[static_cast<size_t>(i)];
+}
+
+namespace {
+double Offset(const Mix& mix, size_t i) {
+  const auto& [c, j] = mix.order[i];
+  return mix.classes[static_cast<size_t>(c)]
+      .samples[static_cast<size_t>(j)]
+      .arrival_offset_s.value_or(0);
+}
+}  // namespace
+
+double ReplayTraceSeconds(const Mix& mix, int64_t k) {
+  const auto n = static_cast<int64_t>(mix.order.size());
+  const double first = Offset(mix, 0), span = Offset(mix, static_cast<size_t>(n - 1)) - first;
+  const double cycle = n > 1 ? span * static_cast<double>(n) / static_cast<double>(n - 1) : 0;
+  return Offset(mix, static_cast<size_t>(k % n)) - first + static_cast<double>(k / n) * cycle;
+}
+
+int64_t ReplayOffsetNs(const Mix& mix, double speed, int64_t k) {
+  return std::llround(ReplayTraceSeconds(mix, k) / speed * 1e9);
+}
+
+double ReplaySpeed(const Mix& mix, double rate_rps, double ramp_s, int64_t requests) {
+  int64_t total = std::max<int64_t>(2, requests);
+  double speed = 1;
+  for (int round = 0; round < 8; ++round) {
+    // total requests at rate_rps span (total - 1) / rate_rps seconds.
+    speed = ReplayTraceSeconds(mix, total - 1) * rate_rps / static_cast<double>(total - 1);
+    int64_t ramp = 0;
+    while (ReplayTraceSeconds(mix, ramp) / speed < ramp_s) ++ramp;
+    if (ramp + requests == total) break;
+    total = std::max<int64_t>(2, ramp + requests);
+  }
+  return speed;
+}
+
+int ReplayMinClassRequests(const Mix& mix, int k, int n) {
+  const auto size = static_cast<int64_t>(mix.order.size());
+  if (size == 0 || n <= 0) return 0;
+  std::vector<int> in(static_cast<size_t>(size), 0);
+  for (int64_t i = 0; i < size; ++i)
+    in[static_cast<size_t>(i)] = mix.order[static_cast<size_t>(i)].first == k;
+  // A window of n requests holds whole cycles and a part: slide the part over one cycle.
+  const int64_t whole = n / size, part = n % size;
+  const int per_cycle = static_cast<int>(std::count(in.begin(), in.end(), 1));
+  int have = 0;
+  for (int64_t i = 0; i < part; ++i) have += in[static_cast<size_t>(i)];
+  int least = have;
+  for (int64_t s = 1; s < size && part > 0; ++s) {
+    have += in[static_cast<size_t>((s + part - 1) % size)] - in[static_cast<size_t>(s - 1)];
+    least = std::min(least, have);
+  }
+  return static_cast<int>(whole) * per_cycle + least;
 }
 
 std::vector<int> MixSequence(const Mix& mix, uint64_t seed, int n) {

@@ -63,6 +63,19 @@ struct RequestShape {
 // their proportions do not depend on the warm-up count), warm-ups after them.
 void ApplyMix(const Mix& mix, uint64_t seed, int warm_n, std::vector<RequestShape>* shapes) {
   const int n = static_cast<int>(shapes->size());
+  if (mix.replay()) {  // measured (ramp first) in the trace's order, warm-ups from its end
+    const auto size = static_cast<int64_t>(mix.order.size());
+    for (int i = 0; i < n; ++i) {
+      const int64_t k = i < warm_n ? size - 1 - i % size : i - warm_n;
+      int cls = 0;
+      const TrafficSample& s = ReplaySample(mix, k, &cls);
+      RequestShape& r = (*shapes)[static_cast<size_t>(i)];
+      r.in = s.input_tokens;
+      r.out = s.output_tokens;
+      r.cls = mix.classes[static_cast<size_t>(cls)].name;
+    }
+    return;
+  }
   const std::vector<int> seq = MixSequence(mix, seed, n);
   for (int i = 0; i < n; ++i) {
     const int slot = i < warm_n ? n - warm_n + i : i - warm_n;
@@ -182,7 +195,15 @@ Status ScheduleOpenLoop(const Row& row, TrialPlan* plan) {
   const uint64_t seed = plan->schedule_seed;
   const int64_t ramp_ns = std::llround(o.ramp_s * 1e9);
   std::vector<int64_t> offsets;
-  if (o.duration_s) {
+  if (kind == ArrivalKind::kReplay) {  // the row reader makes a replay count requests
+    const double speed = ReplaySpeed(*row.mix, rate, o.ramp_s, *o.requests);
+    for (int64_t k = 0; ReplayOffsetNs(*row.mix, speed, k) < ramp_ns; ++k) {
+      offsets.push_back(ReplayOffsetNs(*row.mix, speed, k));
+    }
+    for (int64_t k = 0; k < *o.requests; ++k) {
+      offsets.push_back(ReplayOffsetNs(*row.mix, speed, static_cast<int64_t>(offsets.size())));
+    }
+  } else if (o.duration_s) {
     offsets =
         ArrivalOffsetsForDurationNs(kind, rate, plan->arrival_cv, o.ramp_s + *o.duration_s, seed);
   } else {

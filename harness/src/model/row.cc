@@ -59,13 +59,15 @@ const char* ArrivalKindName(ArrivalKind k) {
       return "gamma";
     case ArrivalKind::kSessions:
       return "sessions";
+    case ArrivalKind::kReplay:
+      return "replay";
   }
   return "unknown";
 }
 
 std::optional<ArrivalKind> ParseArrivalKind(std::string_view name) {
   for (ArrivalKind k : {ArrivalKind::kClosedLoop, ArrivalKind::kConstant, ArrivalKind::kPoisson,
-                        ArrivalKind::kGamma, ArrivalKind::kSessions}) {
+                        ArrivalKind::kGamma, ArrivalKind::kSessions, ArrivalKind::kReplay}) {
     if (name == ArrivalKindName(k)) return k;
   }
   return std::nullopt;

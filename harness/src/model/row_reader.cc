@@ -251,6 +251,10 @@ bool RowParser::ParseGatesAndTrials(const MapView& top, Row* row) {
 bool RowParser::ParseReuse(const MapView& top, Row* row) {
   const Entry* e = nullptr;
   if ((e = top.Find("mix")) && !ParseMix(*e, row)) return false;
+  if (row->workload.arrival_kind == ArrivalKind::kReplay && !row->mix) {
+    return Fail(top.Find("workload")->key_mark, "workload.arrival.kind",
+                "a replay sends a trace: the row needs mix.traffic and its classes");
+  }
   if ((e = top.Find("prefix")) && !ParsePrefix(*e, row)) return false;
   if ((e = top.Find("sessions")) && !ParseSessions(*e, row)) return false;
   return CheckReuseRow(*row, top);

@@ -183,7 +183,8 @@ class RowParser {
   bool ParseProvenance(const Entry& e, Provenance* p);
   bool ParseMix(const Entry& e, Row* row);
   bool ParseMixLengths(const Entry& e, LengthFit* fit);
-  bool ParseMixClass(const Entry& e, const std::string& path, MixClass* c);
+  bool ParseMixClass(const Entry& e, const std::string& path, bool replay, MixClass* c);
+  bool CheckReplaySample(const Row& row, const MapView& m);
   bool CheckMixSample(const Row& row, const MapView& m);
   bool CheckMixPeak(const Row& row, const Mix& mix, const Entry& traffic_at);
   bool ParseReuseTolerance(const MapView& m, const std::string& path, ReuseTolerance* t);

@@ -16,7 +16,8 @@ namespace capq::row_reader {
 
 namespace fs = std::filesystem;
 
-bool RowParser::ParseMixClass(const Entry& entry, const std::string& path, MixClass* c) {
+bool RowParser::ParseMixClass(const Entry& entry, const std::string& path, bool replay,
+                              MixClass* c) {
   MapView m;
   if (!OpenMap(entry, path, "a traffic class {name, share}", &m)) return false;
   if (!CheckKeys(m, {"name", "share", "match", "max_input_tokens", "max_output_tokens"})) {
@@ -29,9 +30,17 @@ bool RowParser::ParseMixClass(const Entry& entry, const std::string& path, MixCl
     return Fail(ValueMark(*e), path + ".name", "expected [a-z][a-z0-9_]*, got " + Shown(c->name));
   }
   int64_t share = 0;
-  if (!Required(m, "share", "an integer weight >= 1", &e)) return false;
-  if (!GetInt(*e, path + ".share", 1, 1000, &share)) return false;
-  c->share = static_cast<int>(share);
+  if (replay) {
+    if ((e = m.Find("share"))) {
+      return Fail(e->key_mark, path + ".share",
+                  "a replay sends the trace in its own order, so its classes have the trace's "
+                  "shares; remove share");
+    }
+  } else {
+    if (!Required(m, "share", "an integer weight >= 1", &e)) return false;
+    if (!GetInt(*e, path + ".share", 1, 1000, &share)) return false;
+    c->share = static_cast<int>(share);
+  }
   c->match = c->name;
   if ((e = m.Find("match")) && !GetString(*e, path + ".match", &c->match)) return false;
   int64_t v = 0;
@@ -70,9 +79,36 @@ bool RowParser::ParseMixLengths(const Entry& entry, LengthFit* fit) {
   return true;
 }
 
+// A replay's class too small for a gated percentile in some trial: refused at its class.
+bool RowParser::CheckReplaySample(const Row& row, const MapView& m) {
+  const Mix& mix = *row.mix;
+  if (!row.workload.open_loop.requests) {
+    return Fail(m.Find("classes")->key_mark, "mix",
+                "a replay measures a number of replayed requests: expected measured.requests, "
+                "not duration_s");
+  }
+  const int n = *row.workload.open_loop.requests;
+  const YAML::Node list = m.Find("classes")->value;
+  for (size_t k = 0; k < mix.classes.size(); ++k) {
+    for (size_t i = 0; i < row.slo.size(); ++i) {
+      const int need = MinRequestsForPercentile(row.slo[i].percentile);
+      const int have = ReplayMinClassRequests(mix, static_cast<int>(k), n);
+      if (have >= need) continue;
+      return Fail(list[k].Mark(), "mix.classes[" + std::to_string(k) + "]",
+                  "class " + mix.classes[k].name + " has only " + std::to_string(have) +
+                      " requests in some " + std::to_string(n) +
+                      " consecutive requests of the trace, but slo[" + std::to_string(i) +
+                      "] gates p" + Num(row.slo[i].percentile) + " in every class, which needs " +
+                      std::to_string(need) + "; raise measured.requests or widen the class");
+    }
+  }
+  return true;
+}
+
 // A class too small for a gated percentile would pass on no tail at all: refused at its share.
 bool RowParser::CheckMixSample(const Row& row, const MapView& m) {
   const Mix& mix = *row.mix;
+  if (mix.replay()) return CheckReplaySample(row, m);
   const int n = row.measured.min_requests;
   const YAML::Node list = m.Find("classes")->value;
   for (size_t k = 0; k < mix.classes.size(); ++k) {
@@ -117,10 +153,12 @@ bool RowParser::ParseMix(const Entry& entry, Row* row) {
   MapView m;
   if (!OpenMap(entry, "mix", "a mixed-class replay {traffic, classes}", &m)) return false;
   if (!CheckKeys(m, {"traffic", "lengths", "classes"})) return false;
-  if (row->open_loop()) {
+  const bool replay = row->workload.arrival_kind == ArrivalKind::kReplay;
+  if (row->open_loop() && !replay) {
     return Fail(entry.key_mark, "mix",
-                "a mixed replay is closed loop only (its load level is the total concurrency); "
-                "expected workload.arrival.kind: closed_loop");
+                "a mixed replay draws its classes in shares closed loop (its load level is the "
+                "total concurrency), or replays the trace in order at its own rhythm; expected "
+                "workload.arrival.kind: closed_loop or replay");
   }
   const Entry* e = nullptr;
   Mix mix;
@@ -146,7 +184,7 @@ bool RowParser::ParseMix(const Entry& entry, Row* row) {
     Entry item{"", e->value[i].Mark(), e->value[i]};
     const std::string path = "mix.classes[" + std::to_string(i) + "]";
     MixClass c;
-    if (!ParseMixClass(item, path, &c)) return false;
+    if (!ParseMixClass(item, path, replay, &c)) return false;
     if (!names.insert(c.name).second)
       return Fail(ValueMark(item), path, "duplicate class " + c.name);
     mix.classes.push_back(std::move(c));
@@ -158,6 +196,11 @@ bool RowParser::ParseMix(const Entry& entry, Row* row) {
     if (!ParseMixLengths(*e, &mix.lengths)) return false;
     if (Status s = FitTraffic(&mix); !s.ok())
       return Fail(ValueMark(*e), "mix.lengths", s.message());
+  }
+  if (replay) {
+    if (Status s = OrderReplay(&mix, samples->size()); !s.ok()) {
+      return Fail(ValueMark(*traffic_at), "mix.traffic", s.message());
+    }
   }
   if (!CheckMixPeak(*row, mix, *traffic_at)) return false;
   row->mix = std::move(mix);

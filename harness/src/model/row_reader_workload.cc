@@ -72,7 +72,7 @@ bool RowParser::ParseArrival(const Entry& entry, Workload* w) {
   }
   std::string kind;
   if (!GetEnum(*e, "workload.arrival.kind",
-               {"closed_loop", "constant", "poisson", "gamma", "sessions"}, &kind)) {
+               {"closed_loop", "constant", "poisson", "gamma", "sessions", "replay"}, &kind)) {
     return false;
   }
   if (!CheckKeys(a, {"kind", "rate_step_rps", "cv"})) return false;
@@ -129,6 +129,12 @@ bool RowParser::ParseOpenLoopArrival(const MapView& a, const Entry* cv, Workload
             [](double v) { return v > 0 && v <= kMaxCv; }, &o.cv)) {
       return false;
     }
+  } else if (w->arrival_kind == ArrivalKind::kReplay) {
+    if (cv) {
+      return Fail(cv->key_mark, "workload.arrival.cv",
+                  "a replay's gaps are the trace's own; cv is declared only for kind: gamma");
+    }
+    o.cv = 0;
   } else {
     if (cv) {
       return Fail(cv->key_mark, "workload.arrival.cv",

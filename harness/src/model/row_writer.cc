@@ -260,7 +260,8 @@ std::string MixYaml(const Mix& mix) {
   }
   o << "  classes:\n";
   for (const MixClass& c : mix.classes) {
-    o << "    - {name: " << c.name << ", share: " << c.share;
+    o << "    - {name: " << c.name;
+    if (!mix.replay()) o << ", share: " << c.share;
     if (c.max_input_tokens) o << ", max_input_tokens: " << *c.max_input_tokens;
     if (c.max_output_tokens) o << ", max_output_tokens: " << *c.max_output_tokens;
     if (!c.max_input_tokens && !c.max_output_tokens) o << ", match: " << Quoted(c.match);

@@ -44,6 +44,10 @@ struct Mix {
   std::string traffic;  // absolute path of the traffic file
   std::vector<MixClass> classes;
   LengthFit lengths;
+  // A replay (workload.arrival.kind: replay; OrderReplay): every sample in file order as (class,
+  // index in that class's samples). Its classes have no shares: the trace's own hold.
+  std::vector<std::pair<int, int>> order;
+  bool replay() const { return !order.empty(); }
   int Period() const;  // W
 };
 
@@ -53,6 +57,25 @@ Status AssignTraffic(const std::vector<TrafficSample>& samples, Mix* mix);
 // Fits every class's samples (after AssignTraffic) and counts what changed; an error names the
 // traffic file's line of the first sample that does not fit the context, with its numbers.
 Status FitTraffic(Mix* mix);
+
+// Makes `mix` a replay of its traffic file in file order. Every one of the file's `samples` must
+// be in a class and carry an arrival offset, the offsets never decreasing and spanning some time;
+// an error names the line at fault.
+Status OrderReplay(Mix* mix, size_t samples);
+// Replayed request k: the trace's sample k mod n, cycling; its class in `cls`.
+const TrafficSample& ReplaySample(const Mix& mix, int64_t k, int* cls);
+// When replayed request k arrived in the trace, in seconds from its first request; past the end
+// the trace starts again, each cycle one span and one mean gap after the one before.
+double ReplayTraceSeconds(const Mix& mix, int64_t k);
+// When replayed request k is sent, in ns from the replay's start, at `speed` times the trace's.
+int64_t ReplayOffsetNs(const Mix& mix, double speed, int64_t k);
+// The speed at which the requests one trial replays (those of the first `ramp_s` seconds, then
+// `requests` more) arrive at a mean of `rate_rps`: what the trial sends, not the whole trace,
+// has the level's rate. The ramp's length depends on the speed, so the two are solved together
+// (a few rounds; deterministic).
+double ReplaySpeed(const Mix& mix, double rate_rps, double ramp_s, int64_t requests);
+// The fewest requests of class k among any `n` consecutive replayed requests.
+int ReplayMinClassRequests(const Mix& mix, int k, int n);
 
 // The class index of each of `n` slots of a trial with `seed`.
 std::vector<int> MixSequence(const Mix& mix, uint64_t seed, int n);

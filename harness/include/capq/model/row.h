@@ -38,8 +38,11 @@ const char* SloMetricName(SloMetric m);  // "ttft", "itl", "e2e"
 // Sessions: C conversations at once, each of several turns; turn t + 1 resends the conversation so
 // far (the earlier prompts and the text the server streamed back) after a think time, and a
 // finished session's place goes to the next one (the load level is the concurrent sessions).
-enum class ArrivalKind { kClosedLoop, kConstant, kPoisson, kGamma, kSessions };
-// "closed_loop", "constant", "poisson", "gamma", "sessions"
+// Replay: open loop at a trace's own rhythm, a mixed row's traffic file in its order, each request
+// at its recorded arrival offset, the whole trace sped up or slowed down so that its mean rate is
+// the level's (level * rate_step_rps).
+enum class ArrivalKind { kClosedLoop, kConstant, kPoisson, kGamma, kSessions, kReplay };
+// "closed_loop", "constant", "poisson", "gamma", "sessions", "replay"
 const char* ArrivalKindName(ArrivalKind k);
 // The kind named `name` (ArrivalKindName); nullopt for any other text.
 std::optional<ArrivalKind> ParseArrivalKind(std::string_view name);
