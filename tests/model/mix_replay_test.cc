@@ -46,6 +46,8 @@ TEST(OrderReplay, SendsEverySampleInFileOrderAndCyclesAfterTheEnd) {
   Mix m = TwoClasses({At(1, 0, 1), At(3, 2, 3)}, {At(2, 1, 2), At(4, 3, 4)});
   ASSERT_TRUE(OrderReplay(&m, 4).ok());
   ASSERT_TRUE(m.replay());
+  EXPECT_EQ(m.classes[0].share, 2);  // the trace's own counts
+  EXPECT_EQ(m.classes[1].share, 2);
   for (int64_t k = 0; k < 8; ++k) {
     int cls = -1;
     EXPECT_EQ(ReplaySample(m, k, &cls).input_tokens, k % 4 + 1) << k;

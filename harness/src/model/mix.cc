@@ -106,6 +106,7 @@ Status OrderReplay(Mix* mix, size_t samples) {
                                    " are in no class; a replay sends every one");
   }
   mix->order.clear();
+  for (MixClass& c : mix->classes) c.share = static_cast<int>(c.samples.size());
   double last = 0;
   for (const auto& [line, k, i] : lines) {
     const auto& at =

@@ -58,9 +58,10 @@ Status AssignTraffic(const std::vector<TrafficSample>& samples, Mix* mix);
 // traffic file's line of the first sample that does not fit the context, with its numbers.
 Status FitTraffic(Mix* mix);
 
-// Makes `mix` a replay of its traffic file in file order. Every one of the file's `samples` must
-// be in a class and carry an arrival offset, the offsets never decreasing and spanning some time;
-// an error names the line at fault.
+// Makes `mix` a replay of its traffic file in file order, each class's share its count of
+// samples (what the report shows). Every one of the file's `samples` must be in a class and carry
+// an arrival offset, the offsets never decreasing and spanning some time; an error names the line
+// at fault.
 Status OrderReplay(Mix* mix, size_t samples);
 // Replayed request k: the trace's sample k mod n, cycling; its class in `cls`.
 const TrafficSample& ReplaySample(const Mix& mix, int64_t k, int* cls);
