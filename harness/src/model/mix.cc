@@ -151,14 +151,20 @@ int64_t ReplayOffsetNs(const Mix& mix, double speed, int64_t k) {
   return std::llround(ReplayTraceSeconds(mix, k) / speed * 1e9);
 }
 
+int64_t ReplayRampRequests(const Mix& mix, double speed, int64_t ramp_ns) {
+  int64_t ramp = 0;
+  while (ReplayOffsetNs(mix, speed, ramp) < ramp_ns) ++ramp;
+  return ramp;
+}
+
 double ReplaySpeed(const Mix& mix, double rate_rps, double ramp_s, int64_t requests) {
+  const int64_t ramp_ns = std::llround(ramp_s * 1e9);
   int64_t total = std::max<int64_t>(2, requests);
   double speed = 1;
   for (int round = 0; round < 8; ++round) {
     // total requests at rate_rps span (total - 1) / rate_rps seconds.
     speed = ReplayTraceSeconds(mix, total - 1) * rate_rps / static_cast<double>(total - 1);
-    int64_t ramp = 0;
-    while (ReplayTraceSeconds(mix, ramp) / speed < ramp_s) ++ramp;
+    const int64_t ramp = ReplayRampRequests(mix, speed, ramp_ns);
     if (ramp + requests == total) break;
     total = std::max<int64_t>(2, ramp + requests);
   }

@@ -197,12 +197,8 @@ Status ScheduleOpenLoop(const Row& row, TrialPlan* plan) {
   std::vector<int64_t> offsets;
   if (kind == ArrivalKind::kReplay) {  // the row reader makes a replay count requests
     const double speed = ReplaySpeed(*row.mix, rate, o.ramp_s, *o.requests);
-    for (int64_t k = 0; ReplayOffsetNs(*row.mix, speed, k) < ramp_ns; ++k) {
-      offsets.push_back(ReplayOffsetNs(*row.mix, speed, k));
-    }
-    for (int64_t k = 0; k < *o.requests; ++k) {
-      offsets.push_back(ReplayOffsetNs(*row.mix, speed, static_cast<int64_t>(offsets.size())));
-    }
+    const int64_t total = ReplayRampRequests(*row.mix, speed, ramp_ns) + *o.requests;
+    for (int64_t k = 0; k < total; ++k) offsets.push_back(ReplayOffsetNs(*row.mix, speed, k));
   } else if (o.duration_s) {
     offsets =
         ArrivalOffsetsForDurationNs(kind, rate, plan->arrival_cv, o.ramp_s + *o.duration_s, seed);

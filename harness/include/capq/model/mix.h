@@ -70,6 +70,8 @@ const TrafficSample& ReplaySample(const Mix& mix, int64_t k, int* cls);
 double ReplayTraceSeconds(const Mix& mix, int64_t k);
 // When replayed request k is sent, in ns from the replay's start, at `speed` times the trace's.
 int64_t ReplayOffsetNs(const Mix& mix, double speed, int64_t k);
+// How many replayed requests are sent before `ramp_ns` at `speed`: a trial's ramp.
+int64_t ReplayRampRequests(const Mix& mix, double speed, int64_t ramp_ns);
 // The speed at which the requests one trial replays (those of the first `ramp_s` seconds, then
 // `requests` more) arrive at a mean of `rate_rps`: what the trial sends, not the whole trace,
 // has the level's rate. The ramp's length depends on the speed, so the two are solved together
