@@ -90,9 +90,9 @@ bool RowParser::CheckReplaySample(const Row& row, const MapView& m) {
   const int n = *row.workload.open_loop.requests;
   const YAML::Node list = m.Find("classes")->value;
   for (size_t k = 0; k < mix.classes.size(); ++k) {
+    const int have = ReplayMinClassRequests(mix, static_cast<int>(k), n);  // a pass over the trace
     for (size_t i = 0; i < row.slo.size(); ++i) {
       const int need = MinRequestsForPercentile(row.slo[i].percentile);
-      const int have = ReplayMinClassRequests(mix, static_cast<int>(k), n);
       if (have >= need) continue;
       return Fail(list[k].Mark(), "mix.classes[" + std::to_string(k) + "]",
                   "class " + mix.classes[k].name + " has only " + std::to_string(have) +
