@@ -62,29 +62,92 @@ Status AssignTraffic(const std::vector<TrafficSample>& samples, Mix* mix) {
   return Status::Ok();
 }
 
+namespace {
+
+Status SampleError(const Mix& mix, const TrafficSample& s, const std::string& what) {
+  return Status::InvalidArgument(mix.traffic + ":" + std::to_string(s.line) + ": " + what);
+}
+
+// The trace's block size, scaled to whole tokens: every sample must carry blocks of that one size,
+// as many as its input needs (the last one partial).
+Result<int64_t> FittedBlockTokens(const Mix& mix, double scale) {
+  int64_t size = 0;
+  for (const MixClass& c : mix.classes) {
+    for (const TrafficSample& s : c.samples) {
+      if (s.block_ids.empty()) {
+        return SampleError(mix, s,
+                           "no prefix_blocks, but mix.prefix_blocks builds every prompt "
+                           "from its sample's blocks");
+      }
+      if (size == 0) size = s.block_tokens;
+      const auto need = static_cast<size_t>((s.input_tokens + size - 1) / size);
+      if (s.block_tokens != size || s.block_ids.size() != need) {
+        return SampleError(mix, s,
+                           std::to_string(s.block_ids.size()) + " blocks of " +
+                               std::to_string(s.block_tokens) + " tokens for an input of " +
+                               std::to_string(s.input_tokens) + "; the trace's blocks of " +
+                               std::to_string(size) + " need " + std::to_string(need));
+      }
+    }
+  }
+  const double fitted = static_cast<double>(size) * scale;
+  if (std::fabs(fitted - std::round(fitted)) > 1e-6 || fitted < 1) {
+    return Status::InvalidArgument(
+        "mix.lengths.scale " + FormatFixed(scale, 6) + " makes the trace's blocks of " +
+        std::to_string(size) + " tokens " + FormatFixed(fitted, 3) +
+        " tokens; with prefix_blocks a block must stay whole tokens (e.g. scale " +
+        FormatFixed(1.0 / static_cast<double>(size), 6) + " times an integer)");
+  }
+  return static_cast<int64_t>(std::llround(fitted));
+}
+
+// A sample's input with its blocks fitted: every whole block `block` tokens, the last (partial)
+// one scaled and at least a token.
+int64_t FittedBlockInput(const TrafficSample& s, int64_t block, double scale) {
+  const auto whole = static_cast<int64_t>(s.block_ids.size()) - 1;
+  const int64_t last = s.input_tokens - whole * s.block_tokens;
+  return whole * block + std::max<int64_t>(1, std::llround(static_cast<double>(last) * scale));
+}
+
+}  // namespace
+
 Status FitTraffic(Mix* mix) {
   LengthFit& fit = mix->lengths;
   fit.scaled = fit.capped = 0;
   const auto scaled = [&](int64_t v) {
     return std::max<int64_t>(1, std::llround(static_cast<double>(v) * fit.scale));
   };
+  if (mix->blocks) {
+    Result<int64_t> block = FittedBlockTokens(*mix, fit.scale);
+    if (!block.ok()) return block.status();
+    mix->blocks->block_tokens = *block;
+  }
   for (MixClass& c : mix->classes) {
     for (TrafficSample& s : c.samples) {
       const int64_t in = s.input_tokens, out = s.output_tokens;
-      s.input_tokens = scaled(in);
+      if (mix->blocks) {
+        s.input_tokens = FittedBlockInput(s, mix->blocks->block_tokens, fit.scale);
+        s.block_tokens = mix->blocks->block_tokens;
+      } else {
+        s.input_tokens = scaled(in);
+      }
       s.output_tokens = scaled(out);
       fit.scaled += s.input_tokens != in || s.output_tokens != out ? 1 : 0;
       if (fit.cap_input_tokens && s.input_tokens > *fit.cap_input_tokens) {
         s.input_tokens = *fit.cap_input_tokens;
+        if (mix->blocks)
+          s.block_ids.resize(
+              static_cast<size_t>((s.input_tokens + s.block_tokens - 1) / s.block_tokens));
         ++fit.capped;
       }
       if (fit.context_tokens && s.input_tokens + s.output_tokens > *fit.context_tokens) {
-        return Status::InvalidArgument(
-            mix->traffic + ":" + std::to_string(s.line) + ": " + std::to_string(in) + " + " +
-            std::to_string(out) + " tokens, fitted to " + std::to_string(s.input_tokens) + " + " +
-            std::to_string(s.output_tokens) + " (scale " + FormatFixed(fit.scale, 3) +
-            "), exceed the context of " + std::to_string(*fit.context_tokens) +
-            " tokens; lower mix.lengths.scale or set cap_input_tokens");
+        return SampleError(*mix, s,
+                           std::to_string(in) + " + " + std::to_string(out) +
+                               " tokens, fitted to " + std::to_string(s.input_tokens) + " + " +
+                               std::to_string(s.output_tokens) + " (scale " +
+                               FormatFixed(fit.scale, 3) + "), exceed the context of " +
+                               std::to_string(*fit.context_tokens) +
+                               " tokens; lower mix.lengths.scale or set cap_input_tokens");
       }
     }
   }

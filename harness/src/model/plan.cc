@@ -6,6 +6,7 @@
 
 #include "capq/hash.h"
 #include "capq/model/arrival.h"
+#include "capq/model/prefix_blocks.h"
 #include "capq/model/reuse.h"
 
 namespace capq {
@@ -57,7 +58,17 @@ struct RequestShape {
   int prefix = -1;
   int session = -1, turn = 0;
   double think_s = 0;
+  const TrafficSample* blocks = nullptr;  // a block replay's measured request: its fitted sample
 };
+
+// A mixed row's request takes its sample's lengths and class (and, in a block replay, its blocks:
+// measured requests only, so warm-ups keep prompts of their own).
+void TakeSample(const Mix& mix, const TrafficSample& s, int cls, bool measured, RequestShape* r) {
+  r->in = s.input_tokens;
+  r->out = s.output_tokens;
+  r->cls = mix.classes[static_cast<size_t>(cls)].name;
+  if (mix.blocks && measured) r->blocks = &s;
+}
 
 // A mixed row's requests take whole traffic samples in the mix's order: measured slots first (so
 // their proportions do not depend on the warm-up count), warm-ups after them.
@@ -69,10 +80,7 @@ void ApplyMix(const Mix& mix, uint64_t seed, int warm_n, std::vector<RequestShap
       const int64_t k = i < warm_n ? size - 1 - i % size : i - warm_n;
       int cls = 0;
       const TrafficSample& s = ReplaySample(mix, k, &cls);
-      RequestShape& r = (*shapes)[static_cast<size_t>(i)];
-      r.in = s.input_tokens;
-      r.out = s.output_tokens;
-      r.cls = mix.classes[static_cast<size_t>(cls)].name;
+      TakeSample(mix, s, cls, i >= warm_n, &(*shapes)[static_cast<size_t>(i)]);
     }
     return;
   }
@@ -80,11 +88,8 @@ void ApplyMix(const Mix& mix, uint64_t seed, int warm_n, std::vector<RequestShap
   for (int i = 0; i < n; ++i) {
     const int slot = i < warm_n ? n - warm_n + i : i - warm_n;
     const int k = seq[static_cast<size_t>(slot)];
-    const TrafficSample& s = MixSample(mix, k, seed, slot);
-    RequestShape& r = (*shapes)[static_cast<size_t>(i)];
-    r.in = s.input_tokens;
-    r.out = s.output_tokens;
-    r.cls = mix.classes[static_cast<size_t>(k)].name;
+    TakeSample(mix, MixSample(mix, k, seed, slot), k, i >= warm_n,
+               &(*shapes)[static_cast<size_t>(i)]);
   }
 }
 
@@ -150,6 +155,42 @@ Prompt Prefixed(const Prompt& prefix, const Prompt& own, int64_t target_tokens) 
   p.calibrated = prefix.calibrated && own.calibrated;
   p.sha256 = TextSha256Hex(p.text);
   return p;
+}
+
+// A block replay's measured request `m`: its blocks' texts in order, one space apart.
+Prompt BlockPrompt(const BlockLayout& layout, size_t m, const std::vector<Prompt>& block_text,
+                   int64_t target_tokens) {
+  const std::vector<int>& blocks = layout.blocks[m];
+  Prompt p = block_text[static_cast<size_t>(blocks.front())];
+  p.target_tokens = target_tokens;
+  for (size_t j = 1; j < blocks.size(); ++j) {
+    const Prompt& b = block_text[static_cast<size_t>(blocks[j])];
+    p.text += " " + b.text;
+    p.message_tokens += b.message_tokens;
+    p.calibrated = p.calibrated && b.calibrated;
+  }
+  p.sha256 = TextSha256Hex(p.text);
+  return p;
+}
+
+// The cached tokens a block replay's measured request `m` declares: its shared leading blocks'.
+int64_t SharedBlockTokens(const BlockLayout& layout, size_t m,
+                          const std::vector<Prompt>& block_text) {
+  int64_t tokens = 0;
+  for (int j = 0; j < layout.shared[m]; ++j) {
+    tokens +=
+        block_text[static_cast<size_t>(layout.blocks[m][static_cast<size_t>(j)])].message_tokens;
+  }
+  return tokens;
+}
+
+// A block replay's layout over its measured requests (ramp first); empty for any other row.
+BlockLayout LayOutPlanBlocks(const std::vector<RequestShape>& shapes) {
+  std::vector<const TrafficSample*> requests;
+  for (const RequestShape& r : shapes) {
+    if (r.blocks) requests.push_back(r.blocks);
+  }
+  return LayOutBlocks(requests);
 }
 
 // A prefix row's priming requests, one per prefix, after the warm-ups: each puts its prefix in
@@ -384,24 +425,35 @@ Result<TrialPlan> MakeTrialPlan(const Row& row, const PlanInputs& in) {
   TrialPlan plan = std::move(*header);
   const int warm_n = std::max(0, row.warmup.requests);
   std::vector<RequestShape> shapes = DrawShapes(row, &plan, warm_n);
-  const int meas_n = static_cast<int>(shapes.size()) - warm_n;  // ramp requests included
+  const int total = static_cast<int>(shapes.size());  // ramp requests included
   if (row.mix) ApplyMix(*row.mix, plan.corpus_seed, warm_n, &shapes);
   const std::vector<int64_t> prefix_len = ApplyPrefixes(row, plan.corpus_seed, warm_n, &shapes);
+  const BlockLayout layout = LayOutPlanBlocks(shapes);
   // One generator: warm-ups take its first prompts, measurement (ramp first) the next ones, then
-  // a prefix row's shared prefixes, so the sets are disjoint and every lead word is distinct.
+  // a prefix row's shared prefixes or a block replay's blocks (whose measured prompts are built
+  // from them alone), so the sets are disjoint and every lead word is distinct.
+  const int own_n = layout.blocks.empty() ? total : warm_n;
   std::vector<int64_t> in_len;
-  for (const RequestShape& r : shapes) in_len.push_back(r.in);
+  for (int i = 0; i < own_n; ++i) in_len.push_back(shapes[static_cast<size_t>(i)].in);
   in_len.insert(in_len.end(), prefix_len.begin(), prefix_len.end());
+  in_len.insert(in_len.end(), layout.block_tokens.begin(), layout.block_tokens.end());
   PromptGenerator gen(plan.corpus_seed);
   Result<std::vector<int>> indices =
       PickLeads(gen, static_cast<int>(in_len.size()), in.first_token, &plan);
   if (!indices.ok()) return indices.status();
   Result<std::vector<Prompt>> prompts = MakePrompts(gen, *indices, in_len, in.counter);
   if (!prompts.ok()) return prompts.status();
-  std::vector<Prompt> prefixes(prompts->begin() + warm_n + meas_n, prompts->end());
-  for (int i = 0; i < warm_n + meas_n; ++i) {
-    PlanRequest r = MakeRequest(row, plan, i, warm_n, shapes[static_cast<size_t>(i)],
-                                std::move((*prompts)[i]), prefixes);
+  const auto shared = prompts->begin() + own_n;
+  std::vector<Prompt> prefixes(shared, shared + static_cast<std::ptrdiff_t>(prefix_len.size()));
+  const std::vector<Prompt> block_text(shared + static_cast<std::ptrdiff_t>(prefix_len.size()),
+                                       prompts->end());
+  for (int i = 0; i < total; ++i) {
+    const RequestShape& shape = shapes[static_cast<size_t>(i)];
+    const auto m = static_cast<size_t>(i - warm_n);
+    Prompt own = i < own_n ? std::move((*prompts)[static_cast<size_t>(i)])
+                           : BlockPrompt(layout, m, block_text, shape.in);
+    PlanRequest r = MakeRequest(row, plan, i, warm_n, shape, std::move(own), prefixes);
+    if (i >= own_n) r.declared_cached_tokens = SharedBlockTokens(layout, m, block_text);
     (r.warmup ? plan.warmup : plan.measured).push_back(std::move(r));
   }
   AddPrimes(row, plan.seed, std::move(prefixes), &plan);

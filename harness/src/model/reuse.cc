@@ -158,6 +158,11 @@ std::string ReuseInWords(const Row& row) {
       o << s.turns << " turns, +" << s.user_tokens << " tokens a turn, think " << s.think
         << " mean " << s.think_mean_s << " s";
     }
+  } else if (row.mix && row.mix->blocks) {
+    const std::string& t = row.mix->traffic;
+    o << "blocks of " << row.mix->blocks->block_tokens << " tokens from "
+      << t.substr(t.find_last_of('/') + 1)
+      << ", each request declaring its leading blocks that earlier requests sent";
   }
   return o.str();
 }

@@ -79,6 +79,13 @@ int PrefixReuse::Prefixes() const {
   return n;
 }
 
+const ReuseTolerance& Row::reuse_tolerance() const {
+  static const ReuseTolerance kNone;
+  if (prefix) return prefix->tolerance;
+  if (sessions) return sessions->tolerance;
+  return mix && mix->blocks ? mix->blocks->tolerance : kNone;
+}
+
 int Sessions::MaxTurns() const {
   if (paths.empty()) return turns;
   size_t n = 0;

@@ -152,7 +152,7 @@ bool RowParser::CheckMixPeak(const Row& row, const Mix& mix, const Entry& traffi
 bool RowParser::ParseMix(const Entry& entry, Row* row) {
   MapView m;
   if (!OpenMap(entry, "mix", "a mixed-class replay {traffic, classes}", &m)) return false;
-  if (!CheckKeys(m, {"traffic", "lengths", "classes"})) return false;
+  if (!CheckKeys(m, {"traffic", "lengths", "prefix_blocks", "classes"})) return false;
   const bool replay = row->workload.arrival_kind == ArrivalKind::kReplay;
   if (row->open_loop() && !replay) {
     return Fail(entry.key_mark, "mix",
@@ -192,10 +192,20 @@ bool RowParser::ParseMix(const Entry& entry, Row* row) {
   if (Status s = AssignTraffic(*samples, &mix); !s.ok()) {
     return Fail(ValueMark(*traffic_at), "mix.traffic", s.message());
   }
-  if ((e = m.Find("lengths"))) {
-    if (!ParseMixLengths(*e, &mix.lengths)) return false;
-    if (Status s = FitTraffic(&mix); !s.ok())
-      return Fail(ValueMark(*e), "mix.lengths", s.message());
+  if ((e = m.Find("prefix_blocks"))) {
+    MapView b;
+    if (!OpenMap(*e, "mix.prefix_blocks", "{reuse_tolerance}", &b)) return false;
+    if (!CheckKeys(b, {"reuse_tolerance"})) return false;
+    mix.blocks.emplace();
+    if (!ParseReuseTolerance(b, "mix.prefix_blocks", &mix.blocks->tolerance)) return false;
+  }
+  const Entry* fit_at = m.Find("lengths");
+  if (fit_at && !ParseMixLengths(*fit_at, &mix.lengths)) return false;
+  if (fit_at || mix.blocks) {
+    if (Status s = FitTraffic(&mix); !s.ok()) {
+      return Fail(ValueMark(fit_at ? *fit_at : *traffic_at), fit_at ? "mix.lengths" : "mix.traffic",
+                  s.message());
+    }
   }
   if (replay) {
     if (Status s = OrderReplay(&mix, samples->size()); !s.ok()) {

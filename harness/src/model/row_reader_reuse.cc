@@ -166,6 +166,12 @@ bool RowParser::CheckReuseRow(const Row& row, const MapView& top) {
                 "think_time, or a trajectory file)");
   }
   if (!row.reuse()) return true;
+  if (row.mix && row.mix->blocks && !row.prefix && !row.sessions) {
+    if (row.cache.prefix_cache) return true;
+    return Fail(top.Find("mix")->key_mark, "mix.prefix_blocks",
+                "a replay of prefix blocks declares cache hits, so it needs cache.prefix_cache: "
+                "enabled");
+  }
   const Entry* at = top.Find(row.prefix ? "prefix" : "sessions");
   const std::string what = row.prefix ? "a prefix row" : "a session row";
   if (row.prefix && row.sessions) {

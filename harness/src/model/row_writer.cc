@@ -53,10 +53,15 @@ std::string GateYaml(const Gate& g, const std::string& on_value) {
   return "{enabled: false, reason: " + Quoted(g.reason_off) + "}";
 }
 
-std::string ReuseToleranceYaml(const ReuseTolerance& t) {
-  return "  reuse_tolerance: {tokens: " + std::to_string(t.tokens) +
+// "reuse_tolerance: {...}", one flow mapping.
+std::string ReuseToleranceFlow(const ReuseTolerance& t) {
+  return "reuse_tolerance: {tokens: " + std::to_string(t.tokens) +
          ", ratio_pct: " + Num(t.ratio_pct) +
-         (t.misses_pct > 0 ? ", misses_pct: " + Num(t.misses_pct) : std::string()) + "}\n";
+         (t.misses_pct > 0 ? ", misses_pct: " + Num(t.misses_pct) : std::string()) + "}";
+}
+
+std::string ReuseToleranceYaml(const ReuseTolerance& t) {
+  return "  " + ReuseToleranceFlow(t) + "\n";
 }
 
 std::string ReuseYaml(const Row& r) {
@@ -257,6 +262,10 @@ std::string MixYaml(const Mix& mix) {
     if (fit.cap_input_tokens) o << ", cap_input_tokens: " << *fit.cap_input_tokens;
     if (fit.context_tokens) o << ", context_tokens: " << *fit.context_tokens;
     o << "}   # " << fit.scaled << " samples scaled, " << fit.capped << " capped\n";
+  }
+  if (mix.blocks) {
+    o << "  prefix_blocks: {" << ReuseToleranceFlow(mix.blocks->tolerance) << "}   # blocks of "
+      << mix.blocks->block_tokens << " tokens as sent\n";
   }
   o << "  classes:\n";
   for (const MixClass& c : mix.classes) {

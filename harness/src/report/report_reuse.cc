@@ -95,7 +95,10 @@ std::string ReuseSection(const RowQualification& q) {
   if (q.row.reuse.empty()) return "";
   const bool sessions = q.row.arrival == ArrivalKind::kSessions;
   std::string html = "<h3>Cache reuse: declared and served</h3>\n<p>" +
-                     Esc(sessions ? "Sessions: " : "Prefix groups: ") + Esc(q.row.reuse) +
+                     Esc(sessions                                ? "Sessions: "
+                         : q.row.arrival == ArrivalKind::kReplay ? "Trace prefix blocks: "
+                                                                 : "Prefix groups: ") +
+                     Esc(q.row.reuse) +
                      ". Every trial is gated on the hit ratio it was served (cache_reuse); a "
                      "cache that is off, evicted or split across replicas fails it.</p>\n";
   html += HitTable(q, sessions);

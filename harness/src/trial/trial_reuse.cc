@@ -75,7 +75,7 @@ void ExpectReuse(const Row& row, const TrialPlan& plan, const std::vector<Reques
   in->reuse_row = row.reuse();
   in->session_row = row.sessions.has_value();
   if (!in->reuse_row) return;
-  in->reuse_tolerance = row.prefix ? row.prefix->tolerance : row.sessions->tolerance;
+  in->reuse_tolerance = row.reuse_tolerance();
   for (const PlanRequest& r : plan.measured) {
     if (r.declared_cached_tokens) in->declared_cached_tokens[r.id] = *r.declared_cached_tokens;
   }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "capq/model/reuse_tolerance.h"
 #include "capq/model/traffic.h"
 
 namespace capq {
@@ -40,10 +41,20 @@ struct LengthFit {
   bool Declared() const { return scale != 1 || cap_input_tokens || context_tokens; }
 };
 
+// A trace replayed with its prefix blocks (mix.prefix_blocks; prefix_blocks.h): every measured
+// prompt is built from its sample's chained block ids, so requests that share leading ids share
+// exactly those blocks' tokens, and each declares the cached tokens its leading blocks already sent
+// in the trial would give. `block_tokens` is the trace's block size fitted like its lengths.
+struct PrefixBlocks {
+  int64_t block_tokens = 0;
+  ReuseTolerance tolerance;
+};
+
 struct Mix {
   std::string traffic;  // absolute path of the traffic file
   std::vector<MixClass> classes;
   LengthFit lengths;
+  std::optional<PrefixBlocks> blocks;
   // A replay (workload.arrival.kind: replay; OrderReplay): every sample in file order as (class,
   // index in that class's samples). Its classes have no shares: the trace's own hold.
   std::vector<std::pair<int, int>> order;
@@ -55,7 +66,10 @@ struct Mix {
 Status AssignTraffic(const std::vector<TrafficSample>& samples, Mix* mix);
 
 // Fits every class's samples (after AssignTraffic) and counts what changed; an error names the
-// traffic file's line of the first sample that does not fit the context, with its numbers.
+// traffic file's line of the first sample that does not fit the context, with its numbers. With
+// prefix blocks every sample must carry them, blocks of one size that scales to whole tokens: each
+// block is scaled, the last (partial) one to at least a token, and a cap cuts whole blocks and
+// shortens the last one kept.
 Status FitTraffic(Mix* mix);
 
 // Makes `mix` a replay of its traffic file in file order, each class's share its count of

@@ -12,6 +12,7 @@
 
 #include "capq/model/load_level.h"
 #include "capq/model/mix.h"
+#include "capq/model/reuse_tolerance.h"
 
 namespace capq {
 
@@ -135,19 +136,6 @@ struct Workload {
   ArrivalKind arrival_kind = ArrivalKind::kClosedLoop;
   OpenLoop open_loop;  // filled for open-loop kinds only
   std::string prompt_corpus = "synthetic";
-};
-
-// How far the cached prompt tokens a server serves may stray from what a reuse row declares.
-struct ReuseTolerance {
-  // Per request: served within [declared - tokens, declared + the cold template allowance + tokens]
-  // (block-granular caches round down, and the template's own shared tokens come on top).
-  int64_t tokens = 16;
-  // Per trial: the served hit ratio (cached / prompt tokens) within this many percentage points of
-  // the declared one.
-  double ratio_pct = 2;
-  // Per trial: the share of measured requests, in percent, that may be served fewer cached
-  // tokens than declared (a miss) on an engine whose cache model does not explain them.
-  double misses_pct = 0;
 };
 
 // A prefix row (`prefix:`): a share of the measured prompts begins with one of a group's shared
@@ -326,9 +314,12 @@ struct Row {
     return workload.arrival_kind != ArrivalKind::kClosedLoop &&
            workload.arrival_kind != ArrivalKind::kSessions;
   }
-  // The row declares cache reuse (prefix groups or session histories): its measured requests are
-  // warm by design, and the served cached tokens are gated against what it declares.
-  bool reuse() const { return prefix.has_value() || sessions.has_value(); }
+  // The row declares cache reuse (prefix groups, session histories, or a trace's prefix blocks):
+  // its measured requests are warm by design, and the served cached tokens are gated against what
+  // it declares.
+  bool reuse() const { return prefix || sessions || (mix && mix->blocks); }
+  // How far what the server serves may stray from that; a reuse row's only.
+  const ReuseTolerance& reuse_tolerance() const;
 };
 
 // The classes every SLO gate also holds over: a mixed row's traffic classes, a session row's turn
