@@ -2,6 +2,7 @@
 // class's verdict from the directory alone.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -35,6 +36,20 @@ TEST(TrialMixed, ClassVerdictsAreSealedAndReDerivedByValidate) {
     const auto j = nlohmann::json::parse(in);
     ASSERT_EQ(j["classes"].size(), 3u);
     EXPECT_EQ(j["classes"][2]["class"], "heavy");
+  }
+  {  // what was sent, for the report's trace section: every measured request, as served
+    std::ifstream in(dir + "/trial/metrics.json");
+    const auto sent = nlohmann::json::parse(in).at("sent");
+    EXPECT_FALSE(sent.contains("first_trace_index"));  // closed loop: no trace order
+    ASSERT_EQ(sent["requests"].size(), 120u);
+    double last = -1;
+    for (const auto& r : sent["requests"]) {
+      EXPECT_GT(r[0].get<int64_t>(), 51);  // the chat template and a message
+      EXPECT_GE(r[1].get<int64_t>(), 1);
+      EXPECT_GE(r[2].get<double>(), 0);
+      last = std::max(last, r[2].get<double>());
+    }
+    EXPECT_GT(last, 0);
   }
   auto v = ValidateTrialDir(dir + "/trial");
   ASSERT_TRUE(v.ok()) << v.status().ToString();

@@ -43,7 +43,20 @@ RowInfo RowInfoFromRow(const Row& row) {
     r.ramp_s = o.ramp_s;
     r.expected_rmax_rps = row.expect.rmax_rps;
   }
-  if (row.mix) r.mix = row.mix->classes;
+  if (row.mix) {
+    r.mix = row.mix->classes;
+    r.trace_file = row.mix->traffic.substr(row.mix->traffic.find_last_of('/') + 1);
+    std::vector<std::pair<int, TracePoint>> lines;
+    for (const MixClass& c : row.mix->classes) {
+      for (const TrafficSample& s : c.samples) {
+        lines.push_back(
+            {s.line, {s.input_tokens, s.output_tokens, s.arrival_offset_s.value_or(NAN)}});
+      }
+    }
+    std::sort(lines.begin(), lines.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& l : lines) r.trace.push_back(l.second);
+  }
   for (MixClass& c : r.mix) c.samples.clear();
   r.reuse = ReuseInWords(row);
   return r;

@@ -74,6 +74,13 @@ json RowInfoToJson(const RowInfo& r) {
   out["arrival"] = arrival;
   if (!r.mix.empty()) out["mix"] = MixInfoToJson(r.mix);
   if (!r.reuse.empty()) out["reuse"] = r.reuse;
+  if (!r.trace.empty()) {
+    json samples = json::array();
+    for (const TracePoint& p : r.trace) {
+      samples.push_back({p.input_tokens, p.output_tokens, Num(p.offset_s)});
+    }
+    out["trace"] = {{"file", r.trace_file}, {"samples", std::move(samples)}};
+  }
   if (r.confidence) out["confidence"] = *r.confidence;
   return out;
 }
@@ -140,6 +147,14 @@ Result<RowInfo> RowInfoFromJson(const json& j) {
   }
   r.mix = MixInfoFromJson(j.value("mix", json::array()));
   r.reuse = Get<std::string>(j, "reuse", "");
+  if (j.contains("trace") && j["trace"].is_object()) {
+    r.trace_file = Get<std::string>(j["trace"], "file", "");
+    for (const json& p : j["trace"].value("samples", json::array())) {
+      if (!p.is_array() || p.size() != 3) continue;
+      r.trace.push_back(
+          {p[0].get<int64_t>(), p[1].get<int64_t>(), p[2].is_number() ? p[2].get<double>() : NAN});
+    }
+  }
   if (j.contains("confidence") && j["confidence"].is_number()) {
     r.confidence = j["confidence"].get<double>();
   }

@@ -171,6 +171,7 @@ TrialSummary TrialFromJson(const json& j) {
   t.classes = ClassVerdictsFromJson(j.value("classes", json::array()));
   t.class_slo = ClassChecksOf(t);
   if (j.contains("reuse") && j["reuse"].is_object()) t.reuse = ReuseFiguresFromJson(j["reuse"]);
+  if (j.contains("sent") && j["sent"].is_object()) t.sent = SentRequestsFromJson(j["sent"]);
   return t;
 }
 
@@ -277,7 +278,29 @@ json TrialSummaryToJson(const TrialSummary& t) {
   }
   if (!t.classes.empty()) j["classes"] = ClassVerdictsToJson(t.classes);
   if (t.reuse) j["reuse"] = ReuseFiguresToJson(*t.reuse);
+  if (t.sent) j["sent"] = SentRequestsToJson(*t.sent);
   return j;
+}
+
+json SentRequestsToJson(const SentRequests& s) {
+  json requests = json::array();
+  for (const SentRequest& r : s.requests) {
+    requests.push_back({r.input_tokens, r.output_tokens, Num(r.send_s)});
+  }
+  json j = {{"requests", std::move(requests)}};
+  if (s.first_trace_index >= 0) j["first_trace_index"] = s.first_trace_index;
+  return j;
+}
+
+SentRequests SentRequestsFromJson(const json& j) {
+  SentRequests s;
+  s.first_trace_index = Get<int64_t>(j, "first_trace_index", -1);
+  for (const json& r : j.value("requests", json::array())) {
+    if (!r.is_array() || r.size() != 3) continue;
+    s.requests.push_back(
+        {r[0].get<int64_t>(), r[1].get<int64_t>(), r[2].is_number() ? r[2].get<double>() : NAN});
+  }
+  return s;
 }
 
 json ReuseFiguresToJson(const ReuseFigures& r) {
@@ -376,6 +399,7 @@ void SummaryFromMetrics(const json& m, TrialSummary* t) {
   t->prompt_tokens_max = x.prompt_tokens_max;
   t->tokens_per_chunk_mean = std::isfinite(x.tokens_per_chunk_mean) ? x.tokens_per_chunk_mean : 0;
   if (m.contains("reuse") && m["reuse"].is_object()) t->reuse = ReuseFiguresFromJson(m["reuse"]);
+  if (m.contains("sent") && m["sent"].is_object()) t->sent = SentRequestsFromJson(m["sent"]);
 }
 
 std::string TrialFile(const std::string& dir, const char* name) {

@@ -119,6 +119,9 @@ void ExpectReuse(const Row& row, const TrialPlan& plan, const std::vector<Reques
                  ValidationInput* in);
 // The trial's declared and served hit ratio and applied think times (capacity_data.h).
 ReuseFigures MeasureReuse(const TrialPlan& plan, const ValidationInput& in, double time_scale);
+// A mixed row's measured requests as sent, in the plan's order (trial_sent.cc).
+SentRequests MeasureSent(const TrialPlan& plan, const std::vector<RequestResult>& measured,
+                         double time_scale);
 // A session row's measured arrivals: its sessions, `plan.level` at once, their think times
 // in wall time; the plan and row must outlive the load.
 ArrivalFactory SessionArrivalFactory(const Row& row, const TrialPlan& plan, double time_scale);

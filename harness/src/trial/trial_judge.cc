@@ -82,6 +82,9 @@ void Judge(Trial& t) {
   if (row.reuse()) {
     s.metrics_extra["reuse"] = ReuseFiguresToJson(internal::MeasureReuse(*s.plan, vin, t.scale));
   }
+  if (row.mix) {
+    s.metrics_extra["sent"] = SentRequestsToJson(internal::MeasureSent(*s.plan, t.s.meas, t.scale));
+  }
   std::string undecided;
   std::optional<EarlyDecision> decided =
       s.load->decided ? RederiveDecision(row, s.plan->level, t.s.meas, s.load->decided->at_ns,

@@ -69,6 +69,28 @@ struct ReuseFigures {
 nlohmann::json ReuseFiguresToJson(const ReuseFigures& r);
 ReuseFigures ReuseFiguresFromJson(const nlohmann::json& j);
 
+// A mixed row's trial (metrics.json "sent"): its measured requests in send order, each as the
+// server counted it (-1 where it did not) and when it was sent, in the server's (virtual) seconds
+// after the first; a replay also says which trace sample its first request sent (the rest follow
+// in the trace's order). What the report holds beside the trace.
+struct SentRequest {
+  int64_t input_tokens = -1, output_tokens = -1;
+  double send_s = 0;
+};
+struct SentRequests {
+  std::vector<SentRequest> requests;
+  int64_t first_trace_index = -1;
+};
+nlohmann::json SentRequestsToJson(const SentRequests& s);
+SentRequests SentRequestsFromJson(const nlohmann::json& j);
+
+// A trace row's traffic as it fits the row (RowInfo::trace): each sample's fitted lengths and its
+// arrival offset (NaN without one), in file order.
+struct TracePoint {
+  int64_t input_tokens = 0, output_tokens = 0;
+  double offset_s = 0;
+};
+
 // A correctness gate a trial failed: its name ("nonempty_deltas") and its evidence.
 struct FailedGate {
   std::string name, evidence;
@@ -147,6 +169,7 @@ struct TrialSummary {
   // (ClassChecksOf).
   std::vector<SloCheck> class_slo;
   std::optional<ReuseFigures> reuse;  // a reuse row's (metrics.json "reuse")
+  std::optional<SentRequests> sent;   // a mixed row's (metrics.json "sent")
 
   bool passed() const { return outcome == TrialOutcome::kPass; }
   // measured / below_ms of the gate nearest to failing (largest ratio); NaN when unknown or when
@@ -209,6 +232,9 @@ struct RowInfo {
   // A reuse row's declared reuse in words ("2 prefixes of 768 tokens for 75% of prompts", "4
   // turns, +128 tokens each, think exponential mean 1 s"); "" otherwise.
   std::string reuse;
+  // A mixed row's traffic file (its name) and every sample of it as the row fits it.
+  std::string trace_file;
+  std::vector<TracePoint> trace;
 
   bool open_loop() const {
     return arrival != ArrivalKind::kClosedLoop && arrival != ArrivalKind::kSessions;
