@@ -11,6 +11,7 @@
 #include "report_reuse.h"
 #include "report_svg.h"
 #include "report_tiers.h"
+#include "report_trace.h"
 
 namespace capq {
 
@@ -86,6 +87,10 @@ svg .burst-label { fill: var(--burst); font-size: 11px; }
 svg .req.burst { fill: var(--burst); }
 svg .req.steady { fill: #3b6fb6; }
 svg .req { fill-opacity: 0.75; }
+svg .trace-pt { fill: #9a9a9a; fill-opacity: 0.45; }
+svg .sent-pt { fill: #3b6fb6; fill-opacity: 0.8; }
+svg .trace-line { fill: none; stroke: #9a9a9a; stroke-width: 1.6; }
+svg .sent-line { fill: none; stroke: #3b6fb6; stroke-width: 1.2; }
 svg .p95full { stroke: var(--ink); stroke-width: 1.3; stroke-dasharray: 3 3; }
 svg .p95full-label { fill: var(--ink); font-size: 11px; }
 svg .p95steady { stroke: #3b6fb6; stroke-width: 1.3; stroke-dasharray: 1 3; }
@@ -274,7 +279,8 @@ std::string RenderReportHtml(const CapacityData& d) {
   html += "<h3>Rows at their maximum passing concurrency</h3>\n" + TblMaxPass(d);
   html += "<h3>Correctness totals</h3>\n" + TblCorrectness(d);
   for (const auto& q : d.rows) {
-    html += RowSection(q) + report::MixSection(d, q) + report::ReuseSection(q);
+    html += RowSection(q) + report::MixSection(d, q) + report::TraceSection(q) +
+            report::ReuseSection(q);
   }
   html +=
       "<p class=\"muted\">A result for one pinned identity and one workload row; requalify "
