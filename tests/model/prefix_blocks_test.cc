@@ -182,8 +182,7 @@ std::vector<std::string> Words(const std::string& text) {
   return out;
 }
 
-size_t CommonWords(const std::string& a, const std::string& b) {
-  const std::vector<std::string> x = Words(a), y = Words(b);
+size_t CommonWords(const std::vector<std::string>& x, const std::vector<std::string>& y) {
   size_t k = 0;
   while (k < x.size() && k < y.size() && x[k] == y[k]) ++k;
   return k;
@@ -205,10 +204,12 @@ TEST(PrefixBlocks, TheMooncakeRowSharesExactlyTheTracesBlocksAndDeclaresItsReuse
     int64_t declared = 0, tokens = 0, trace_reused = 0;
     std::set<std::pair<int64_t, int64_t>> sent;
     std::vector<bool> own_last;  // a repeat, sent with its last block its own
+    std::vector<std::vector<std::string>> words;
     for (size_t i = 0; i < m.size(); ++i) {
       const TraceRequest& t = trace[i];  // request i replays the trace's line i + 1
       EXPECT_EQ(m[i].prompt.message_tokens, t.tokens) << m[i].id;
       EXPECT_TRUE(texts.insert(m[i].prompt.text).second) << m[i].id << " repeats a prompt";
+      words.push_back(Words(m[i].prompt.text));
       size_t run = 0;
       while (run < t.blocks.size() && sent.count(t.blocks[run])) ++run;
       own_last.push_back(run == t.blocks.size());
@@ -229,7 +230,7 @@ TEST(PrefixBlocks, TheMooncakeRowSharesExactlyTheTracesBlocksAndDeclaresItsReuse
         if ((k == t.blocks.size() && own_last[i]) || (k == u.blocks.size() && own_last[q])) --k;
         int64_t common = 0;
         for (size_t j = 0; j < k; ++j) common += t.blocks[j].second;
-        ASSERT_EQ(static_cast<int64_t>(CommonWords(m[q].prompt.text, m[i].prompt.text)), common)
+        ASSERT_EQ(static_cast<int64_t>(CommonWords(words[q], words[i])), common)
             << m[q].id << " and " << m[i].id;
       }
     }
