@@ -145,6 +145,12 @@ TEST_F(VllmTest, MetricsHaveVllmNames) {
   EXPECT_NE(m.find("vllm:prefix_cache_hits_total{model_name=\"sim-model\",engine=\"0\"} 32\n"),
             std::string::npos);
   EXPECT_EQ(m.find("sglang:"), std::string::npos);
+  // The KV pool vLLM reports only here: 65,536 tokens in blocks of 16.
+  EXPECT_NE(m.find("# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"16\","
+                   "cache_dtype=\"auto\",enable_prefix_caching=\"True\",engine=\"0\","
+                   "num_gpu_blocks=\"4096\"} 1.0\n"),
+            std::string::npos)
+      << m;
 }
 
 // The template prefix two chats share, measured the way each server offers it: vLLM

@@ -102,6 +102,7 @@ constexpr DialectSpec kSpecs[] = {
         "sglang:prompt_tokens_total",
         "sglang:generation_tokens_total",
         "{model_name=\"%s\"}",
+        /*m_cache_config_info=*/nullptr,
     },
     {
         Dialect::kVllm,
@@ -143,6 +144,9 @@ constexpr DialectSpec kSpecs[] = {
         "vllm:prompt_tokens_total",
         "vllm:generation_tokens_total",
         "{model_name=\"%s\",engine=\"0\"}",
+        // tests/data/conformance/vllm/10-metrics.resp; vllm/v1/metrics/loggers.py,
+        // log_metrics_info("cache_config", ...).
+        "vllm:cache_config_info",
     },
     {
         Dialect::kLlamacpp,
@@ -185,6 +189,7 @@ constexpr DialectSpec kSpecs[] = {
         "llamacpp:prompt_tokens_total",
         "llamacpp:tokens_predicted_total",
         "",
+        /*m_cache_config_info=*/nullptr,
     },
 };
 

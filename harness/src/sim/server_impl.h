@@ -371,6 +371,7 @@ struct SimServer::Impl {
   void HandleTokenize(evhttp_request* req);
   void HandleMetrics(evhttp_request* req);
   void AppendTtftHistogram(const char* labels, std::string* out) const;
+  void AppendCacheConfigInfo(std::string* out) const;
   void HandleCapqSim(evhttp_request* req);
   json CapqSimInfo() const;
 

@@ -4,6 +4,7 @@
 // server_llamacpp.cc.
 #include <event2/http.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -289,7 +290,22 @@ void SimServer::Impl::HandleMetrics(evhttp_request* req) {
   sample(spec->m_generation_tokens_total, "counter",
          static_cast<double>(st.generated_tokens_total));
   if (spec->m_ttft) AppendTtftHistogram(labels, &out);
+  if (spec->m_cache_config_info) AppendCacheConfigInfo(&out);
   Reply(req, 200, out, spec->metrics_content_type);
+}
+
+// The KV pool's shape as vLLM reports it: an info gauge of value 1 whose labels are the cache
+// config, sorted, Python's booleans as True/False (tests/data/conformance/vllm/10-metrics.resp).
+// The pool is max_total_tokens in blocks of page_size (vLLM's --block-size); the labels capq's
+// vLLM adapter reads are the ones kept.
+void SimServer::Impl::AppendCacheConfigInfo(std::string* out) const {
+  const std::string name = spec->m_cache_config_info;
+  const int block = std::max(1, profile.page_size);
+  *out += "# HELP " + name + " Information of the LLMEngine CacheConfig\n# TYPE " + name +
+          " gauge\n" + name + "{block_size=\"" + std::to_string(block) +
+          "\",cache_dtype=\"auto\",enable_prefix_caching=\"" +
+          (profile.prefix_cache ? "True" : "False") + "\",engine=\"0\",num_gpu_blocks=\"" +
+          std::to_string(profile.max_total_tokens / block) + "\"} 1.0\n";
 }
 
 // The time-to-first-token histogram (virtual seconds), under the dialect's name and `labels`.

@@ -104,6 +104,9 @@ struct DialectSpec {
   const char* m_prompt_tokens_total;
   const char* m_generation_tokens_total;
   const char* m_labels;  // label set for every sample, e.g. {model_name="..."} (%s = model)
+  // An info gauge whose labels describe the KV pool (vLLM's vllm:cache_config_info); nullptr: not
+  // exported.
+  const char* m_cache_config_info;
 };
 
 const DialectSpec& SpecFor(Dialect d);
