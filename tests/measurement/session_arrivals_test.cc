@@ -85,6 +85,42 @@ TEST(SessionArrivals, AFinishedSessionsPlaceGoesToTheNextSessionAtItsEnd) {
   EXPECT_EQ(a->Peek()->intended_ns, 300);  // like a closed loop's freed slot
 }
 
+// Session 0 (turns 0, 1) has a sub-agent, session 1 (turns 2, 3), due 500 ns after it, and that
+// one a sub-agent of its own, session 2 (turn 4), 100 ns after that; session 3 (turn 5) is
+// top-level.
+SessionSchedule WithSubAgents() {
+  SessionSchedule s;
+  s.concurrency = 1;
+  s.sessions = {{{0, 0}, {1, 10}}, {{2, 0}, {3, 10}}, {{4, 0}}, {{5, 0}}};
+  s.starts = {{-1, 0}, {0, 500}, {1, 100}, {-1, 0}};
+  return s;
+}
+
+TEST(SessionArrivals, ASubAgentRunsBesideItsParentAndTakesNoPlace) {
+  auto a = SessionArrivals(WithSubAgents(), nullptr);
+  a->Begin(1000, 6);
+  EXPECT_THAT(Indices(TakeDue(*a, 1000)), ElementsAre(0u));
+  ASSERT_TRUE(a->Peek());
+  EXPECT_EQ(a->Peek()->index, 2u);  // while turn 0 is still in flight
+  EXPECT_EQ(a->Peek()->intended_ns, 1500);
+  EXPECT_THAT(Indices(TakeDue(*a, 1600)), ElementsAre(2u, 4u));
+  // The sub-agents end first: session 3 waits for the place session 0 holds.
+  Done(*a, 4, 1700, "d");
+  Done(*a, 2, 1800, "c");
+  EXPECT_THAT(Indices(TakeDue(*a, 1810)), ElementsAre(3u));
+  Done(*a, 3, 1900, "c2");
+  EXPECT_FALSE(a->Peek());
+  Done(*a, 0, 2000, "a");
+  EXPECT_THAT(Indices(TakeDue(*a, 2010)), ElementsAre(1u));
+  EXPECT_FALSE(a->Peek());
+  Done(*a, 1, 2100, "b");
+  ASSERT_TRUE(a->Peek());
+  EXPECT_EQ(a->Peek()->index, 5u);
+  EXPECT_EQ(a->Peek()->intended_ns, 2100);
+  TakeDue(*a, 2100);
+  EXPECT_TRUE(a->Exhausted());
+}
+
 TEST(SessionArrivals, AFailedTurnReleasesTheRestAsNotSentAndTheNextSessionStarts) {
   auto a = SessionArrivals(Grid(1, 2, 3, 10), nullptr);
   a->Begin(0, 6);

@@ -1,5 +1,5 @@
 // The sessions arrival model (arrival.h): C conversations open at once, each released turn by
-// turn as its previous turn ends.
+// turn as its previous turn ends, each sub-agent beside its parent.
 #include <set>
 #include <utility>
 
@@ -21,7 +21,15 @@ class Sessions final : public ArrivalModel {
   Sessions(SessionSchedule schedule, TurnBodyFn body)
       : concurrency_(schedule.concurrency < 1 ? 1 : schedule.concurrency),
         sessions_(std::move(schedule.sessions)),
+        starts_(std::move(schedule.starts)),
         body_(std::move(body)) {
+    starts_.resize(sessions_.size());
+    children_.resize(sessions_.size());
+    for (size_t s = 0; s < sessions_.size(); ++s) {
+      const int parent = starts_[s].parent;
+      if (parent >= 0 && static_cast<size_t>(parent) < s) children_[parent].push_back(s);
+      if (parent >= static_cast<int>(s)) starts_[s].parent = -1;  // no earlier parent: top-level
+    }
     for (size_t s = 0; s < sessions_.size(); ++s) {
       for (size_t t = 0; t < sessions_[s].size(); ++t) {
         const size_t index = sessions_[s][t].index;
@@ -84,7 +92,7 @@ class Sessions final : public ArrivalModel {
     o->in_flight = false;
     const Where w = Find(index);
     const std::vector<SessionTurn>& turns = sessions_[w.session];
-    if (w.turn + 1 == turns.size()) return End(o, done_ns);
+    if (w.turn + 1 == turns.size()) return End(w.session, done_ns);
     if (!o->ok) return Fail(w, done_ns);
     o->texts.push_back(std::move(o->text));
     o->turn = w.turn + 1;
@@ -121,22 +129,32 @@ class Sessions final : public ArrivalModel {
     return o.in_flight && o.turn == w.turn ? &o : nullptr;
   }
 
-  // The next session not yet started takes a place, its first turn intended at `at`.
+  // The next top-level session not yet started takes a place, its first turn intended at `at`.
   void StartNext(MonoNs at) {
     while (next_session_ < sessions_.size()) {
       const size_t s = next_session_++;
-      if (sessions_[s].empty()) continue;
-      open_[s].turn = 0;
-      due_.insert(Due{at, sessions_[s][0].index, s, false});
+      if (starts_[s].parent >= 0 || sessions_[s].empty()) continue;
+      Launch(s, at);
       return;
     }
   }
 
-  void End(Open* o, MonoNs done_ns) {
-    o->texts.clear();
-    o->texts.shrink_to_fit();
-    o->text.clear();
-    StartNext(done_ns);
+  // Session `s`'s first turn is due at `at`, and each of its sub-agents' its own time after.
+  void Launch(size_t s, MonoNs at) {
+    if (!sessions_[s].empty()) {
+      open_[s].turn = 0;
+      due_.insert(Due{at, sessions_[s][0].index, s, false});
+    }
+    for (size_t c : children_[s]) Launch(c, at + starts_[c].after_ns);
+  }
+
+  // Session `s` ended: a top-level one gives its place to the next.
+  void End(size_t s, MonoNs done_ns) {
+    Open& o = open_[s];
+    o.texts.clear();
+    o.texts.shrink_to_fit();
+    o.text.clear();
+    if (starts_[s].parent < 0) StartNext(done_ns);
   }
 
   // Turn w failed: the session's remaining turns are released at once, as not sent.
@@ -149,11 +167,13 @@ class Sessions final : public ArrivalModel {
     for (size_t t = w.turn + 1; t < turns.size(); ++t) {
       due_.insert(Due{done_ns, turns[t].index, w.session, true});
     }
-    End(&o, done_ns);
+    End(w.session, done_ns);
   }
 
   int concurrency_;
   std::vector<std::vector<SessionTurn>> sessions_;
+  std::vector<SessionStart> starts_;           // by session
+  std::vector<std::vector<size_t>> children_;  // by session: its sub-agents
   TurnBodyFn body_;
   std::vector<Where> where_;  // by request index
   size_t count_ = 0;

@@ -85,19 +85,28 @@ struct SessionTurn {
   size_t index = 0;     // the request's index in the measured list
   MonoNs think_ns = 0;  // wall ns between the end of the previous turn and this send (0 for turn 1)
 };
+// A sub-agent: the session it runs beside (an earlier one of the schedule) and when its first turn
+// is due, in wall ns after its parent's first turn was.
+struct SessionStart {
+  int parent = -1;  // -1: a top-level session
+  MonoNs after_ns = 0;
+};
 struct SessionSchedule {
-  int concurrency = 1;                             // sessions open at once
+  int concurrency = 1;                             // top-level sessions open at once
   std::vector<std::vector<SessionTurn>> sessions;  // in start order; each in turn order
+  std::vector<SessionStart> starts;                // by session; empty: every one top-level
 };
 // The body of request `index`, given the content text the server streamed for each earlier turn
 // of its session, in order (empty for a session's first turn). Called at every turn's release;
 // "" sends the planned body.
 using TurnBodyFn =
     std::function<std::string(size_t index, const std::vector<std::string>& earlier_texts)>;
-// The first `concurrency` sessions start at the phase start; a session's next turn is due at the
-// end of its previous turn plus its think time; a session that ended (its last turn done, or a
-// turn failed: its remaining turns are released as not sent) gives its place to the next session,
-// intended at that end. Every request index of the schedule is released exactly once.
+// The first `concurrency` top-level sessions start at the phase start; a session's next turn is
+// due at the end of its previous turn plus its think time; a top-level session that ended (its
+// last turn done, or a turn failed: its remaining turns are released as not sent) gives its place
+// to the next one, intended at that end. A sub-agent takes no place: its first turn is due its
+// `after_ns` after its parent's first turn was, and it runs beside its parent (and its own
+// sub-agents beside it). Every request index of the schedule is released exactly once.
 // REQUIRES: each index appears once in the schedule and is below the phase's count; a schedule
 // that names fewer requests than the phase has never exhausts it (the loop stops at the first
 // one left). A null `body` sends every turn's planned body.
