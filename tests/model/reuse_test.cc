@@ -245,3 +245,67 @@ TEST(SessionPlan, TurnsAreConsecutiveAndOnlyTheFirstHasABody) {
 
 }  // namespace
 }  // namespace capq
+
+namespace capq {
+namespace {
+
+std::string Turn(const std::string& session, int turn, const std::string& extra = "") {
+  return "{\"schema\":\"capq/trajectory/v1\",\"session\":\"" + session +
+         "\",\"turn\":" + std::to_string(turn) +
+         ",\"input_tokens\":8,\"output_tokens\":4,\"tool_delay_s\":0.5" + extra + "}\n";
+}
+
+// Top-level "p" (2 turns) with sub-agent "p/a" (2 turns, 3 s in) and its own "p/a/b" (1 turn,
+// 1 s after it), then top-level "q" (1 turn).
+const std::string kNested =
+    Turn("p", 1) + Turn("p", 2) + Turn("p/a", 1, ",\"parent\":\"p\",\"start_offset_s\":3") +
+    Turn("p/a", 2) + Turn("p/a/b", 1, ",\"parent\":\"p/a\",\"start_offset_s\":1") + Turn("q", 1);
+
+TEST(Sessions, SubAgentsComeWithTheirParentAndTakeNoPlace) {
+  std::vector<PathStart> links;
+  Result<std::vector<std::vector<TurnShape>>> paths = ParseTrajectory(kNested, "n.jsonl", &links);
+  ASSERT_TRUE(paths.ok()) << paths.status().message();
+  ASSERT_EQ(links.size(), 4u);
+  EXPECT_EQ(links[1].parent, 0);
+  EXPECT_DOUBLE_EQ(links[1].after_s, 3);
+  EXPECT_EQ(links[2].parent, 1);
+  EXPECT_EQ(links[3].parent, -1);
+  Result<Row> row = LoadRow(kSessionRow);
+  ASSERT_TRUE(row.ok());
+  row->sessions->paths = *paths;
+  row->sessions->starts = links;
+  row->measured = Measured{6, 1};
+  std::vector<PathStart> starts;
+  // Two top-level sessions at C=2: p with its two sub-agents, then q; 6 turns in all.
+  const auto shapes = SessionShapes(*row, 2, 1, &starts);
+  ASSERT_EQ(shapes.size(), 4u);
+  EXPECT_EQ(shapes[1].size(), 2u);
+  EXPECT_EQ(starts[0].parent, -1);
+  EXPECT_EQ(starts[1].parent, 0);
+  EXPECT_DOUBLE_EQ(starts[1].after_s, 3);
+  EXPECT_EQ(starts[2].parent, 1);
+  EXPECT_DOUBLE_EQ(starts[2].after_s, 1);
+  EXPECT_EQ(starts[3].parent, -1);
+  // At C=3 a third top-level session, p again, with its sub-agents after it.
+  EXPECT_EQ(SessionShapes(*row, 3, 1, &starts).size(), 7u);
+  EXPECT_EQ(starts[5].parent, 4);
+  // The plan carries each sub-agent's first turn's link, and plan.json keeps it.
+  PlanInputs in;
+  in.level = 2;
+  Result<TrialPlan> plan = MakeTrialPlan(*row, in);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_EQ(plan->measured.size(), 6u);
+  EXPECT_EQ(plan->measured[2].session, 1);
+  EXPECT_EQ(plan->measured[2].turn, 1);
+  EXPECT_EQ(plan->measured[2].parent_session, 0);
+  EXPECT_DOUBLE_EQ(plan->measured[2].start_after_s, 3);
+  EXPECT_EQ(plan->measured[3].parent_session, -1);  // a later turn: no link of its own
+  EXPECT_EQ(plan->measured[4].parent_session, 1);
+  Result<TrialPlan> back = PlanFromJson(PlanToJson(*plan));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->measured[4].parent_session, 1);
+  EXPECT_DOUBLE_EQ(back->measured[4].start_after_s, 1);
+}
+
+}  // namespace
+}  // namespace capq

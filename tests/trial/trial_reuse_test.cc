@@ -13,6 +13,7 @@
 #include "capq/measurement/decode.h"
 #include "capq/measurement/raw_evidence.h"
 #include "capq/model/plan.h"
+#include "capq/model/reuse.h"
 #include "capq/model/row_loader.h"
 #include "capq/trial/trial.h"
 #include "trial_test_util.h"
@@ -166,6 +167,48 @@ TEST(TrialReuse, ASessionsLaterTurnResendsExactlyTheTextItsPreviousTurnStreamed)
   EXPECT_TRUE(v->problems.empty()) << v->problems.front();
   EXPECT_TRUE(v->verdict.correctness.Find("session_history")->passed);
   EXPECT_EQ(v->verdict.classes.size(), 4u);
+}
+
+// A sub-agent runs beside its parent on the server: its first turn goes out its start offset after
+// the parent's first, before the parent's last turn ends, and the next top-level session waits for
+// the parent, not for it.
+TEST(TrialReuse, ASubAgentRunsBesideItsParentOnTheServer) {
+  Row row = LoadFast("sim_small_agent.yaml", 40);
+  const auto turn = [](const std::string& session, int t, double delay, const std::string& extra) {
+    return "{\"schema\":\"capq/trajectory/v1\",\"session\":\"" + session +
+           "\",\"turn\":" + std::to_string(t) +
+           ",\"input_tokens\":64,\"output_tokens\":16,\"tool_delay_s\":" + std::to_string(delay) +
+           extra + "}\n";
+  };
+  // p: two turns 4 s (100 ms wall) apart; its sub-agent p/a 0.8 s (20 ms wall) after its start;
+  // then q.
+  const std::string text = turn("p", 1, 4, "") + turn("p", 2, 0, "") +
+                           turn("p/a", 1, 0, ",\"parent\":\"p\",\"start_offset_s\":0.8") +
+                           turn("q", 1, 0, "");
+  std::vector<PathStart> starts;
+  Result<std::vector<std::vector<TurnShape>>> paths = ParseTrajectory(text, "nested", &starts);
+  ASSERT_TRUE(paths.ok()) << paths.status().ToString();
+  row.sessions->paths = *paths;
+  row.sessions->starts = starts;
+  row.measured = Measured{4, 1};
+  const std::string dir = ScratchDir("subagent");
+  auto sim = StartSim(row);
+  ASSERT_TRUE(sim);
+  TrialReport rep = RunTrial(row, Options(sim->url(), dir + "/trial", 1));
+  sim->Stop();
+  std::map<std::string, std::pair<int64_t, int64_t>> at;  // id -> (start_ns, end_ns)
+  std::ifstream in(dir + "/trial/results.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("id") && j.contains("start_ns")) {
+      at[j["id"]] = {j["start_ns"].get<int64_t>(), j["end_ns"].get<int64_t>()};
+    }
+  }
+  // m0, m1: p's turns; m2: p/a's; m3: q's.
+  ASSERT_EQ(at.count("m0") + at.count("m1") + at.count("m2") + at.count("m3"), 4u);
+  EXPECT_GE(at["m2"].first - at["m0"].first, 19'000'000);
+  EXPECT_LT(at["m2"].first, at["m1"].second) << "the sub-agent waited for its parent";
+  EXPECT_GE(at["m3"].first, at["m1"].second) << "q took a place the parent still held";
 }
 
 TEST(TrialReuse, WithThePrefixCacheOffSessionsFailCacheReuse) {

@@ -48,6 +48,10 @@ nlohmann::json RequestToJson(const PlanRequest& r) {
     j["turn"] = r.turn;
     j["think_s"] = r.think_s;
   }
+  if (r.parent_session >= 0) {
+    j["parent_session"] = r.parent_session;
+    j["start_after_s"] = r.start_after_s;
+  }
   return j;
 }
 
@@ -58,6 +62,7 @@ struct RequestShape {
   int prefix = -1;
   int session = -1, turn = 0;
   double think_s = 0;
+  PathStart start;                        // a sub-agent's first turn: the session it runs beside
   const TrafficSample* blocks = nullptr;  // a block replay's measured request: its fitted sample
 };
 
@@ -95,7 +100,8 @@ void ApplyMix(const Mix& mix, uint64_t seed, int warm_n, std::vector<RequestShap
 
 // The measured requests of a session row: every turn of SessionShapes, session by session.
 void ShapeSessions(const Row& row, TrialPlan* plan, std::vector<RequestShape>* shapes) {
-  const auto sessions = SessionShapes(row, plan->level, plan->schedule_seed);
+  std::vector<PathStart> starts;
+  const auto sessions = SessionShapes(row, plan->level, plan->schedule_seed, &starts);
   const size_t before = shapes->size();
   for (size_t k = 0; k < sessions.size(); ++k) {
     for (size_t t = 0; t < sessions[k].size(); ++t) {
@@ -107,6 +113,7 @@ void ShapeSessions(const Row& row, TrialPlan* plan, std::vector<RequestShape>* s
       r.turn = static_cast<int>(t) + 1;
       r.cls = TurnClass(r.turn);
       r.think_s = t == 0 ? 0 : sessions[k][t - 1].think_s;
+      if (t == 0) r.start = starts[k];
       shapes->push_back(r);
     }
   }
@@ -411,6 +418,8 @@ PlanRequest MakeRequest(const Row& row, const TrialPlan& plan, int i, int warm_n
   r.session = shape.session;
   r.turn = shape.turn;
   r.think_s = shape.think_s;
+  r.parent_session = shape.start.parent;
+  r.start_after_s = shape.start.after_s;
   if (row.prefix && !r.warmup) r.declared_cached_tokens = prefix ? prefix->message_tokens : 0;
   if (row.sessions && r.turn == 1) r.declared_cached_tokens = 0;
   if (r.turn <= 1) r.body = ChatRequestBody(row, r.prompt.text, r.max_tokens, plan.seed);
@@ -576,6 +585,8 @@ PlanRequest RequestFromJson(const nlohmann::json& e, bool warmup, TrialPlan* pla
   r.session = e.value("session", -1);
   r.turn = e.value("turn", 0);
   r.think_s = e.value("think_s", 0.0);
+  r.parent_session = e.value("parent_session", -1);
+  r.start_after_s = e.value("start_after_s", 0.0);
   r.body = e.at("body").get<std::string>();
   const auto& p = e.at("prompt");
   r.prompt.text = p.at("text").get<std::string>();

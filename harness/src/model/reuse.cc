@@ -34,12 +34,28 @@ std::vector<TurnShape> SyntheticSession(const Row& row, int session, uint64_t se
   return turns;
 }
 
+// Each session's sub-agent link: the nearest earlier session of its parent's name.
+std::vector<PathStart> Starts(const std::vector<TrajectorySession>& sessions) {
+  std::vector<PathStart> out(sessions.size());
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    if (sessions[i].parent.empty()) continue;
+    for (size_t j = i; j-- > 0;) {
+      if (sessions[j].name != sessions[i].parent) continue;
+      out[i] = {static_cast<int>(j), sessions[i].start_offset_s.value_or(0)};
+      break;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<std::vector<std::vector<TurnShape>>> ParseTrajectory(const std::string& text,
-                                                            const std::string& file) {
+                                                            const std::string& file,
+                                                            std::vector<PathStart>* starts) {
   Result<std::vector<TrajectorySession>> sessions = ParseTrajectorySessions(text, file);
   if (!sessions.ok()) return sessions.status();
+  if (starts) *starts = Starts(*sessions);
   std::vector<std::vector<TurnShape>> out;
   for (const TrajectorySession& s : *sessions) {
     out.emplace_back();
@@ -55,23 +71,52 @@ Result<std::vector<std::vector<TurnShape>>> ParseTrajectory(const std::string& t
   return out;
 }
 
-Result<std::vector<std::vector<TurnShape>>> LoadTrajectory(const std::string& path) {
+Result<std::vector<std::vector<TurnShape>>> LoadTrajectory(const std::string& path,
+                                                           std::vector<PathStart>* starts) {
   Result<std::string> text = ReadWholeFile(path);
   if (!text.ok()) return text.status().WithContext("the trajectory file");
-  return ParseTrajectory(*text, path);
+  return ParseTrajectory(*text, path, starts);
 }
 
-std::vector<std::vector<TurnShape>> SessionShapes(const Row& row, int concurrency, uint64_t seed) {
+namespace {
+
+// Appends trajectory path `p` as a session beside session `parent` of `out` (-1: top-level), then
+// its sub-agents beside it.
+void AddPath(const Sessions& s, size_t p, int parent, std::vector<std::vector<TurnShape>>* out,
+             std::vector<PathStart>* starts) {
+  const int self = static_cast<int>(out->size());
+  out->push_back(s.paths[p]);
+  starts->push_back({parent, parent < 0 ? 0 : s.starts[p].after_s});
+  for (size_t c = p + 1; c < s.starts.size(); ++c) {
+    if (s.starts[c].parent == static_cast<int>(p)) AddPath(s, c, self, out, starts);
+  }
+}
+
+}  // namespace
+
+std::vector<std::vector<TurnShape>> SessionShapes(const Row& row, int concurrency, uint64_t seed,
+                                                  std::vector<PathStart>* starts) {
   std::vector<std::vector<TurnShape>> out;
+  std::vector<PathStart> links;
   if (!row.sessions) return out;
   const Sessions& s = *row.sessions;
+  std::vector<size_t> tops;  // the trajectory's top-level paths
+  for (size_t p = 0; p < s.paths.size(); ++p) {
+    if (p >= s.starts.size() || s.starts[p].parent < 0) tops.push_back(p);
+  }
   const int64_t want = row.measured.RequestsAt(concurrency);
   int64_t turns = 0;
-  for (int k = 0; turns < want || static_cast<int>(out.size()) < concurrency; ++k) {
-    out.push_back(s.paths.empty() ? SyntheticSession(row, k, seed)
-                                  : s.paths[static_cast<size_t>(k) % s.paths.size()]);
-    turns += static_cast<int64_t>(out.back().size());
+  for (int k = 0; turns < want || k < concurrency; ++k) {
+    const size_t before = out.size();
+    if (tops.empty()) {
+      out.push_back(SyntheticSession(row, k, seed));
+      links.emplace_back();
+    } else {
+      AddPath(s, tops[static_cast<size_t>(k) % tops.size()], -1, &out, &links);
+    }
+    for (size_t i = before; i < out.size(); ++i) turns += static_cast<int64_t>(out[i].size());
   }
+  if (starts) *starts = std::move(links);
   return out;
 }
 

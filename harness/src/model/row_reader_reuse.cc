@@ -110,7 +110,7 @@ bool RowParser::ParseTrajectoryPath(const Entry& e, Sessions* s) {
   std::error_code ec;
   const fs::path abs = fs::absolute(p, ec);
   s->trajectory = (ec ? p : abs).lexically_normal().string();
-  Result<std::vector<std::vector<TurnShape>>> paths = LoadTrajectory(s->trajectory);
+  Result<std::vector<std::vector<TurnShape>>> paths = LoadTrajectory(s->trajectory, &s->starts);
   if (!paths.ok()) return Fail(ValueMark(e), "sessions.trajectory", paths.status().message());
   s->paths = std::move(*paths);
   return true;

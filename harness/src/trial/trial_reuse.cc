@@ -123,7 +123,11 @@ ArrivalFactory SessionArrivalFactory(const Row& row, const TrialPlan& plan, doub
   schedule.concurrency = plan.level;
   for (size_t i = 0; i < plan.measured.size(); ++i) {
     const PlanRequest& r = plan.measured[i];
-    if (r.turn == 1) schedule.sessions.emplace_back();
+    if (r.turn == 1) {
+      schedule.sessions.emplace_back();
+      schedule.starts.push_back(
+          {r.parent_session, static_cast<MonoNs>(r.start_after_s * 1e9 / time_scale)});
+    }
     const MonoNs think_ns = static_cast<MonoNs>(r.think_s * 1e9 / time_scale);
     schedule.sessions.back().push_back({i, think_ns});
   }

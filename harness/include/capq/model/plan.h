@@ -57,6 +57,10 @@ struct PlanRequest {
   int session = -1;
   int turn = 0;
   double think_s = 0;
+  // A sub-agent's first turn: the session it runs beside (an earlier one) and its start, in the
+  // server's seconds after that session's first send; -1 for a top-level session.
+  int parent_session = -1;
+  double start_after_s = 0;
 };
 
 struct TrialPlan {

@@ -17,15 +17,21 @@
 
 namespace capq {
 
-Result<std::vector<std::vector<TurnShape>>> ParseTrajectory(const std::string& text,
-                                                            const std::string& file);
-Result<std::vector<std::vector<TurnShape>>> LoadTrajectory(const std::string& path);
+// `starts`, when given, receives each path's sub-agent link (Sessions::starts).
+Result<std::vector<std::vector<TurnShape>>> ParseTrajectory(
+    const std::string& text, const std::string& file, std::vector<PathStart>* starts = nullptr);
+Result<std::vector<std::vector<TurnShape>>> LoadTrajectory(
+    const std::string& path, std::vector<PathStart>* starts = nullptr);
 
 // The sessions a session-row trial at `concurrency` runs, in start order, each its turns' shapes:
-// at least `concurrency` sessions, and enough that their turns reach
-// row.measured.RequestsAt(concurrency). Synthetic think times are drawn from `seed` (constant:
-// the mean; exponential: seeded draws of that mean); the last turn's think time is 0.
-std::vector<std::vector<TurnShape>> SessionShapes(const Row& row, int concurrency, uint64_t seed);
+// at least `concurrency` top-level sessions, and enough that their turns reach
+// row.measured.RequestsAt(concurrency). A trajectory's top-level paths are taken in file order,
+// cycled, each followed by its sub-agents (and theirs); `starts`, when given, receives each
+// session's link to the session it runs beside, as an index into the result. Synthetic think
+// times are drawn from `seed` (constant: the mean; exponential: seeded draws of that mean); the
+// last turn's think time is 0.
+std::vector<std::vector<TurnShape>> SessionShapes(const Row& row, int concurrency, uint64_t seed,
+                                                  std::vector<PathStart>* starts = nullptr);
 
 // How many of those sessions reach turn t (index t - 1), for t = 1 .. the longest session.
 std::vector<int> TurnCounts(const std::vector<std::vector<TurnShape>>& sessions);

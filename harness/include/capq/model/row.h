@@ -161,6 +161,13 @@ struct TurnShape {
   int line = 0;  // a trajectory file's line (0: synthetic)
 };
 
+// A trajectory's sub-agent: the path it runs beside (an earlier one) and when it starts, in the
+// server's seconds after that path's first send; parent -1 for a top-level path.
+struct PathStart {
+  int parent = -1;
+  double after_s = 0;
+};
+
 // A session row (`arrival: {kind: sessions}` with `sessions:`). Synthetic sessions: turn 1 sends
 // workload.input_tokens, later turns user_tokens, each asks workload.output_tokens, and the think
 // times are drawn (constant, or exponential with the mean). A trajectory file gives the shapes
@@ -172,6 +179,7 @@ struct Sessions {
   double think_mean_s = 0;
   std::string trajectory;                     // absolute path; "" = synthetic
   std::vector<std::vector<TurnShape>> paths;  // the trajectory file's sessions, in file order
+  std::vector<PathStart> starts;              // by path: a sub-agent's parent and start
   ReuseTolerance tolerance;
   int MaxTurns() const;
 };
