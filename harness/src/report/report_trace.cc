@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "capq/measurement/metrics.h"
 #include "report_svg.h"
 
 namespace capq::report {
@@ -26,11 +27,8 @@ const TrialSummary* SentTrial(const RowQualification& q) {
   return last;
 }
 
-double NearestRank(std::vector<double> v, double p) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const auto rank = static_cast<size_t>(std::ceil(p / 100 * static_cast<double>(v.size())));
-  return v[std::max<size_t>(rank, 1) - 1];
+double NearestRank(const std::vector<double>& v, double p) {
+  return Percentile(v, p, PercentileMethod::kNearestRank);
 }
 
 std::string LengthRow(const std::string& what, const std::vector<double>& in,
