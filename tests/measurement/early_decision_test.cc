@@ -106,7 +106,8 @@ TEST(EarlyDecision, NoDecisionBeforeTheLevelsFirstStreamsCompleted) {
   live[1].ended = true;
   live[1].done_ns = kT0 + 3600 * kMs;
   EXPECT_TRUE(DecideEarly(rules, live, kT0 + 3600 * kMs, kT0));
-  EXPECT_EQ(EarlyDecisionRulesFor(Row{}, 7, false).min_completed, 7);
+  const Row row;
+  EXPECT_EQ(EarlyDecisionRulesFor(row, 7, false).min_completed, 7);
 }
 
 Row GateRow(const std::string& slo, const std::string& arrival = "{kind: closed_loop}",
