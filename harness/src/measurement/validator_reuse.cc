@@ -130,7 +130,10 @@ GateResult CacheReuse(const ValidationInput& in) {
 
 GateResult SessionHistory(const ValidationInput& in) {
   if (!in.session_row) {
-    return NotApplicable("session_history", "not a session row: every body is the plan's");
+    return NotApplicable("session_history",
+                         "every body is the plan's (not a session row, or one whose turns are "
+                         "whole prompts built from "
+                         "prefix blocks)");
   }
   GateResult g = NewGate("session_history");
   std::vector<std::string> words;

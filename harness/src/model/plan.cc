@@ -62,8 +62,9 @@ struct RequestShape {
   int prefix = -1;
   int session = -1, turn = 0;
   double think_s = 0;
-  PathStart start;                        // a sub-agent's first turn: the session it runs beside
-  const TrafficSample* blocks = nullptr;  // a block replay's measured request: its fitted sample
+  PathStart start;                           // a sub-agent's first turn: the session it runs beside
+  const TrafficSample* blocks = nullptr;     // a block replay's measured request: its fitted sample
+  std::optional<TrafficSample> turn_blocks;  // a block session's turn: its prompt's blocks
 };
 
 // A mixed row's request takes its sample's lengths and class (and, in a block replay, its blocks:
@@ -98,12 +99,28 @@ void ApplyMix(const Mix& mix, uint64_t seed, int warm_n, std::vector<RequestShap
   }
 }
 
+// A block session's turn as a sample of its prompt's blocks. Each top-level session of the trial
+// and its sub-agents (a family) are one run of the trajectory, so their block ids are made the
+// family's own: a cycled path shares nothing with its earlier run.
+TrafficSample TurnBlocks(const TurnShape& turn, int family) {
+  TrafficSample out;
+  out.input_tokens = turn.input_tokens;
+  out.output_tokens = turn.output_tokens;
+  out.line = turn.line;
+  out.block_tokens = turn.block_tokens;
+  for (int64_t id : turn.block_ids) out.block_ids.push_back(id * 65536 + family);
+  return out;
+}
+
 // The measured requests of a session row: every turn of SessionShapes, session by session.
 void ShapeSessions(const Row& row, TrialPlan* plan, std::vector<RequestShape>* shapes) {
   std::vector<PathStart> starts;
   const auto sessions = SessionShapes(row, plan->level, plan->schedule_seed, &starts);
   const size_t before = shapes->size();
+  std::vector<int> family(sessions.size());
   for (size_t k = 0; k < sessions.size(); ++k) {
+    const int parent = starts[k].parent;
+    family[k] = parent < 0 ? static_cast<int>(k) : family[static_cast<size_t>(parent)];
     for (size_t t = 0; t < sessions[k].size(); ++t) {
       const TurnShape& turn = sessions[k][t];
       RequestShape r;
@@ -111,7 +128,8 @@ void ShapeSessions(const Row& row, TrialPlan* plan, std::vector<RequestShape>* s
       r.out = turn.output_tokens;
       r.session = static_cast<int>(k);
       r.turn = static_cast<int>(t) + 1;
-      r.cls = TurnClass(r.turn);
+      r.cls = TurnClass(*row.sessions, r.turn);
+      if (row.sessions->blocks) r.turn_blocks = TurnBlocks(turn, family[k]);
       r.think_s = t == 0 ? 0 : sessions[k][t - 1].think_s;
       if (t == 0) r.start = starts[k];
       shapes->push_back(r);
@@ -196,6 +214,7 @@ BlockLayout LayOutPlanBlocks(const std::vector<RequestShape>& shapes) {
   std::vector<const TrafficSample*> requests;
   for (const RequestShape& r : shapes) {
     if (r.blocks) requests.push_back(r.blocks);
+    if (r.turn_blocks) requests.push_back(&*r.turn_blocks);
   }
   return LayOutBlocks(requests);
 }
@@ -332,6 +351,10 @@ std::string ChatRequestBody(const Row& row, const std::string& prompt, int64_t m
   return body.dump();
 }
 
+bool BuiltWhenSent(const Row& row, const PlanRequest& r) {
+  return r.turn > 1 && row.sessions && !row.sessions->blocks;
+}
+
 std::string SessionTurnBody(const Row& row, const std::vector<std::string>& prompts,
                             const std::vector<std::string>& answers, int64_t max_tokens,
                             uint64_t seed) {
@@ -422,7 +445,7 @@ PlanRequest MakeRequest(const Row& row, const TrialPlan& plan, int i, int warm_n
   r.start_after_s = shape.start.after_s;
   if (row.prefix && !r.warmup) r.declared_cached_tokens = prefix ? prefix->message_tokens : 0;
   if (row.sessions && r.turn == 1) r.declared_cached_tokens = 0;
-  if (r.turn <= 1) r.body = ChatRequestBody(row, r.prompt.text, r.max_tokens, plan.seed);
+  if (!BuiltWhenSent(row, r)) r.body = ChatRequestBody(row, r.prompt.text, r.max_tokens, plan.seed);
   return r;
 }
 

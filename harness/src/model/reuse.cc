@@ -65,6 +65,9 @@ Result<std::vector<std::vector<TurnShape>>> ParseTrajectory(const std::string& t
       shape.output_tokens = t.output_tokens;
       shape.think_s = t.delay_s;
       shape.line = t.line;
+      shape.prompt_tokens = t.prompt_tokens;
+      shape.block_tokens = t.block_tokens;
+      shape.block_ids = t.block_ids;
     }
     out.back().back().think_s = 0;  // nothing follows a session's last answer
   }
@@ -199,6 +202,16 @@ std::string ReuseInWords(const Row& row) {
     if (!s.trajectory.empty()) {
       o << "trajectories from " << s.trajectory.substr(s.trajectory.find_last_of('/') + 1) << " ("
         << s.paths.size() << " sessions)";
+      if (s.token_scale != 1 || s.time_scale != 1) {
+        o << ", lengths x" << s.token_scale << " (" << s.scaled_turns << " turns changed), times x"
+          << s.time_scale;
+      }
+      if (s.blocks) {
+        o << ", each turn its whole recorded prompt from blocks of " << s.blocks->block_tokens
+          << " tokens (" << s.blocks->merge << " trace blocks each), declaring its leading blocks "
+          << "that earlier turns of its session and sub-agents sent";
+      }
+      if (!s.gate_every_turn) o << ", gated as turn 1 and later turns";
     } else {
       o << s.turns << " turns, +" << s.user_tokens << " tokens a turn, think " << s.think
         << " mean " << s.think_mean_s << " s";

@@ -95,12 +95,19 @@ int Sessions::MaxTurns() const {
 
 std::string TurnClass(int turn) { return "turn" + std::to_string(turn); }
 
+std::string TurnClass(const Sessions& s, int turn) {
+  return s.gate_every_turn || turn <= 1 ? TurnClass(turn) : kLaterTurnsClass;
+}
+
 std::vector<std::string> GateClasses(const Row& row) {
   std::vector<std::string> out;
   if (row.mix) {
     for (const MixClass& c : row.mix->classes) out.push_back(c.name);
   } else if (row.sessions) {
-    for (int t = 1; t <= row.sessions->MaxTurns(); ++t) out.push_back(TurnClass(t));
+    const Sessions& s = *row.sessions;
+    for (int t = 1; t <= s.MaxTurns(); ++t) {
+      if (out.empty() || out.back() != TurnClass(s, t)) out.push_back(TurnClass(s, t));
+    }
   }
   return out;
 }

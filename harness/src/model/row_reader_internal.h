@@ -194,6 +194,9 @@ class RowParser {
   bool ParseSessions(const Entry& e, Row* row);
   bool ParseThinkTime(const Entry& e, Sessions* s);
   bool ParseTrajectoryPath(const Entry& e, Sessions* s);
+  bool ParseTrajectoryFit(const MapView& m, Sessions* s);
+  bool ParseSessionScale(const Entry& e, Sessions* s);
+  bool ParseSessionBlocks(const Entry& e, Sessions* s);
   bool CheckReuseRow(const Row& row, const MapView& top);
   bool CheckTurnSamples(const Row& row, const SampleAt& at);
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "capq/model/reuse.h"
+#include "capq/model/trajectory_fit.h"
 #include "row_reader_internal.h"
 
 namespace capq::row_reader {
@@ -116,10 +117,64 @@ bool RowParser::ParseTrajectoryPath(const Entry& e, Sessions* s) {
   return true;
 }
 
+// sessions.scale: {tokens, times, context_tokens}, a trajectory fitted to the server.
+bool RowParser::ParseSessionScale(const Entry& entry, Sessions* s) {
+  MapView m;
+  if (!OpenMap(entry, "sessions.scale", "{tokens, times, context_tokens}", &m)) return false;
+  if (!CheckKeys(m, {"tokens", "times", "context_tokens"})) return false;
+  const Entry* e = nullptr;
+  if ((e = m.Find("tokens")) && !GetNumber(*e, "sessions.scale.tokens", "a number in (0, 1]",
+                                           UnitInterval, &s->token_scale)) {
+    return false;
+  }
+  if ((e = m.Find("times")) &&
+      !GetNumber(*e, "sessions.scale.times", "a number in (0, 1]", UnitInterval, &s->time_scale)) {
+    return false;
+  }
+  int64_t v = 0;
+  if ((e = m.Find("context_tokens"))) {
+    if (!GetInt(*e, "sessions.scale.context_tokens", 2, kMaxTokens, &v)) return false;
+    s->context_tokens = v;
+  }
+  return true;
+}
+
+// sessions.prefix_blocks: {merge}, every turn's whole prompt built from its recorded blocks.
+bool RowParser::ParseSessionBlocks(const Entry& entry, Sessions* s) {
+  MapView m;
+  if (!OpenMap(entry, "sessions.prefix_blocks", "{merge}", &m)) return false;
+  if (!CheckKeys(m, {"merge"})) return false;
+  s->blocks.emplace();
+  int64_t v = 1;
+  const Entry* e = m.Find("merge");
+  if (e && !GetInt(*e, "sessions.prefix_blocks.merge", 1, 4096, &v)) return false;
+  s->blocks->merge = static_cast<int>(v);
+  return true;
+}
+
+// The trajectory's options (scale, prefix_blocks, gate_turns), then its fit to the server.
+bool RowParser::ParseTrajectoryFit(const MapView& m, Sessions* s) {
+  const Entry* e = nullptr;
+  if ((e = m.Find("scale")) && !ParseSessionScale(*e, s)) return false;
+  if ((e = m.Find("prefix_blocks")) && !ParseSessionBlocks(*e, s)) return false;
+  std::string gate = "every";
+  if ((e = m.Find("gate_turns")) &&
+      !GetEnum(*e, "sessions.gate_turns", {"every", "first_and_later"}, &gate)) {
+    return false;
+  }
+  s->gate_every_turn = gate == "every";
+  const Status st = FitTrajectory(s);
+  if (st.ok()) return true;
+  const Entry* at = m.Find("prefix_blocks") ? m.Find("prefix_blocks") : m.Find("scale");
+  return Fail(at ? ValueMark(*at) : ValueMark(*m.Find("trajectory")), "sessions.trajectory",
+              st.message());
+}
+
 bool RowParser::ParseSessions(const Entry& entry, Row* row) {
   MapView m;
   if (!OpenMap(entry, "sessions", "the session shape", &m)) return false;
-  if (!CheckKeys(m, {"turns", "user_tokens", "think_time", "trajectory", "reuse_tolerance"})) {
+  if (!CheckKeys(m, {"turns", "user_tokens", "think_time", "trajectory", "scale", "prefix_blocks",
+                     "gate_turns", "reuse_tolerance"})) {
     return false;
   }
   if (row->workload.arrival_kind != ArrivalKind::kSessions) {
@@ -136,8 +191,14 @@ bool RowParser::ParseSessions(const Entry& entry, Row* row) {
                     "trajectory or turns, user_tokens and think_time");
       }
     }
-    if (!ParseTrajectoryPath(*e, &s)) return false;
+    if (!ParseTrajectoryPath(*e, &s) || !ParseTrajectoryFit(m, &s)) return false;
   } else {
+    for (const char* k : {"scale", "prefix_blocks", "gate_turns"}) {
+      if (const Entry* x = m.Find(k)) {
+        return Fail(x->key_mark, std::string("sessions.") + k,
+                    "fits a recorded trajectory to the server: expected sessions.trajectory");
+      }
+    }
     int64_t v = 0;
     if (!Required(m, "turns", "turns per session, an integer >= 2", &e) ||
         !GetInt(*e, "sessions.turns", 2, 1000, &v)) {
@@ -201,16 +262,24 @@ bool RowParser::CheckReuseRow(const Row& row, const MapView& top) {
 // Every turn index is gated like a class, so each must hold a tail of its own at C = 1.
 bool RowParser::CheckTurnSamples(const Row& row, const SampleAt& at) {
   if (!row.sessions) return true;
-  const std::vector<int> counts = TurnCounts(SessionShapes(row, 1, 1));
+  std::vector<int> counts = TurnCounts(SessionShapes(row, 1, 1));
+  if (!row.sessions->gate_every_turn && counts.size() > 1) {  // turn 1, then all later turns
+    int later = 0;
+    for (size_t t = 1; t < counts.size(); ++t) later += counts[t];
+    counts = {counts[0], later};
+  }
   for (size_t i = 0; i < row.slo.size(); ++i) {
     const int need = MinRequestsForPercentile(row.slo[i].percentile);
     for (size_t t = 0; t < counts.size(); ++t) {
       if (counts[t] >= need) continue;
+      const std::string which = row.sessions->gate_every_turn
+                                    ? "reach turn " + std::to_string(t + 1)
+                                    : std::string("are later turns");
       std::ostringstream msg;
       msg << "slo[" << i << "] gates p" << Num(row.slo[i].percentile)
-          << " at every turn index, which needs " << need << " requests per turn; at C=1 the "
-          << "row runs " << counts[0] << " sessions and only " << counts[t] << " reach turn "
-          << t + 1 << "; expected a larger measured.min_requests";
+          << " in every turn class, which needs " << need << " requests each; at C=1 the "
+          << "row runs " << counts[0] << " sessions and only " << counts[t] << " " << which
+          << "; expected a larger measured.min_requests";
       return Fail(at.mark, at.path, msg.str());
     }
   }

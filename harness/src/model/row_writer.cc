@@ -79,6 +79,13 @@ std::string ReuseYaml(const Row& r) {
     o << "sessions:\n";
     if (!s.trajectory.empty()) {
       o << "  trajectory: " << Quoted(s.trajectory) << "\n";
+      if (s.token_scale != 1 || s.time_scale != 1 || s.context_tokens) {
+        o << "  scale: {tokens: " << Num(s.token_scale) << ", times: " << Num(s.time_scale);
+        if (s.context_tokens) o << ", context_tokens: " << *s.context_tokens;
+        o << "}\n";
+      }
+      if (s.blocks) o << "  prefix_blocks: {merge: " << s.blocks->merge << "}\n";
+      if (!s.gate_every_turn) o << "  gate_turns: first_and_later\n";
     } else {
       o << "  turns: " << s.turns << "\n  user_tokens: " << s.user_tokens
         << "\n  think_time: {distribution: " << s.think << ", mean_s: " << Num(s.think_mean_s)

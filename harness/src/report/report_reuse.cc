@@ -78,8 +78,11 @@ std::string TurnTable(const RowQualification& q) {
                      " (ms, mean of " + std::to_string(at_trials) +
                      ")</th><th>at C=" + std::to_string(c + 1) + " (mean of " +
                      std::to_string(above_trials) + ")</th></tr>\n";
-  for (int t = 1;; ++t) {
-    const std::string name = TurnClass(t);
+  for (int t = 1;; ++t) {  // every turn index, or turn 1 and the later turns together
+    std::string name = TurnClass(t);
+    if (t == 2 && (at.count(kLaterTurnsClass) || above.count(kLaterTurnsClass))) {
+      name = kLaterTurnsClass;
+    }
     const auto a = at.find(name), b = above.find(name);
     if (a == at.end() && b == above.end()) break;
     html += "<tr><td class=\"l\">" + name + "</td><td>" +

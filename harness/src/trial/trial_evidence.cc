@@ -97,7 +97,7 @@ void ExpectPromptTokens(const Row& row, const TrialPlan& plan, const Evidence& e
   for (const auto& r : plan.measured) {
     // A session's later turn resends a conversation the plan cannot count: session_history proves
     // its body and cache_reuse its served context.
-    if (r.turn > 1) continue;
+    if (BuiltWhenSent(row, r)) continue;
     const int64_t want = r.prompt.message_tokens + overhead;
     in->expected_prompt_tokens[r.id] = want;
     // Without the server's tokenizer message lengths are estimates: allow 10 %, still far from a

@@ -73,7 +73,9 @@ void ExpectSessionTurns(const TrialPlan& plan, const std::vector<RequestResult>&
 void ExpectReuse(const Row& row, const TrialPlan& plan, const std::vector<RequestResult>& measured,
                  ValidationInput* in) {
   in->reuse_row = row.reuse();
-  in->session_row = row.sessions.has_value();
+  // A block session's turns are planned whole prompts: their reuse is declared in the plan and
+  // there is no resent conversation for session_history to prove.
+  in->session_row = row.sessions && !row.sessions->blocks;
   if (!in->reuse_row) return;
   in->reuse_tolerance = row.reuse_tolerance();
   for (const PlanRequest& r : plan.measured) {
@@ -131,11 +133,11 @@ ArrivalFactory SessionArrivalFactory(const Row& row, const TrialPlan& plan, doub
     const MonoNs think_ns = static_cast<MonoNs>(r.think_s * 1e9 / time_scale);
     schedule.sessions.back().push_back({i, think_ns});
   }
-  // The body of a turn: turn 1 sends the plan's (""); a later one resends its session's prompts so
-  // far with the text each earlier turn was streamed.
+  // The body of a turn: a planned one sends the plan's (""); a later turn built when sent resends
+  // its session's prompts so far with the text each earlier turn was streamed.
   TurnBodyFn body = [&row, &plan](size_t index, const std::vector<std::string>& earlier) {
     const PlanRequest& r = plan.measured[index];
-    if (r.turn <= 1) return std::string();
+    if (!BuiltWhenSent(row, r)) return std::string();
     std::vector<std::string> prompts;
     for (size_t k = index + 1 - static_cast<size_t>(r.turn); k <= index; ++k) {
       prompts.push_back(plan.measured[k].prompt.text);

@@ -152,6 +152,11 @@ inline constexpr int64_t kMaxScheduledRequests = 1'000'000;
 void RewordRequest(const Row& row, const TrialPlan& plan, int64_t words, int64_t estimated_tokens,
                    PlanRequest* r);
 
+// Whether request `r`'s body is built when it is sent (a session's later turn resending the
+// conversation so far) rather than planned: then `body` is empty and its prompt tokens follow from
+// the stream. A block session's turns are whole planned prompts.
+bool BuiltWhenSent(const Row& row, const PlanRequest& r);
+
 // A session turn's body: the conversation so far, as the user and assistant messages alternate
 // (`turns` user prompts, `answers` the streamed text of every earlier turn: one fewer), with the
 // sampling of ChatRequestBody.

@@ -159,6 +159,12 @@ struct TurnShape {
   int64_t output_tokens = 0;
   double think_s = 0;
   int line = 0;  // a trajectory file's line (0: synthetic)
+  // A recorded turn's whole prompt and its chained blocks of `block_tokens` (trajectory.h); a row
+  // with sessions.prefix_blocks sends exactly that prompt, built from the blocks (FitTrajectory
+  // makes input_tokens the whole prompt and the blocks the row's).
+  std::optional<int64_t> prompt_tokens;
+  int64_t block_tokens = 0;
+  std::vector<int64_t> block_ids;
 };
 
 // A trajectory's sub-agent: the path it runs beside (an earlier one) and when it starts, in the
@@ -181,8 +187,30 @@ struct Sessions {
   std::vector<std::vector<TurnShape>> paths;  // the trajectory file's sessions, in file order
   std::vector<PathStart> starts;              // by path: a sub-agent's parent and start
   ReuseTolerance tolerance;
+  // sessions.scale: a recorded trajectory fitted to the server. Every turn's lengths are multiplied
+  // by `tokens` (at least a token each), every delay and sub-agent start by `times`; a turn whose
+  // prompt and output then exceed `context_tokens` is refused at load. `scaled_turns` counts the
+  // turns the fit changed.
+  double token_scale = 1, time_scale = 1;
+  std::optional<int64_t> context_tokens;
+  int scaled_turns = 0;
+  // sessions.prefix_blocks: each turn sends its recorded whole prompt, built from its chained
+  // blocks, instead of the conversation so far (prefix_blocks.h): `merge` of the trace's blocks
+  // make one block of the row (`block_tokens`, fitted), the rest of the prompt a last block of its
+  // own. Reuse is then the trace's own (compaction, sub-agents sharing a system prompt) and every
+  // body is the plan's.
+  struct Blocks {
+    int merge = 1;
+    int64_t block_tokens = 0;
+  };
+  std::optional<Blocks> blocks;
+  // sessions.gate_turns: every turn index is a class of its own (every), or turn 1 and all later
+  // turns together (first_and_later: sessions of dozens of turns hold no tail per index).
+  bool gate_every_turn = true;
   int MaxTurns() const;
 };
+
+inline constexpr const char* kLaterTurnsClass = "later";
 
 struct CachePolicy {
   bool prefix_cache = true;  // "enabled" | "disabled" in the file
@@ -334,6 +362,9 @@ struct Row {
 // indices ("turn1", "turn2", ...); empty otherwise.
 std::vector<std::string> GateClasses(const Row& row);
 std::string TurnClass(int turn);  // "turn3"
+// The class a session row gates turn `turn` in: TurnClass, or "later" past turn 1 when the row
+// gates first and later turns.
+std::string TurnClass(const Sessions& s, int turn);
 
 // Every tier of the row: {kPrimaryTier, row.slo}, then row.slo_tiers.
 std::vector<SloTier> AllTiers(const Row& row);
