@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "capq/model/row_loader.h"
 #include "capq/record/capacity_data.h"
 #include "capq/report/report.h"
 
@@ -112,6 +113,23 @@ TEST(ReportTrace, TheTraceAndWhatWasSentSurviveTheCapacityData) {
   EXPECT_EQ(s.requests[4].input_tokens, -1);
   EXPECT_TRUE(std::isnan(s.requests[4].send_s));
   EXPECT_EQ(RenderReportHtml(*back), RenderReportHtml(d));
+}
+
+// A trajectory sent as whole recorded prompts keeps its turns as the trace: every turn of the
+// file, in file order, as the row fits it.
+TEST(ReportTrace, AWholePromptTrajectoryIsATrace) {
+  Result<Row> row = LoadRow(std::string(CAPQ_SOURCE_DIR) + "/rows/sim/sim_small_weka_agent.yaml");
+  ASSERT_TRUE(row.ok()) << row.status().ToString();
+  const RowInfo info = RowInfoFromRow(*row);
+  EXPECT_EQ(info.trace_file, "weka_sessions.jsonl");
+  ASSERT_EQ(info.trace.size(), 130u);
+  // trace_0001 turn 1: 71,175 tokens = 139 groups of 512 and 7 more (7 / 32 rounds to none).
+  EXPECT_EQ(info.trace[0].input_tokens, 139 * 16);
+  EXPECT_EQ(info.trace[0].output_tokens, 5);  // 169 / 32
+  EXPECT_TRUE(std::isnan(info.trace[0].offset_s));
+  Result<Row> history = LoadRow(std::string(CAPQ_SOURCE_DIR) + "/rows/sim/sim_small_agent.yaml");
+  ASSERT_TRUE(history.ok());
+  EXPECT_TRUE(RowInfoFromRow(*history).trace.empty()) << "a resent history is no trace's prompt";
 }
 
 }  // namespace

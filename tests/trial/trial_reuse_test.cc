@@ -211,6 +211,46 @@ TEST(TrialReuse, ASubAgentRunsBesideItsParentOnTheServer) {
   EXPECT_GE(at["m3"].first, at["m1"].second) << "q took a place the parent still held";
 }
 
+// A trajectory replayed as whole recorded prompts (sessions.prefix_blocks): every turn's body is
+// the plan's, the server is held to the reuse the trace's blocks declare and to every turn's
+// prompt length, the trial records what it sent beside the trace, and validate agrees.
+TEST(TrialReuse, WholePromptTurnsAreServedTheTracesReuseAndTheirPlannedLengths) {
+  Row row = LoadFast("sim_small_weka_agent.yaml", 40);
+  row.measured = Measured{42, 1};  // trace_0001's 41 turns and trace_0002's 33
+  row.slo[0].percentile = 50;      // two first turns hold a median (validate reloads the row)
+  const std::string dir = ScratchDir("block_sessions");
+  auto sim = StartSim(row);
+  ASSERT_TRUE(sim);
+  TrialReport rep = RunTrial(row, Options(sim->url(), dir + "/trial", 1));
+  sim->Stop();
+  ASSERT_EQ(rep.verdict.outcome, TrialOutcome::kPass) << rep.verdict.reasons.front();
+  EXPECT_FALSE(Gate(rep.verdict, "session_history")->enabled);
+  const GateResult* reuse = Gate(rep.verdict, "cache_reuse");
+  EXPECT_TRUE(reuse->passed) << reuse->evidence;
+  EXPECT_NE(reuse->evidence.find("over 74 measured requests"), std::string::npos)
+      << reuse->evidence;
+  const GateResult* prompt = Gate(rep.verdict, "prompt_tokens");
+  EXPECT_TRUE(prompt->passed && prompt->enabled) << prompt->evidence;
+  Result<TrialPlan> plan = PlanFromJson(ReadJson(dir + "/trial/plan.json"));
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->measured.size(), 74u);
+  EXPECT_GT(*plan->measured[40].declared_cached_tokens, 0);
+  EXPECT_EQ(*plan->measured[41].declared_cached_tokens, 0) << "trace_0002 shares nothing";
+  const nlohmann::json sent = ReadJson(dir + "/trial/metrics.json")["sent"]["requests"];
+  ASSERT_EQ(sent.size(), 74u);
+  for (size_t i = 0; i < sent.size(); ++i) {  // [input, output, send_s]; 51 template tokens
+    EXPECT_EQ(sent[i][0].get<int64_t>(), plan->measured[i].prompt.message_tokens + 51)
+        << plan->measured[i].id;
+  }
+  ASSERT_EQ(rep.verdict.classes.size(), 2u);
+  EXPECT_EQ(rep.verdict.classes[1].name, "later");
+  EXPECT_EQ(rep.verdict.classes[1].requests, 72);
+  auto v = ValidateTrialDir(dir + "/trial");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_TRUE(v->problems.empty()) << v->problems.front();
+  EXPECT_TRUE(v->verdict.correctness.Find("cache_reuse")->passed);
+}
+
 TEST(TrialReuse, WithThePrefixCacheOffSessionsFailCacheReuse) {
   Row row = LoadFast("sim_small_sessions.yaml", 40);
   const std::string dir = ScratchDir("sessions-off");

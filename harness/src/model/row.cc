@@ -93,6 +93,8 @@ int Sessions::MaxTurns() const {
   return static_cast<int>(n);
 }
 
+bool SendsTraceSamples(const Row& row) { return row.mix || (row.sessions && row.sessions->blocks); }
+
 std::string TurnClass(int turn) { return "turn" + std::to_string(turn); }
 
 std::string TurnClass(const Sessions& s, int turn) {

@@ -274,7 +274,8 @@ bool RowParser::CheckTurnSamples(const Row& row, const SampleAt& at) {
       if (counts[t] >= need) continue;
       const std::string which = row.sessions->gate_every_turn
                                     ? "reach turn " + std::to_string(t + 1)
-                                    : std::string("are later turns");
+                                : t == 0 ? "are first turns"
+                                         : "are later turns";
       std::ostringstream msg;
       msg << "slo[" << i << "] gates p" << Num(row.slo[i].percentile)
           << " in every turn class, which needs " << need << " requests each; at C=1 the "

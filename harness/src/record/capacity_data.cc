@@ -57,6 +57,15 @@ RowInfo RowInfoFromRow(const Row& row) {
               [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const auto& l : lines) r.trace.push_back(l.second);
   }
+  if (row.sessions && row.sessions->blocks) {  // every turn, in file order, as fitted
+    const std::string& t = row.sessions->trajectory;
+    r.trace_file = t.substr(t.find_last_of('/') + 1);
+    for (const auto& path : row.sessions->paths) {
+      for (const TurnShape& turn : path) {
+        r.trace.push_back({turn.input_tokens, turn.output_tokens, NAN});
+      }
+    }
+  }
   for (MixClass& c : r.mix) c.samples.clear();
   r.reuse = ReuseInWords(row);
   return r;

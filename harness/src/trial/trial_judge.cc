@@ -82,7 +82,7 @@ void Judge(Trial& t) {
   if (row.reuse()) {
     s.metrics_extra["reuse"] = ReuseFiguresToJson(internal::MeasureReuse(*s.plan, vin, t.scale));
   }
-  if (row.mix) {
+  if (SendsTraceSamples(row)) {
     s.metrics_extra["sent"] = SentRequestsToJson(internal::MeasureSent(*s.plan, t.s.meas, t.scale));
   }
   std::string undecided;

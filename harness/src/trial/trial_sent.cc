@@ -1,5 +1,6 @@
-// What a mixed row's trial sent, for the report to hold beside the trace: each measured request's
-// lengths as the server counted them and its send time.
+// What a trial of a trace's samples (a mix, or whole-prompt trajectory turns) sent, for the report
+// to hold beside the trace: each measured request's lengths as the server counted them and its send
+// time.
 #include <cmath>
 #include <map>
 

@@ -361,6 +361,11 @@ struct Row {
 // The classes every SLO gate also holds over: a mixed row's traffic classes, a session row's turn
 // indices ("turn1", "turn2", ...); empty otherwise.
 std::vector<std::string> GateClasses(const Row& row);
+// Whether the row's measured requests are a recorded trace's samples as fitted, so a trial records
+// what it sent for the report to hold beside the trace: a mix, or a trajectory whose turns are sent
+// as whole recorded prompts (sessions.prefix_blocks).
+bool SendsTraceSamples(const Row& row);
+
 std::string TurnClass(int turn);  // "turn3"
 // The class a session row gates turn `turn` in: TurnClass, or "later" past turn 1 when the row
 // gates first and later turns.
