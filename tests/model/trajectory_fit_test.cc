@@ -168,6 +168,79 @@ size_t CommonWords(const std::string& x, const std::string& y) {
   return k;
 }
 
+using Blocks = std::vector<std::tuple<int, int64_t, int64_t>>;
+
+// The words turn `i` has in common with any earlier turn are the tokens of the blocks they share.
+void ExpectSharedWordsAreSharedBlocks(const std::vector<PlanRequest>& m,
+                                      const std::vector<Blocks>& blocks, size_t i) {
+  const Blocks& b = blocks[i];
+  for (size_t q = 0; q < i; ++q) {
+    size_t k = 0;
+    int64_t common = 0;
+    while (k < b.size() && k < blocks[q].size() && b[k] == blocks[q][k]) {
+      common += std::get<2>(b[k++]);
+    }
+    ASSERT_EQ(static_cast<int64_t>(CommonWords(m[q].prompt.text, m[i].prompt.text)), common)
+        << m[q].id << " and " << m[i].id;
+  }
+}
+
+// The trace's own reuse ratio over `runs`, in its 64-token blocks, each run fresh.
+double TraceReuse(const std::vector<RunTurn>& runs) {
+  std::set<std::pair<int, int64_t>> seen;  // (family, id)
+  int64_t reused = 0, tokens = 0;
+  for (const RunTurn& r : runs) {
+    const auto& ids = r.turn->block_ids;
+    size_t lead = 0;
+    while (lead < ids.size() && seen.count({r.family, ids[lead]})) ++lead;
+    for (int64_t id : ids) seen.insert({r.family, id});
+    reused += static_cast<int64_t>(lead) * 64;
+    tokens += *r.turn->prompt_tokens;
+  }
+  return static_cast<double>(reused) / static_cast<double>(tokens);
+}
+
+// A plan of the row at `level` against the trajectory read on its own.
+void ExpectPlanFollowsTheTrajectory(const Row& row, const std::vector<TrajectorySession>& file,
+                                    LoadLevel level) {
+  PlanInputs in;
+  in.level = level;
+  Result<TrialPlan> plan = MakeTrialPlan(row, in);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const std::vector<PlanRequest>& m = plan->measured;
+  std::set<int> families;  // the top-level sessions
+  for (const PlanRequest& r : m) {
+    if (r.turn == 1 && r.parent_session < 0) families.insert(r.session);
+  }
+  const std::vector<RunTurn> runs = RunOrder(file, families.size());
+  ASSERT_EQ(m.size(), runs.size());
+  std::set<std::tuple<int, int64_t, int64_t>> sent;
+  std::vector<Blocks> blocks;
+  int64_t declared = 0, tokens = 0;
+  for (size_t i = 0; i < m.size(); ++i) {
+    blocks.push_back(FittedBlocks(runs[i]));
+    const Blocks& b = blocks.back();
+    int64_t want = 0, reuse = 0;
+    size_t run = 0;
+    while (run < b.size() && sent.count(b[run])) reuse += std::get<2>(b[run++]);
+    for (const auto& x : b) want += std::get<2>(x);
+    EXPECT_EQ(m[i].prompt.message_tokens, want) << m[i].id;
+    ASSERT_TRUE(m[i].declared_cached_tokens) << m[i].id;
+    EXPECT_EQ(*m[i].declared_cached_tokens, reuse) << m[i].id;
+    EXPECT_FALSE(m[i].body.empty()) << m[i].id << ": every turn's body is planned";
+    EXPECT_EQ(m[i].traffic_class, runs[i].turn_index == 1 ? "turn1" : "later") << m[i].id;
+    sent.insert(b.begin(), b.end());
+    declared += reuse;
+    tokens += want;
+    ExpectSharedWordsAreSharedBlocks(m, blocks, i);
+  }
+  // README tolerance: the declared reuse ratio within 2 points of the trace's over the same turns
+  // (merging 8 blocks into one loses at most 7 of them a turn).
+  const double ratio = static_cast<double>(declared) / static_cast<double>(tokens);
+  EXPECT_NEAR(ratio, TraceReuse(runs), 0.02) << "level " << level;
+  EXPECT_GT(ratio, 0.8);
+}
+
 TEST(TrajectoryBlocks, TheWekaRowSendsEachTurnsWholePromptAndTheTracesReuse) {
   Result<Row> row = LoadRow(kRow);
   ASSERT_TRUE(row.ok()) << row.status().ToString();
@@ -175,62 +248,7 @@ TEST(TrajectoryBlocks, TheWekaRowSendsEachTurnsWholePromptAndTheTracesReuse) {
   ASSERT_TRUE(text.ok());
   Result<std::vector<TrajectorySession>> file = ParseTrajectorySessions(*text, kTrajectory);
   ASSERT_TRUE(file.ok()) << file.status().ToString();
-  for (LoadLevel level : {1, 3}) {
-    PlanInputs in;
-    in.level = level;
-    Result<TrialPlan> plan = MakeTrialPlan(*row, in);
-    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-    const std::vector<PlanRequest>& m = plan->measured;
-    std::set<int> families;  // the top-level sessions
-    for (const PlanRequest& r : m) {
-      if (r.turn == 1 && r.parent_session < 0) families.insert(r.session);
-    }
-    const std::vector<RunTurn> runs = RunOrder(*file, families.size());
-    ASSERT_EQ(m.size(), runs.size());
-    std::set<std::tuple<int, int64_t, int64_t>> sent;
-    std::vector<std::vector<std::tuple<int, int64_t, int64_t>>> blocks;
-    int64_t declared = 0, tokens = 0, trace_reused = 0, trace_tokens = 0;
-    std::set<std::pair<int, int64_t>> trace_seen;  // (family, id) of the trace's 64-token blocks
-    for (size_t i = 0; i < m.size(); ++i) {
-      blocks.push_back(FittedBlocks(runs[i]));
-      const auto& b = blocks.back();
-      int64_t want = 0, reuse = 0;
-      size_t run = 0;
-      while (run < b.size() && sent.count(b[run])) reuse += std::get<2>(b[run++]);
-      for (const auto& x : b) want += std::get<2>(x);
-      EXPECT_EQ(m[i].prompt.message_tokens, want) << m[i].id;
-      ASSERT_TRUE(m[i].declared_cached_tokens) << m[i].id;
-      EXPECT_EQ(*m[i].declared_cached_tokens, reuse) << m[i].id;
-      EXPECT_FALSE(m[i].body.empty()) << m[i].id << ": every turn's body is planned";
-      EXPECT_EQ(m[i].traffic_class, runs[i].turn_index == 1 ? "turn1" : "later") << m[i].id;
-      sent.insert(b.begin(), b.end());
-      declared += reuse;
-      tokens += want;
-      // The words it has in common with any earlier turn are the blocks they share.
-      for (size_t q = 0; q < i; ++q) {
-        size_t k = 0;
-        int64_t common = 0;
-        while (k < b.size() && k < blocks[q].size() && b[k] == blocks[q][k]) {
-          common += std::get<2>(b[k++]);
-        }
-        ASSERT_EQ(static_cast<int64_t>(CommonWords(m[q].prompt.text, m[i].prompt.text)), common)
-            << m[q].id << " and " << m[i].id;
-      }
-      // The trace's own reuse of the same turn, in its 64-token blocks.
-      const auto& ids = runs[i].turn->block_ids;
-      size_t lead = 0;
-      while (lead < ids.size() && trace_seen.count({runs[i].family, ids[lead]})) ++lead;
-      for (int64_t id : ids) trace_seen.insert({runs[i].family, id});
-      trace_reused += static_cast<int64_t>(lead) * 64;
-      trace_tokens += *runs[i].turn->prompt_tokens;
-    }
-    // README tolerance: the declared reuse ratio within 2 points of the trace's over the same
-    // turns (merging 8 blocks into one loses at most 7 of them a turn).
-    const double ratio = static_cast<double>(declared) / static_cast<double>(tokens);
-    const double trace = static_cast<double>(trace_reused) / static_cast<double>(trace_tokens);
-    EXPECT_NEAR(ratio, trace, 0.02) << "level " << level;
-    EXPECT_GT(ratio, 0.8);
-  }
+  for (LoadLevel level : {1, 3}) ExpectPlanFollowsTheTrajectory(*row, *file, level);
 }
 
 TEST(TrajectoryBlocks, RowsThatCannotFitTheirTrajectoryAreRefusedAtLoad) {
