@@ -259,7 +259,8 @@ bool RowParser::CheckReuseRow(const Row& row, const MapView& top) {
   return true;
 }
 
-// Every turn index is gated like a class, so each must hold a tail of its own at C = 1.
+// Every turn class (each turn index, or turn 1 and the later turns) is gated like a mixed row's
+// class, so each must hold a tail of its own at C = 1.
 bool RowParser::CheckTurnSamples(const Row& row, const SampleAt& at) {
   if (!row.sessions) return true;
   std::vector<int> counts = TurnCounts(SessionShapes(row, 1, 1));
