@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "capq/hash.h"
+#include "capq/model/prefix_blocks.h"
 #include "capq/text.h"
 
 namespace capq {
@@ -90,15 +91,7 @@ Result<int64_t> FittedBlockTokens(const Mix& mix, double scale) {
       }
     }
   }
-  const double fitted = static_cast<double>(size) * scale;
-  if (std::fabs(fitted - std::round(fitted)) > 1e-6 || fitted < 1) {
-    return Status::InvalidArgument(
-        "mix.lengths.scale " + FormatFixed(scale, 6) + " makes the trace's blocks of " +
-        std::to_string(size) + " tokens " + FormatFixed(fitted, 3) +
-        " tokens; with prefix_blocks a block must stay whole tokens (e.g. scale " +
-        FormatFixed(1.0 / static_cast<double>(size), 6) + " times an integer)");
-  }
-  return static_cast<int64_t>(std::llround(fitted));
+  return ScaledBlockTokens(size, scale, "mix.lengths.scale");
 }
 
 // A sample's input with its blocks fitted: every whole block `block` tokens, the last (partial)

@@ -1,7 +1,10 @@
 #include "capq/model/prefix_blocks.h"
 
+#include <cmath>
 #include <map>
 #include <tuple>
+
+#include "capq/text.h"
 
 namespace capq {
 namespace {
@@ -11,6 +14,19 @@ namespace {
 using BlockKey = std::tuple<int64_t, int64_t, int>;
 
 }  // namespace
+
+Result<int64_t> ScaledBlockTokens(int64_t trace_tokens, double scale,
+                                  const std::string& scale_key) {
+  const double fitted = static_cast<double>(trace_tokens) * scale;
+  if (std::fabs(fitted - std::round(fitted)) > 1e-6 || fitted < 1) {
+    return Status::InvalidArgument(
+        scale_key + " " + FormatFixed(scale, 6) + " makes the trace's blocks of " +
+        std::to_string(trace_tokens) + " tokens " + FormatFixed(fitted, 3) +
+        " tokens; a block must stay whole tokens (e.g. " + scale_key + " " +
+        FormatFixed(1.0 / static_cast<double>(trace_tokens), 6) + " times an integer)");
+  }
+  return static_cast<int64_t>(std::llround(fitted));
+}
 
 int64_t BlockLength(const TrafficSample& s, size_t j) {
   const auto whole = static_cast<int64_t>(s.block_ids.size()) - 1;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "capq/model/prefix_blocks.h"
 #include "capq/text.h"
 
 namespace capq {
@@ -47,14 +48,10 @@ Result<int64_t> TraceBlockTokens(const Sessions& s) {
 Status FitBlockTokens(Sessions* s) {
   Result<int64_t> trace = TraceBlockTokens(*s);
   if (!trace.ok()) return trace.status();
-  const double fitted = static_cast<double>(*trace * s->blocks->merge) * s->token_scale;
-  if (std::fabs(fitted - std::round(fitted)) > 1e-6 || fitted < 1) {
-    return Status::InvalidArgument(
-        "sessions.scale.tokens " + FormatFixed(s->token_scale, 6) + " makes blocks of " +
-        std::to_string(s->blocks->merge) + " x " + std::to_string(*trace) + " trace tokens " +
-        FormatFixed(fitted, 3) + " tokens; a block must stay whole tokens");
-  }
-  s->blocks->block_tokens = std::llround(fitted);
+  Result<int64_t> block =
+      ScaledBlockTokens(*trace * s->blocks->merge, s->token_scale, "sessions.scale.tokens");
+  if (!block.ok()) return block.status();
+  s->blocks->block_tokens = *block;
   return Status::Ok();
 }
 

@@ -13,9 +13,11 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "capq/model/traffic.h"
+#include "capq/status.h"
 
 namespace capq {
 
@@ -29,6 +31,11 @@ struct BlockLayout {
 
 // `requests` in send order, each a fitted sample (block_ids, block_tokens, input_tokens).
 BlockLayout LayOutBlocks(const std::vector<const TrafficSample*>& requests);
+
+// A trace's block of `trace_tokens` at `scale`, in the server's whole tokens; an error naming
+// `scale_key` when the block would be a fraction of a token or none. A prompt built from blocks
+// shares exactly whole blocks, so a block cannot be cut between tokens.
+Result<int64_t> ScaledBlockTokens(int64_t trace_tokens, double scale, const std::string& scale_key);
 
 // The length of block `j` of fitted sample `s`: whole blocks, the last one the rest of its input.
 int64_t BlockLength(const TrafficSample& s, size_t j);
