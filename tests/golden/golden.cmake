@@ -38,6 +38,8 @@ function(Capture name)
     RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 600)
   Mask("exit ${rc}\n--- stdout\n${out}--- stderr\n${err}" text)
   Compare("${name}" "${text}")
+  # Compare set it in this function's scope; the run's verdict reads it at the top.
+  set(mismatches "${mismatches}" PARENT_SCOPE)
 endfunction()
 
 function(Compare name text)
