@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "capq/model/arrival.h"
+#include "capq/model/row_loader.h"
 
 namespace capq {
 namespace {
@@ -62,6 +63,48 @@ TEST(MakeTrialPlan, SizesIdsAndDisjointSets) {
   EXPECT_EQ(meas.size(), 80u);
   for (const auto& h : warm) EXPECT_EQ(meas.count(h), 0u);
   EXPECT_EQ(plan->calibration, "word_count");
+}
+
+TEST(MakeTrialPlan, TheBaselineMeasuresTheFewestItsGatesAllow) {
+  Row row = TestRow();
+  row.slo = {SloGate{SloMetric::kTtft, 95, 2500}};
+  auto base = MakeTrialPlan(row, Inputs(1, 1, QualifyPhase::kBaseline));
+  auto claim = MakeTrialPlan(row, Inputs(1, 1, QualifyPhase::kConfirm));
+  ASSERT_TRUE(base.ok() && claim.ok());
+  EXPECT_EQ(base->measured.size(), 20u);  // p95: at least one request above it
+  EXPECT_EQ(base->expected_measured, 20);
+  EXPECT_EQ(base->warmup.size(), 8u);  // the row's own warm-ups
+  EXPECT_EQ(claim->expected_measured, 64);
+  EXPECT_EQ(MakeTrialPlan(row, Inputs(1, 1, QualifyPhase::kProbe))->expected_measured, 64);
+}
+
+TEST(BaselineRequests, TheSampleRuleOfEveryTierAtLeastTheSeedsTenAtMostTheRowsOwn) {
+  Row row = TestRow();
+  EXPECT_EQ(BaselineRequests(row), kSeedBaselineRequests);  // no gate
+  row.slo = {SloGate{SloMetric::kTtft, 50, 900}};
+  EXPECT_EQ(BaselineRequests(row), 10);
+  row.slo.push_back(SloGate{SloMetric::kItl, 90, 50});
+  EXPECT_EQ(BaselineRequests(row), 10);
+  row.slo_tiers = {SloTier{"strict", {SloGate{SloMetric::kTtft, 97.5, 800}}}};
+  EXPECT_EQ(BaselineRequests(row), 40);
+  row.slo_tiers[0].slo[0].percentile = 99;  // needs 100: the row's own 64 at C = 1
+  EXPECT_EQ(BaselineRequests(row), 64);
+}
+
+TEST(BaselineRequests, RowsWhoseSharesOrReuseNeedTheSampleKeepIt) {
+  Row row = TestRow();
+  row.slo = {SloGate{SloMetric::kTtft, 95, 2500}};
+  row.measured = {100, 4};
+  EXPECT_EQ(BaselineRequests(row), 20);
+  Row mixed = row;
+  mixed.mix = Mix{};
+  EXPECT_EQ(BaselineRequests(mixed), 100);
+  Row prefix = row;
+  prefix.prefix = PrefixReuse{};
+  EXPECT_EQ(BaselineRequests(prefix), 100);
+  Row sessions = row;
+  sessions.sessions = Sessions{};
+  EXPECT_EQ(BaselineRequests(sessions), 100);
 }
 
 TEST(MakeTrialPlan, BodiesCarryEverySamplingParameter) {

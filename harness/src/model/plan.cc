@@ -8,6 +8,7 @@
 #include "capq/model/arrival.h"
 #include "capq/model/prefix_blocks.h"
 #include "capq/model/reuse.h"
+#include "capq/model/row_loader.h"
 
 namespace capq {
 namespace {
@@ -405,7 +406,9 @@ Result<TrialPlan> PlanHeader(const Row& row, const PlanInputs& in) {
     plan.schedule_seed = ScheduleSeed(plan.seed, plan.phase, plan.level);
     if (Status s = ScheduleOpenLoop(row, &plan); !s.ok()) return s;
   } else {
-    plan.expected_measured = row.measured.RequestsAt(in.level);
+    plan.expected_measured = in.phase == QualifyPhase::kBaseline && in.level == 1
+                                 ? BaselineRequests(row)
+                                 : row.measured.RequestsAt(in.level);
     if (row.sessions) plan.schedule_seed = ScheduleSeed(plan.seed, plan.phase, plan.level);
   }
   if (in.counter) {

@@ -20,6 +20,16 @@ int MinRequestsPerThirdForPercentile(double percentile) {
   return need > 1e9 ? 1000000000 : static_cast<int>(need);
 }
 
+int BaselineRequests(const Row& row) {
+  const int full = row.measured.RequestsAt(1);
+  if (row.open_loop() || row.reuse() || row.mix) return full;
+  int need = kSeedBaselineRequests;
+  for (const SloTier& tier : AllTiers(row)) {
+    for (const SloGate& g : tier.slo) need = std::max(need, MinRequestsForPercentile(g.percentile));
+  }
+  return std::min(need, full);
+}
+
 int64_t MeasuredRequestsAtOneStep(const Row& row) {
   const OpenLoop& o = row.workload.open_loop;
   if (!row.open_loop()) return 0;

@@ -162,7 +162,7 @@ void Run::Execute() {
 const TrialSummary* Run::RunBaseline() {
   BeginPhase("baseline");
   Say("baseline: " + LevelLabel(1) + " with " + std::to_string(row_.warmup.requests) +
-      " warm-ups, " + MeasuredText(row_, 1));
+      " warm-ups, " + BaselineSampleText(row_));
   const TrialSummary& base = RunOne(QualifyPhase::kBaseline, 1, 1, "baseline");
   EndPhase();
   Say("baseline: " + Brief(base) + Fmt(" (%.1f s)", base.wall_s));

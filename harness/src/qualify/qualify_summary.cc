@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "capq/measurement/metrics.h"
+#include "capq/model/row_loader.h"
 #include "capq/qualify/deciding_gate.h"
 #include "capq/qualify/qualify.h"
 #include "capq/text.h"
@@ -41,9 +42,14 @@ std::string DecidedBy(const TrialSummary& t) {
   return by.empty() ? "no SLO gate measured" : by;
 }
 
-std::string MeasuredText(const Row& row, int level) {
-  if (!row.open_loop())
-    return std::to_string(row.measured.RequestsAt(level)) + " measured requests";
+std::string BaselineSampleText(const Row& row) {
+  if (!row.open_loop()) {
+    const int n = BaselineRequests(row), full = row.measured.RequestsAt(1);
+    return std::to_string(n) + " measured requests" +
+           (n < full
+                ? " (the single-user check; a claim at C=1 measures " + std::to_string(full) + ")"
+                : "");
+  }
   const OpenLoop& o = row.workload.open_loop;
   std::string what = o.requests ? std::to_string(*o.requests) + " measured requests"
                                 : Fmt("%g", o.duration_s.value_or(0)) + " s measured";

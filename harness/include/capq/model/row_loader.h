@@ -105,6 +105,15 @@ uint64_t DeriveTrialSeed(const std::string& row_id, int trial_index);
 // percentile.
 int MinRequestsForPercentile(double percentile);
 
+// The measured requests of the C = 1 baseline of a closed-loop row whose requests are all alike:
+// the single-user check (the seed's baseline measured 10), so the fewest the sample rule allows for
+// every gate of every tier, at least kSeedBaselineRequests and at most the row's own sample at C =
+// 1. The baseline only checks the server and calibrates the prediction: no claim rests on it, and a
+// C = 1 confirmation, when C = 1 is the boundary, measures the row's full sample. A row with
+// reuse, a mix or an open-loop schedule keeps its full sample (its shares and reuse need it).
+inline constexpr int kSeedBaselineRequests = 10;
+int BaselineRequests(const Row& row);
+
 // ceil(200 / (100 - percentile)): the smallest third of an open-loop interval with two requests
 // above the percentile (p95: 40).
 int MinRequestsPerThirdForPercentile(double percentile);
