@@ -6,6 +6,8 @@
 #include <functional>
 #include <set>
 
+#include "capq/record/capacity_data.h"
+
 namespace capq {
 namespace {
 
@@ -238,6 +240,41 @@ TEST(LocateTest, ProbeBudget) {
   EXPECT_EQ(LocateProbeBudget(7), 5);
   EXPECT_EQ(LocateProbeBudget(8), 5);
   EXPECT_EQ(LocateProbeBudget(11), 6);
+}
+
+}  // namespace
+}  // namespace capq
+
+namespace capq {
+namespace {
+
+// sim_small_azure's locate, blind: C=4 passed at 0.46 of its bound; C=8 was decided early with
+// p95 TTFT at least 1.32 s against 1.2 s, the figure its whole trial also ended near. The bound
+// aims the next probe as the whole figure did (C=7), not a bisection (C=6, then C=7).
+TEST(LocateTest, ADecidedFailureAimsByItsBound) {
+  TrialSummary decided;
+  decided.outcome = TrialOutcome::kSloFail;
+  EarlyDecision d;
+  d.gate = SloGate{SloMetric::kTtft, 95, 1200};
+  d.lowest_reachable_ms = 1320;
+  decided.decided = d;
+  EXPECT_DOUBLE_EQ(decided.GateRatio(), 1.1);
+
+  auto next_after = [](double ratio_at_8) {
+    Locator loc(Locator::Options{64, true});
+    loc.AddKnown(ProbePoint{1, ProbeVerdict::kPass, 0.45, ""});
+    loc.AddKnown(ProbePoint{2, ProbeVerdict::kPass, 0.45, ""});
+    loc.AddKnown(ProbePoint{4, ProbeVerdict::kPass, 0.46, ""});
+    loc.AddKnown(ProbePoint{8, ProbeVerdict::kSloFail, ratio_at_8, ""});
+    return loc.Next();
+  };
+  EXPECT_EQ(next_after(decided.GateRatio()), 7);
+  EXPECT_EQ(next_after(1320.0 / 1200), 7);  // the whole trial's figure
+  EXPECT_EQ(next_after(NAN), 6);            // no figure: bisect
+
+  d.gate.below_ms = 0;
+  decided.decided = d;
+  EXPECT_TRUE(std::isnan(decided.GateRatio()));
 }
 
 }  // namespace

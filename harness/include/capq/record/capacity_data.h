@@ -172,8 +172,8 @@ struct TrialSummary {
   std::optional<SentRequests> sent;   // a mixed row's (metrics.json "sent")
 
   bool passed() const { return outcome == TrialOutcome::kPass; }
-  // measured / below_ms of the gate nearest to failing (largest ratio); NaN when unknown or when
-  // the trial was decided early (its figures are bounds).
+  // measured / below_ms of the gate nearest to failing (largest ratio); NaN when unknown. A trial
+  // decided early gives its deciding gate's bound / below_ms (>= 1): a lower bound of the ratio.
   double GateRatio() const;
   // The first SLO gate's measured value, NaN when absent. Which gate decided a verdict is
   // DecidingGate() / DecideSide() (capq/qualify/deciding_gate.h).
