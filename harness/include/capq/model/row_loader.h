@@ -105,12 +105,12 @@ uint64_t DeriveTrialSeed(const std::string& row_id, int trial_index);
 // percentile.
 int MinRequestsForPercentile(double percentile);
 
-// The measured requests of the C = 1 baseline of a closed-loop row whose requests are all alike:
-// the single-user check (the seed's baseline measured 10), so the fewest the sample rule allows for
-// every gate of every tier, at least kSeedBaselineRequests and at most the row's own sample at C =
-// 1. The baseline only checks the server and calibrates the prediction: no claim rests on it, and a
-// C = 1 confirmation, when C = 1 is the boundary, measures the row's full sample. A row with
-// reuse, a mix or an open-loop schedule keeps its full sample (its shares and reuse need it).
+// The measured requests of the C=1 baseline. It is the single-user check (the seed's baseline
+// measured 10): it checks the server and calibrates the prediction, and no claim rests on it, so
+// it measures the fewest the sample rule allows for every gate of every tier, at least
+// kSeedBaselineRequests and at most the row's own sample at C=1. A C=1 confirmation, when C=1 is
+// the boundary, measures the row's full sample; so does the baseline of a row with reuse, a mix or
+// an open-loop schedule (its shares, reuse and thirds need it).
 inline constexpr int kSeedBaselineRequests = 10;
 int BaselineRequests(const Row& row);
 
