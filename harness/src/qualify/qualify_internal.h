@@ -22,7 +22,7 @@ std::string FailedGateNames(const TrialSummary& t);
 // the stability gate when every SLO gate was met ("queue_bounded: client in-flight ...").
 std::string DecidedBy(const TrialSummary& t);
 
-// What the C = 1 baseline measures: "20 measured requests (the single-user check; a claim at C=1
+// What the C=1 baseline measures: "20 measured requests (the single-user check; a claim at C=1
 // measures 64)", "120 measured requests after a 10 s ramp", "300 s measured after a 10 s ramp".
 std::string BaselineSampleText(const Row& row);
 
